@@ -1,0 +1,77 @@
+#include "format.h"
+
+#include <sstream>
+
+#include "fusion/size.h"
+
+namespace fusion::ctl {
+namespace {
+
+nlohmann::json TierToJson(const TierState& t) {
+  return {{"tier", t.tier},
+          {"kind", t.kind},
+          {"capacity_bytes", t.capacity_bytes},
+          {"available_bytes", t.available_bytes},
+          {"budget_bytes", t.budget_bytes},
+          {"limit_bytes", t.limit_bytes},
+          {"used_bytes", t.used_bytes},
+          {"reserved_bytes", t.reserved_bytes},
+          {"peak_bytes", t.peak_bytes},
+          {"external_bytes", t.external_bytes},
+          {"over_budget", t.over_budget}};
+}
+
+void TierLine(std::ostringstream& out, const TierState& t) {
+  out << t.tier << " (" << t.kind << "): budget " << FormatBytes(t.budget_bytes) << ", used "
+      << FormatBytes(t.used_bytes) << ", reserved " << FormatBytes(t.reserved_bytes) << ", peak "
+      << FormatBytes(t.peak_bytes) << ", available " << FormatBytes(t.available_bytes) << " of "
+      << FormatBytes(t.capacity_bytes) << ", others use " << FormatBytes(t.external_bytes)
+      << (t.over_budget ? "  OVER BUDGET" : "") << "\n";
+}
+
+}  // namespace
+
+nlohmann::json MemoryStateToJson(const MemoryState& s) {
+  nlohmann::json models = nlohmann::json::array();
+  for (const ModelState& m : s.models) {
+    models.push_back({{"name", m.name}, {"stage", m.stage}, {"state", m.state}, {"tier", m.tier},
+                      {"bytes", m.bytes}, {"pinned", m.pinned}, {"leases", m.leases},
+                      {"last_use", m.last_use_unix_ms}, {"loads", m.loads},
+                      {"uploads", m.uploads}, {"evictions", m.evictions}, {"hits", m.hits},
+                      {"misses", m.misses}});
+  }
+  nlohmann::json clients = nlohmann::json::array();
+  for (const ClientUsage& c : s.clients) {
+    clients.push_back({{"uid", c.uid}, {"jobs_queued", c.jobs_queued},
+                       {"jobs_running", c.jobs_running}, {"working_bytes", c.working_bytes}});
+  }
+  const MemoryCounters& c = s.counters;
+  nlohmann::json counters = {{"bytes_uploaded", c.bytes_uploaded}, {"loads", c.loads},
+                             {"uploads", c.uploads},               {"evictions", c.evictions},
+                             {"hits", c.hits},                     {"misses", c.misses},
+                             {"waits", c.waits},                   {"refusals", c.refusals},
+                             {"oom_recovered", c.oom_recovered}};
+  return {{"device", TierToJson(s.device)}, {"host", TierToJson(s.host)},
+          {"models", models},               {"clients", clients},
+          {"counters", counters},           {"unix_ms", s.unix_ms}};
+}
+
+std::string MemoryStateToText(const MemoryState& s) {
+  std::ostringstream out;
+  TierLine(out, s.device);
+  TierLine(out, s.host);
+  if (s.models.empty()) out << "models: none resident\n";
+  for (const ModelState& m : s.models) {
+    out << "  " << m.name << "  " << m.state << "  " << m.tier << "  " << FormatBytes(m.bytes)
+        << (m.pinned ? "  pinned" : "") << "  leases " << m.leases << "\n";
+  }
+  for (const ClientUsage& c : s.clients) {
+    out << "uid " << c.uid << ": " << c.jobs_queued << " queued, " << c.jobs_running
+        << " running, working set " << FormatBytes(c.working_bytes) << "\n";
+  }
+  out << "uploads " << s.counters.uploads << " (" << FormatBytes(s.counters.bytes_uploaded)
+      << "), evictions " << s.counters.evictions << ", refusals " << s.counters.refusals << "\n";
+  return out.str();
+}
+
+}  // namespace fusion::ctl

@@ -1,0 +1,77 @@
+// fusionctl: command-line client of fusiond (through the SDK only).
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "absl/status/status.h"
+#include "format.h"
+#include "fusion/client.h"
+
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;
+constexpr int kExitUnreachableOrUsage = 2;
+
+constexpr char kExitCodes[] =
+    "Exit codes:\n"
+    "  0  success\n"
+    "  2  fusiond unreachable, or a usage error\n"
+    "  1  any other failure (the gRPC status name and message are printed on stderr)\n"
+    "Environment: FUSIOND_SOCKET sets the socket when --socket is not given.";
+
+int Fail(const absl::Status& status) {
+  if (absl::IsUnavailable(status)) {
+    std::fprintf(stderr, "fusionctl: %s\n", std::string(status.message()).c_str());
+    return kExitUnreachableOrUsage;
+  }
+  std::fprintf(stderr, "fusionctl: %s\n", status.ToString().c_str());
+  return kExitFailure;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"fusionctl: talk to fusiond, the face-fusion daemon."};
+  app.footer(kExitCodes);
+  app.require_subcommand(1);
+  std::string socket;
+  int64_t timeout_ms = 2000;
+  app.add_option("--socket", socket, "fusiond socket (default $FUSIOND_SOCKET or /run/fusiond/fusiond.sock)");
+  app.add_option("--timeout-ms", timeout_ms, "deadline of each call in ms")->check(CLI::PositiveNumber);
+
+  CLI::App* health = app.add_subcommand("health", "check that fusiond serves (exit 0 if SERVING)");
+  CLI::App* mem = app.add_subcommand("mem", "show device and host memory, models and clients");
+  bool json = false;
+  mem->add_flag("--json", json, "print JSON (byte counts are numbers)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? kExitOk : kExitUnreachableOrUsage;
+  }
+
+  auto client = fusion::Client::Connect({.socket = socket, .timeout_ms = timeout_ms});
+  if (!client.ok()) return Fail(client.status());
+
+  if (health->parsed()) {
+    auto status = (*client)->Health();
+    if (!status.ok()) return Fail(status.status());
+    std::printf("%s %s\n", (*client)->target().c_str(), fusion::ToString(*status));
+    return *status == fusion::ServingStatus::kServing ? kExitOk : kExitFailure;
+  }
+  if (mem->parsed()) {
+    auto state = (*client)->GetMemoryState();
+    if (!state.ok()) return Fail(state.status());
+    if (json) {
+      std::cout << fusion::ctl::MemoryStateToJson(*state).dump(2) << "\n";
+    } else {
+      std::cout << fusion::ctl::MemoryStateToText(*state);
+    }
+    return kExitOk;
+  }
+  return kExitUnreachableOrUsage;
+}

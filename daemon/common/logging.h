@@ -1,0 +1,13 @@
+// Logging setup for fusiond (spdlog). Under systemd (JOURNAL_STREAM set) logs go to the journal
+// with priorities; otherwise to stderr, coloured only when stderr is a terminal.
+// Call once at start-up, before other threads log.
+#pragma once
+
+#include <string>
+
+namespace fusion {
+
+// `level`: trace|debug|info|warn|error|critical|off (validated by the config).
+void InitLogging(const std::string& level);
+
+}  // namespace fusion

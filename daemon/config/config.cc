@@ -1,0 +1,182 @@
+#include "config/config.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <toml++/toml.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/match.h"
+#include "fusion/size.h"
+
+namespace fusion {
+namespace {
+
+absl::Status KeyError(const std::string& origin, const std::string& key, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat(origin, ": key '", key, "': ", why));
+}
+
+absl::Status ReadString(const toml::node& node, const std::string& origin, const std::string& key,
+                        std::string& out) {
+  auto v = node.value<std::string>();
+  if (!v) return KeyError(origin, key, "must be a string");
+  out = *v;
+  return absl::OkStatus();
+}
+
+absl::Status ReadSize(const toml::node& node, const std::string& origin, const std::string& key,
+                      uint64_t& out) {
+  if (auto i = node.value<int64_t>()) {
+    if (*i < 0) return KeyError(origin, key, "a size cannot be negative");
+    out = static_cast<uint64_t>(*i);
+    return absl::OkStatus();
+  }
+  auto s = node.value<std::string>();
+  if (!s) return KeyError(origin, key, "must be a size string like \"512MiB\" or an integer");
+  auto parsed = ParseSize(*s);
+  if (!parsed.ok()) return KeyError(origin, key, std::string(parsed.status().message()));
+  out = *parsed;
+  return absl::OkStatus();
+}
+
+absl::Status ReadUids(const toml::node& node, const std::string& origin, const std::string& key,
+                      std::vector<uid_t>& out) {
+  const toml::array* arr = node.as_array();
+  if (arr == nullptr) return KeyError(origin, key, "must be an array of uids");
+  out.clear();
+  for (const toml::node& e : *arr) {
+    auto i = e.value<int64_t>();
+    if (!i || *i < 0) return KeyError(origin, key, "every uid must be a non-negative integer");
+    out.push_back(static_cast<uid_t>(*i));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SizeFlag(const std::string& flag, const std::string& text, uint64_t& out) {
+  auto parsed = ParseSize(text);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", parsed.status().message()));
+  }
+  out = *parsed;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
+                       DaemonConfig& config) {
+  toml::table table;
+  try {
+    table = toml::parse(toml_text, origin);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream msg;
+    msg << origin << ": " << e.description() << " (line " << e.source().begin.line << ")";
+    return absl::InvalidArgumentError(msg.str());
+  }
+  for (const auto& [k, node] : table) {
+    const std::string key(k.str());
+    absl::Status st;
+    if (key == "socket") st = ReadString(node, origin, key, config.socket);
+    else if (key == "device") st = ReadString(node, origin, key, config.device);
+    else if (key == "device_memory_limit") st = ReadSize(node, origin, key, config.device_memory_limit);
+    else if (key == "host_memory_limit") st = ReadSize(node, origin, key, config.host_memory_limit);
+    else if (key == "device_memory_reserve") st = ReadSize(node, origin, key, config.device_memory_reserve);
+    else if (key == "max_message_bytes") st = ReadSize(node, origin, key, config.max_message_bytes);
+    else if (key == "models_dir") st = ReadString(node, origin, key, config.models_dir);
+    else if (key == "state_dir") st = ReadString(node, origin, key, config.state_dir);
+    else if (key == "socket_group") st = ReadString(node, origin, key, config.socket_group);
+    else if (key == "log_level") st = ReadString(node, origin, key, config.log_level);
+    else if (key == "allowed_uids") st = ReadUids(node, origin, key, config.allowed_uids);
+    else if (key == "drain_ms") {
+      auto i = node.value<int64_t>();
+      if (!i || *i < 0) st = KeyError(origin, key, "must be a non-negative integer (ms)");
+      else config.drain_ms = static_cast<uint64_t>(*i);
+    } else {
+      st = KeyError(origin, key, "unknown key");
+    }
+    if (!st.ok()) return st;
+  }
+  return ValidateConfig(config);
+}
+
+absl::Status ValidateConfig(const DaemonConfig& config) {
+  if (config.socket.empty()) return absl::InvalidArgumentError("socket: must not be empty");
+  if (config.device != "cpu") {
+    uint32_t index = 0;
+    if (!absl::StartsWith(config.device, "cuda:") ||
+        !absl::SimpleAtoi(config.device.substr(5), &index)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("device: '", config.device, "' is not 'cpu' or 'cuda:N'"));
+    }
+  }
+  static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+  bool level_ok = false;
+  for (const char* l : kLevels) level_ok |= config.log_level == l;
+  if (!level_ok) {
+    return absl::InvalidArgumentError(absl::StrCat("log_level: '", config.log_level,
+                                                   "' is not one of trace|debug|info|warn|error|critical|off"));
+  }
+  if (config.max_message_bytes < 4096 || config.max_message_bytes > (1ull << 31) - 1) {
+    return absl::InvalidArgumentError("max_message_bytes: must be in [4 KiB, 2 GiB)");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const* argv) {
+  CLI::App app{"fusiond: owns a GPU and runs face-fusion jobs for local programs over gRPC."};
+  std::string config_path, socket, device, device_limit, host_limit, reserve, models_dir,
+      state_dir, log_level;
+  app.add_option("--config", config_path, "TOML configuration file (flags override it)");
+  app.add_option("--socket", socket, "Unix socket path (env FUSIOND_SOCKET; default /run/fusiond/fusiond.sock)");
+  app.add_option("--device", device, "cpu | cuda:N (default cpu)");
+  app.add_option("--device-memory-limit", device_limit, "device-tier cap: 512MiB, 6GiB, 1.5GB, bytes");
+  app.add_option("--host-memory-limit", host_limit, "host-tier cap (weights in RAM)");
+  app.add_option("--device-memory-reserve", reserve, "kept free for other processes (default 512MiB)");
+  app.add_option("--models-dir", models_dir, "directory of fetched model weights");
+  app.add_option("--state-dir", state_dir, "directory for the job journal and results");
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    return absl::CancelledError(app.help());
+  } catch (const CLI::ParseError& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
+
+  DaemonConfig config;
+  if (!config_path.empty()) {
+    std::ifstream in(config_path);
+    if (!in) {
+      return absl::InvalidArgumentError(absl::StrCat("--config: cannot read '", config_path, "'"));
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    if (auto st = ApplyToml(text.str(), config_path, config); !st.ok()) return st;
+  }
+  if (const char* env = std::getenv(kSocketEnv); env != nullptr && *env != '\0') {
+    config.socket = env;
+  }
+  if (!socket.empty()) config.socket = socket;
+  if (absl::StartsWith(config.socket, "unix://")) config.socket = config.socket.substr(7);
+  if (!device.empty()) config.device = device;
+  if (!models_dir.empty()) config.models_dir = models_dir;
+  if (!state_dir.empty()) config.state_dir = state_dir;
+  if (!log_level.empty()) config.log_level = log_level;
+  if (!device_limit.empty()) {
+    if (auto st = SizeFlag("device-memory-limit", device_limit, config.device_memory_limit); !st.ok()) return st;
+  }
+  if (!host_limit.empty()) {
+    if (auto st = SizeFlag("host-memory-limit", host_limit, config.host_memory_limit); !st.ok()) return st;
+  }
+  if (!reserve.empty()) {
+    if (auto st = SizeFlag("device-memory-reserve", reserve, config.device_memory_reserve); !st.ok()) return st;
+  }
+  if (auto st = ValidateConfig(config); !st.ok()) return st;
+  return config;
+}
+
+}  // namespace fusion

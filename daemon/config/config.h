@@ -1,0 +1,66 @@
+// fusiond's configuration: defaults, then a TOML file (--config), then FUSIOND_SOCKET, then
+// command-line flags (the later wins).
+//
+// TOML keys are the flag names with '_' for '-':
+//   socket = "/run/fusiond/fusiond.sock"     device = "cpu" | "cuda:N"
+//   device_memory_limit = "6GiB"             host_memory_limit = "8GiB"
+//   device_memory_reserve = "512MiB"         models_dir = "/var/lib/fusiond/models"
+//   state_dir = "/var/lib/fusiond"           socket_group = "fusion"
+//   allowed_uids = [1000, 1001]              log_level = "info"
+// Sizes are strings in ParseSize() syntax or integers (bytes). An unknown key, a wrong type or
+// a bad size is INVALID_ARGUMENT naming the key (and the file).
+// Thread-safety: plain value type.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace fusion {
+
+inline constexpr char kDefaultSocketPath[] = "/run/fusiond/fusiond.sock";
+inline constexpr char kSocketEnv[] = "FUSIOND_SOCKET";
+
+struct DaemonConfig {
+  // Filesystem path of the Unix socket (without "unix://").
+  std::string socket = kDefaultSocketPath;
+  // "cpu" or "cuda:N".
+  std::string device = "cpu";
+  // Device-tier cap in bytes; 0 = no cap beyond what the device has free.
+  uint64_t device_memory_limit = 0;
+  // Host-tier (weights in RAM) cap in bytes; 0 = no cap beyond available RAM.
+  uint64_t host_memory_limit = 0;
+  // Kept free for everyone else on the device: budget = min(limit, free + own - reserve).
+  uint64_t device_memory_reserve = 512ull << 20;
+  std::string models_dir = "/var/lib/fusiond/models";
+  std::string state_dir = "/var/lib/fusiond";
+  // Group given to the socket file (mode 0660); empty = leave the process's group.
+  std::string socket_group;
+  // uids allowed to call; empty = anyone who can open the socket. The daemon's own uid is
+  // always allowed.
+  std::vector<uid_t> allowed_uids;
+  // spdlog level: trace, debug, info, warn, error, critical, off.
+  std::string log_level = "info";
+  // Largest gRPC message accepted or sent, bytes.
+  uint64_t max_message_bytes = 32ull << 20;
+  // Time given to in-flight calls at SIGTERM before they are cancelled, milliseconds.
+  uint64_t drain_ms = 5000;
+};
+
+// Applies a TOML document to `config`. `origin` names the document in errors (a file path).
+absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
+                       DaemonConfig& config);
+
+// Parses fusiond's command line (argv[0] included). Returns the merged configuration, or
+// INVALID_ARGUMENT with CLI11's or the config file's message. `--help` is reported as a
+// status with code CANCELLED and the help text as message, so main can print it and exit 0.
+absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const* argv);
+
+// Checks cross-field constraints (device spec syntax, sizes). INVALID_ARGUMENT naming the key.
+absl::Status ValidateConfig(const DaemonConfig& config);
+
+}  // namespace fusion

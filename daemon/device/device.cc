@@ -1,0 +1,67 @@
+#include "device/device.h"
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "device/cuda_probe.h"
+#include "device/host_memory.h"
+
+namespace fusion {
+namespace {
+
+class CpuDevice final : public Device {
+ public:
+  std::string Kind() const override { return "cpu"; }
+  absl::StatusOr<DeviceMemory> QueryMemory() const override {
+    auto host = ReadHostMemory();
+    if (!host.ok()) return host.status();
+    return DeviceMemory{host->total_bytes, host->available_bytes};
+  }
+};
+
+class CudaDevice final : public Device {
+ public:
+  explicit CudaDevice(int index) : index_(index) {}
+  std::string Kind() const override { return absl::StrCat("cuda:", index_); }
+  absl::StatusOr<DeviceMemory> QueryMemory() const override {
+    CudaDeviceMemory mem;
+    std::string error;
+    if (!QueryCudaMemory(index_, mem, error)) {
+      return absl::UnavailableError(absl::StrCat(Kind(), ": ", error));
+    }
+    return DeviceMemory{mem.total_bytes, mem.free_bytes};
+  }
+
+ private:
+  const int index_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Device>> OpenDevice(const std::string& spec) {
+  if (spec == "cpu") return std::unique_ptr<Device>(new CpuDevice());
+  int index = -1;
+  if (!absl::StartsWith(spec, "cuda:") || !absl::SimpleAtoi(spec.substr(5), &index) ||
+      index < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("device '", spec, "' is not cpu or cuda:N"));
+  }
+  CudaProbe probe = ProbeCuda();
+  if (index >= probe.device_count) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "device ", spec, " is not available: ",
+        probe.device_count == 0 ? probe.runtime_error
+                                : absl::StrCat("only ", probe.device_count, " CUDA devices")));
+  }
+  return std::unique_ptr<Device>(new CudaDevice(index));
+}
+
+uint64_t EffectiveBudget(uint64_t limit, uint64_t available, uint64_t own_usage,
+                         uint64_t reserve) {
+  const uint64_t reachable = available + own_usage;
+  const uint64_t after_reserve = reachable > reserve ? reachable - reserve : 0;
+  return limit == 0 ? after_reserve : std::min(limit, after_reserve);
+}
+
+}  // namespace fusion

@@ -1,0 +1,70 @@
+// FusionService: the fusion.v1.Fusion gRPC service (callback API).
+//
+// Every handler first reads the caller's uid (SO_PEERCRED, see peer.h) and refuses uids that
+// are not allowed (PERMISSION_DENIED). Handlers validate and answer or enqueue; they never
+// block and never touch the device. Methods whose component is not built yet answer
+// UNIMPLEMENTED naming the method.
+// Thread-safety: handlers run concurrently on gRPC's threads; the service holds no mutable state.
+#pragma once
+
+#include <sys/types.h>
+
+#include <vector>
+
+#include "fusion/v1/fusion.grpc.pb.h"
+#include "rpc/memory_state.h"
+
+namespace fusion {
+
+class FusionService final : public v1::Fusion::CallbackService {
+ public:
+  struct Options {
+    std::vector<uid_t> allowed_uids;  // empty = anyone who can open the socket
+  };
+  // `memory` must outlive the service.
+  FusionService(Options options, const MemoryStateSource* memory)
+      : options_(std::move(options)), memory_(memory) {}
+
+  grpc::ServerUnaryReactor* GetMemoryState(grpc::CallbackServerContext* ctx,
+                                           const v1::GetMemoryStateRequest* request,
+                                           v1::MemoryState* response) override;
+
+  // Not built yet: UNIMPLEMENTED (after the permission check).
+  grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx, const v1::SubmitJobRequest*,
+                                      v1::SubmitJobResponse*) override;
+  grpc::ServerWriteReactor<v1::JobEvent>* WatchJob(grpc::CallbackServerContext* ctx,
+                                                   const v1::WatchJobRequest*) override;
+  grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* ctx, const v1::GetJobRequest*,
+                                   v1::Job*) override;
+  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* ctx, const v1::ListJobsRequest*,
+                                     v1::ListJobsResponse*) override;
+  grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* ctx, const v1::CancelJobRequest*,
+                                      v1::Job*) override;
+  grpc::ServerUnaryReactor* GetJobResult(grpc::CallbackServerContext* ctx,
+                                         const v1::GetJobResultRequest*, v1::JobResult*) override;
+  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* ctx, const v1::ListModelsRequest*,
+                                       v1::ListModelsResponse*) override;
+  grpc::ServerUnaryReactor* LoadModel(grpc::CallbackServerContext* ctx, const v1::ModelRequest*,
+                                      v1::ModelInfo*) override;
+  grpc::ServerUnaryReactor* UnloadModel(grpc::CallbackServerContext* ctx, const v1::ModelRequest*,
+                                        v1::ModelInfo*) override;
+  grpc::ServerUnaryReactor* PinModel(grpc::CallbackServerContext* ctx, const v1::ModelRequest*,
+                                     v1::ModelInfo*) override;
+  grpc::ServerUnaryReactor* UnpinModel(grpc::CallbackServerContext* ctx, const v1::ModelRequest*,
+                                       v1::ModelInfo*) override;
+  grpc::ServerWriteReactor<v1::MemoryState>* WatchMemory(grpc::CallbackServerContext* ctx,
+                                                         const v1::WatchMemoryRequest*) override;
+
+ private:
+  // OK with the caller allowed, else the status to answer with.
+  absl::Status Authorize(grpc::CallbackServerContext* ctx) const;
+  grpc::ServerUnaryReactor* Unimplemented(grpc::CallbackServerContext* ctx, const char* method);
+  template <typename T>
+  grpc::ServerWriteReactor<T>* UnimplementedStream(grpc::CallbackServerContext* ctx,
+                                                   const char* method);
+
+  const Options options_;
+  const MemoryStateSource* memory_;
+};
+
+}  // namespace fusion

@@ -1,0 +1,67 @@
+#include "rpc/server.h"
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/server_posix.h>
+
+#include "absl/strings/str_cat.h"
+#include "device/device.h"
+#include "rpc/fusion_service.h"
+#include "rpc/memory_state.h"
+#include "rpc/uds_listener.h"
+#include "spdlog/spdlog.h"
+
+namespace fusion {
+
+inline constexpr char kServiceName[] = "fusion.v1.Fusion";
+
+absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonConfig& config) {
+  std::unique_ptr<DaemonServer> self(new DaemonServer());
+  self->config_ = config;
+  auto device = OpenDevice(config.device);
+  if (!device.ok()) return device.status();
+  self->device_ = *std::move(device);
+  if (auto probe = self->device_->QueryMemory(); !probe.ok()) return probe.status();
+  self->memory_ = std::make_unique<DeviceMemoryStateSource>(
+      self->device_.get(), TierLimits{config.device_memory_limit, config.device_memory_reserve,
+                                      config.host_memory_limit});
+  self->service_ = std::make_unique<FusionService>(FusionService::Options{config.allowed_uids},
+                                                   self->memory_.get());
+
+  // Bind first: a second daemon must fail here, before it builds anything else.
+  auto listener = UdsListener::Create({.path = config.socket, .group = config.socket_group});
+  if (!listener.ok()) return listener.status();
+  self->listener_ = *std::move(listener);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  builder.RegisterService(self->service_.get());
+  builder.SetMaxReceiveMessageSize(static_cast<int>(config.max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(config.max_message_bytes));
+  self->server_ = builder.BuildAndStart();
+  if (self->server_ == nullptr) return absl::InternalError("gRPC server failed to start");
+  self->server_->GetHealthCheckService()->SetServingStatus(kServiceName, true);
+
+  grpc::Server* server = self->server_.get();
+  self->listener_->Start([server](int fd) { grpc::AddInsecureChannelFromFd(server, fd); });
+  spdlog::info("fusiond serving on {} (device {}, device limit {} bytes)", self->target(),
+               self->device_->Kind(), config.device_memory_limit);
+  return self;
+}
+
+DaemonServer::~DaemonServer() { Shutdown(absl::ZeroDuration()); }
+
+std::string DaemonServer::target() const { return absl::StrCat("unix://", config_.socket); }
+
+void DaemonServer::Shutdown(absl::Duration drain) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (listener_) listener_->Stop();  // no new connections; socket file removed
+  if (server_) {
+    server_->GetHealthCheckService()->Shutdown();  // every service NOT_SERVING
+    server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(drain));
+    server_->Wait();
+  }
+}
+
+}  // namespace fusion

@@ -1,0 +1,54 @@
+// DaemonServer: fusiond's gRPC server on its Unix socket.
+//
+// Owns the device, the memory-state source, the fusion.v1 service, gRPC's default
+// grpc.health.v1 service (service names "" and "fusion.v1.Fusion" report SERVING while up) and
+// the UdsListener that feeds accepted connections to gRPC.
+// Lifecycle: Create() (socket bound, serving) -> Shutdown() (stop accepting, NOT_SERVING, drain
+// in-flight calls up to a deadline, socket file removed). The destructor shuts down.
+// Thread-safety: Shutdown() and Wait() may be called from different threads; Shutdown() once.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "config/config.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace fusion {
+
+class Device;
+class FusionService;
+class MemoryStateSource;
+class UdsListener;
+
+class DaemonServer {
+ public:
+  // Opens the device, binds the socket and starts serving. Errors: those of OpenDevice() and
+  // UdsListener::Create() (e.g. FAILED_PRECONDITION "another fusiond is serving on ...").
+  static absl::StatusOr<std::unique_ptr<DaemonServer>> Create(const DaemonConfig& config);
+  ~DaemonServer();
+
+  // "unix:///path/to.sock".
+  std::string target() const;
+  // Stops accepting, marks health NOT_SERVING, waits up to `drain` for in-flight calls, then
+  // cancels the rest. Idempotent.
+  void Shutdown(absl::Duration drain);
+
+ private:
+  DaemonServer() = default;
+
+  DaemonConfig config_;
+  std::unique_ptr<Device> device_;
+  std::unique_ptr<MemoryStateSource> memory_;
+  std::unique_ptr<FusionService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<UdsListener> listener_;
+  bool shut_down_ = false;
+};
+
+}  // namespace fusion

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs every Debian package fusiond needs to build, test and run. Idempotent: when all
+# packages are present it prints nothing and asks no registry.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config ccache git
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libtorch-dev libopencv-dev opencv-data libabsl-dev
+  libgtest-dev libgmock-dev googletest libbenchmark-dev
+  libspdlog-dev libsystemd-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev
+  libsqlite3-dev npm python3-numpy
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+# npm may come from elsewhere (e.g. a nodejs install); only require the command.
+if command -v npm >/dev/null 2>&1; then
+  missing=("${missing[@]/npm}")
+  read -r -a missing <<<"${missing[*]}"
+fi
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "setup: installing ${#missing[@]} Debian packages: ${missing[*]}" >&2
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

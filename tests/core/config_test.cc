@@ -1,0 +1,127 @@
+#include "config/config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "temp_dir.h"
+
+namespace fusion {
+namespace {
+
+absl::StatusOr<DaemonConfig> Parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "fusiond");
+  std::vector<const char*> argv;
+  for (auto& a : args) argv.push_back(a.c_str());
+  return ParseDaemonCommandLine(static_cast<int>(argv.size()), argv.data());
+}
+
+class ConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override { unsetenv(kSocketEnv); }
+  std::string WriteToml(const std::string& text) {
+    std::string path = dir_.File("fusiond.toml");
+    std::ofstream(path) << text;
+    return path;
+  }
+  testing::TempDir dir_;
+};
+
+TEST_F(ConfigTest, DefaultsAreDocumented) {
+  auto c = Parse({});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->socket, "/run/fusiond/fusiond.sock");
+  EXPECT_EQ(c->device, "cpu");
+  EXPECT_EQ(c->device_memory_limit, 0u);
+  EXPECT_EQ(c->device_memory_reserve, 536870912u);
+}
+
+TEST_F(ConfigTest, FlagsParseSizes) {
+  auto c = Parse({"--socket", "/tmp/x.sock", "--device-memory-limit", "256MiB",
+                  "--host-memory-limit", "1.5GB", "--device", "cuda:1"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->socket, "/tmp/x.sock");
+  EXPECT_EQ(c->device_memory_limit, 268435456u);
+  EXPECT_EQ(c->host_memory_limit, 1500000000u);
+  EXPECT_EQ(c->device, "cuda:1");
+}
+
+TEST_F(ConfigTest, BadFlagSizeNamesTheFlag) {
+  auto c = Parse({"--device-memory-limit", "lots"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().message().find("--device-memory-limit"), std::string::npos);
+  EXPECT_NE(c.status().message().find("'lots'"), std::string::npos);
+}
+
+TEST_F(ConfigTest, FileIsReadAndFlagsOverrideIt) {
+  const std::string path = WriteToml(
+      "socket = \"/tmp/from-file.sock\"\n"
+      "device_memory_limit = \"6GiB\"\n"
+      "host_memory_limit = 1048576\n"
+      "allowed_uids = [1000, 1001]\n"
+      "log_level = \"debug\"\n");
+  auto c = Parse({"--config", path, "--device-memory-limit", "512MiB"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->socket, "/tmp/from-file.sock");
+  EXPECT_EQ(c->device_memory_limit, 536870912u);  // flag wins
+  EXPECT_EQ(c->host_memory_limit, 1048576u);
+  EXPECT_EQ(c->allowed_uids, (std::vector<uid_t>{1000, 1001}));
+  EXPECT_EQ(c->log_level, "debug");
+}
+
+TEST_F(ConfigTest, EnvSocketSitsBetweenFileAndFlag) {
+  const std::string path = WriteToml("socket = \"/tmp/file.sock\"\n");
+  setenv(kSocketEnv, "/tmp/env.sock", 1);
+  EXPECT_EQ(Parse({"--config", path})->socket, "/tmp/env.sock");
+  EXPECT_EQ(Parse({"--config", path, "--socket", "unix:///tmp/flag.sock"})->socket, "/tmp/flag.sock");
+  unsetenv(kSocketEnv);
+}
+
+TEST_F(ConfigTest, UnknownKeyIsAnErrorNamingKeyAndFile) {
+  const std::string path = WriteToml("device_memory_limt = \"1GiB\"\n");
+  auto c = Parse({"--config", path});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().message().find("'device_memory_limt'"), std::string::npos);
+  EXPECT_NE(c.status().message().find("unknown key"), std::string::npos);
+  EXPECT_NE(c.status().message().find(path), std::string::npos);
+}
+
+TEST_F(ConfigTest, BadValuesNameTheKey) {
+  DaemonConfig c;
+  absl::Status st = ApplyToml("host_memory_limit = \"3 parsecs\"\n", "f.toml", c);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("'host_memory_limit'"), std::string::npos) << st;
+  st = ApplyToml("socket = 5\n", "f.toml", c);
+  EXPECT_NE(st.message().find("'socket': must be a string"), std::string::npos) << st;
+  st = ApplyToml("allowed_uids = [\"root\"]\n", "f.toml", c);
+  EXPECT_NE(st.message().find("'allowed_uids'"), std::string::npos) << st;
+  st = ApplyToml("device = \"gpu\"\n", "f.toml", c);
+  EXPECT_NE(st.message().find("device: 'gpu'"), std::string::npos) << st;
+  st = ApplyToml("device_memory_limit = -5\n", "f.toml", c);
+  EXPECT_NE(st.message().find("negative"), std::string::npos) << st;
+}
+
+TEST_F(ConfigTest, TomlSyntaxErrorGivesLine) {
+  DaemonConfig c;
+  absl::Status st = ApplyToml("socket = \"/x\"\n= broken\n", "f.toml", c);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("line 2"), std::string::npos) << st;
+}
+
+TEST_F(ConfigTest, MissingConfigFileIsAnError) {
+  auto c = Parse({"--config", dir_.File("absent.toml")});
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("absent.toml"), std::string::npos);
+}
+
+TEST_F(ConfigTest, UnknownFlagIsAnError) {
+  auto c = Parse({"--gpu-memory", "1GiB"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace fusion

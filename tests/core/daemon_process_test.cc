@@ -1,0 +1,153 @@
+// Drives the real fusiond and fusionctl binaries as processes.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "process.h"
+#include "temp_dir.h"
+
+namespace fusion {
+namespace {
+
+using testing::Process;
+using testing::RunProcess;
+using testing::RunResult;
+using testing::WaitFor;
+
+constexpr uid_t kNobody = 65534;
+
+bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+class DaemonProcessTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Process> StartDaemon(std::vector<std::string> extra) {
+    std::vector<std::string> argv = {FUSIOND_BIN, "--socket", socket_, "--device", "cpu"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto p = std::make_unique<Process>(argv, dir_.path());
+    EXPECT_TRUE(WaitFor([&] { return Exists(socket_) || !p->Running(); }, absl::Seconds(20)));
+    return p;
+  }
+  RunResult Ctl(std::vector<std::string> args, int uid = -1) {
+    args.insert(args.begin(), {FUSIONCTL_BIN, "--socket", socket_});
+    return RunProcess(args, dir_.path(), absl::Seconds(30), uid);
+  }
+
+  testing::TempDir dir_;
+  const std::string socket_ = dir_.File("f.sock");
+};
+
+TEST_F(DaemonProcessTest, ServesMemJsonWithBudgetAndStopsCleanlyOnSigterm) {
+  auto daemon = StartDaemon({"--device-memory-limit", "256MiB"});
+  ASSERT_TRUE(daemon->Running());
+
+  RunResult health = Ctl({"health"});
+  EXPECT_EQ(health.exit_code, 0) << health.err;
+  EXPECT_NE(health.out.find("SERVING"), std::string::npos);
+
+  RunResult mem = Ctl({"mem", "--json"});
+  ASSERT_EQ(mem.exit_code, 0) << mem.err;
+  nlohmann::json j = nlohmann::json::parse(mem.out);
+  EXPECT_EQ(j["device"]["kind"], "cpu");
+  ASSERT_TRUE(j["device"]["budget_bytes"].is_number_unsigned());  // a number, not a string
+  EXPECT_EQ(j["device"]["budget_bytes"].get<uint64_t>(), 268435456u);
+  EXPECT_TRUE(j["host"]["capacity_bytes"].is_number());
+  EXPECT_TRUE(j["models"].is_array());
+
+  RunResult text = Ctl({"mem"});
+  EXPECT_EQ(text.exit_code, 0);
+  EXPECT_NE(text.out.find("device (cpu): budget 256.0 MiB"), std::string::npos) << text.out;
+
+  // A second daemon on the same socket is refused, the first keeps serving.
+  RunResult second = RunProcess({FUSIOND_BIN, "--socket", socket_}, dir_.path(), absl::Seconds(20));
+  EXPECT_EQ(second.exit_code, 1);
+  EXPECT_NE(second.err.find("another fusiond is serving"), std::string::npos) << second.err;
+  EXPECT_EQ(Ctl({"health"}).exit_code, 0);
+
+  daemon->Signal(SIGTERM);
+  RunResult stopped = daemon->Wait(absl::Seconds(15));
+  EXPECT_FALSE(stopped.timed_out);
+  EXPECT_EQ(stopped.exit_code, 0) << stopped.err;
+  EXPECT_FALSE(Exists(socket_));
+}
+
+TEST_F(DaemonProcessTest, FusionctlWithoutDaemonExits2Within2Seconds) {
+  RunResult r = RunProcess({FUSIONCTL_BIN, "--socket", dir_.File("none.sock"), "health"}, dir_.path());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_LT(r.elapsed, absl::Seconds(2));
+  EXPECT_NE(r.err.find("cannot reach fusiond at unix://" + dir_.File("none.sock") + ": "),
+            std::string::npos)
+      << r.err;
+  // FUSIOND_SOCKET is honoured when --socket is absent.
+  Process p({FUSIONCTL_BIN, "mem"}, dir_.path(), -1, {"FUSIOND_SOCKET=" + dir_.File("env.sock")});
+  RunResult e = p.Wait(absl::Seconds(10));
+  EXPECT_EQ(e.exit_code, 2);
+  EXPECT_NE(e.err.find(dir_.File("env.sock")), std::string::npos) << e.err;
+}
+
+TEST_F(DaemonProcessTest, StaleSocketFileIsReplaced) {
+  auto first = StartDaemon({});
+  first->Signal(SIGKILL);  // leaves the socket file behind
+  first->Wait(absl::Seconds(10));
+  ASSERT_TRUE(Exists(socket_));
+  auto second = StartDaemon({});
+  ASSERT_TRUE(WaitFor([&] { return Ctl({"health"}).exit_code == 0; }, absl::Seconds(10)));
+  EXPECT_TRUE(second->Running());
+}
+
+TEST_F(DaemonProcessTest, BadFlagsAndConfigExit2NamingTheKey) {
+  RunResult bad_size = RunProcess({FUSIOND_BIN, "--socket", socket_, "--device-memory-limit", "12XB"},
+                           dir_.path());
+  EXPECT_EQ(bad_size.exit_code, 2);
+  EXPECT_NE(bad_size.err.find("--device-memory-limit: invalid size '12XB'"), std::string::npos)
+      << bad_size.err;
+
+  const std::string toml = dir_.File("bad.toml");
+  std::ofstream(toml) << "devise = \"cpu\"\n";
+  RunResult bad_key = RunProcess({FUSIOND_BIN, "--config", toml}, dir_.path());
+  EXPECT_EQ(bad_key.exit_code, 2);
+  EXPECT_NE(bad_key.err.find("key 'devise': unknown key"), std::string::npos) << bad_key.err;
+
+  RunResult no_gpu = RunProcess({FUSIOND_BIN, "--socket", socket_, "--device", "cuda:7"}, dir_.path());
+  EXPECT_EQ(no_gpu.exit_code, 1);
+  EXPECT_NE(no_gpu.err.find("cuda:7"), std::string::npos) << no_gpu.err;
+  EXPECT_FALSE(Exists(socket_));
+
+  RunResult usage = Ctl({"frobnicate"});
+  EXPECT_EQ(usage.exit_code, 2);
+  RunResult help = RunProcess({FUSIONCTL_BIN, "--help"}, dir_.path());
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("2  fusiond unreachable"), std::string::npos) << help.out;
+}
+
+// Runs fusionctl as uid 65534 (needs root, as in CI): the socket's group admits it, and the
+// daemon's allow-list decides with the uid read from SO_PEERCRED.
+TEST_F(DaemonProcessTest, OtherUidIsRefusedUnlessAllowed) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run a client as another uid";
+  const std::string toml = dir_.File("allow.toml");
+  std::ofstream(toml) << "socket_group = \"nogroup\"\nallowed_uids = [4242]\n";
+  auto daemon = StartDaemon({"--config", toml});
+  ASSERT_TRUE(daemon->Running());
+  struct stat st;
+  ASSERT_EQ(stat(socket_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_gid, kNobody);  // nogroup
+  RunResult refused = Ctl({"mem"}, kNobody);
+  EXPECT_EQ(refused.exit_code, 1) << refused.err;
+  EXPECT_NE(refused.err.find("PERMISSION_DENIED: uid 65534 is not allowed"), std::string::npos)
+      << refused.err;
+  EXPECT_EQ(Ctl({"mem"}).exit_code, 0);  // the daemon's own uid
+  daemon->Signal(SIGTERM);
+  daemon->Wait(absl::Seconds(15));
+
+  std::ofstream(toml) << "socket_group = \"nogroup\"\nallowed_uids = [65534]\n";
+  auto allowed_daemon = StartDaemon({"--config", toml});
+  RunResult allowed = Ctl({"mem", "--json"}, kNobody);
+  EXPECT_EQ(allowed.exit_code, 0) << allowed.err;
+}
+
+}  // namespace
+}  // namespace fusion
