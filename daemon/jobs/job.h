@@ -1,0 +1,69 @@
+// Job: one face-fusion request and its life.
+//
+//            Submit (journaled)
+//                  |
+//                  v
+//   +-------->  QUEUED  ---- Cancel ----------------------+
+//   | restart      |                                      |
+//   | (crash       | picked by the FairQueue              v
+//   |  recovery)   v                                  CANCELLED
+//   +--------  RUNNING(stage) ---- Cancel (at the next stage or tile boundary)
+//                  |
+//          +-------+--------+
+//          v                v
+//      SUCCEEDED          FAILED
+//
+// A RUNNING job found in the journal at start-up (the daemon died under it) goes back to
+// QUEUED and runs again; SUCCEEDED, FAILED and CANCELLED are final.
+// Thread-safety: plain value types.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fusion::jobs {
+
+enum class JobState : int {
+  kQueued = 1,
+  kRunning = 2,
+  kSucceeded = 3,
+  kFailed = 4,
+  kCancelled = 5,
+};
+
+// "QUEUED", "RUNNING", ... (the fusion.v1.JobState names).
+const char* ToString(JobState state);
+bool IsFinal(JobState state);
+
+enum class Priority : int { kLow = 1, kNormal = 2, kHigh = 3 };
+
+// What a job asks for, as accepted (validated) at submit.
+struct JobSpec {
+  uid_t owner_uid = 0;
+  Priority priority = Priority::kNormal;
+  std::string options;        // serialized fusion.v1.JobOptions
+  std::string source_image;   // encoded image bytes (PNG/JPEG/...)
+  std::string target_image;   // encoded image bytes
+  std::vector<std::string> stage_models;  // catalogue model of each stage, in run order
+};
+
+// A job as the journal knows it.
+struct JobRecord {
+  std::string id;
+  uid_t owner_uid = 0;
+  JobState state = JobState::kQueued;
+  Priority priority = Priority::kNormal;
+  std::string options;
+  std::vector<std::string> stage_models;
+  int64_t created_unix_ms = 0;
+  int64_t started_unix_ms = 0;
+  int64_t finished_unix_ms = 0;
+  int32_t error_code = 0;     // google.rpc.Code of a FAILED/CANCELLED job
+  std::string error_message;
+  int64_t sequence = 0;       // submit order, strictly increasing across restarts
+};
+
+}  // namespace fusion::jobs

@@ -1,0 +1,312 @@
+#include "jobs/journal.h"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace fusion::jobs {
+namespace {
+
+constexpr char kSchema[] = R"sql(
+CREATE TABLE IF NOT EXISTS jobs (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  id TEXT NOT NULL UNIQUE,
+  uid INTEGER NOT NULL,
+  state INTEGER NOT NULL,
+  priority INTEGER NOT NULL,
+  options BLOB NOT NULL,
+  stage_models TEXT NOT NULL,
+  source BLOB,
+  target BLOB,
+  created_ms INTEGER NOT NULL,
+  started_ms INTEGER NOT NULL DEFAULT 0,
+  finished_ms INTEGER NOT NULL DEFAULT 0,
+  error_code INTEGER NOT NULL DEFAULT 0,
+  error_message TEXT NOT NULL DEFAULT '',
+  result_report BLOB,
+  result_image BLOB,
+  result_bytes INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state);
+)sql";
+
+constexpr char kColumns[] =
+    "id, uid, state, priority, options, stage_models, created_ms, started_ms, finished_ms, "
+    "error_code, error_message, seq";
+
+// A prepared statement, finalized on destruction. Columns/parameters are 0/1-based as SQLite's.
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) : db_(db) {
+    rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  Statement& Bind(int i, int64_t v) { Check(sqlite3_bind_int64(stmt_, i, v)); return *this; }
+  Statement& Bind(int i, const std::string& v) {
+    Check(sqlite3_bind_blob64(stmt_, i, v.data(), v.size(), SQLITE_TRANSIENT));
+    return *this;
+  }
+  Statement& BindText(int i, const std::string& v) {
+    Check(sqlite3_bind_text64(stmt_, i, v.data(), v.size(), SQLITE_TRANSIENT, SQLITE_UTF8));
+    return *this;
+  }
+  // SQLITE_ROW, SQLITE_DONE or an error code.
+  int Step() { return rc_ == SQLITE_OK ? sqlite3_step(stmt_) : rc_; }
+  int64_t Int(int col) { return sqlite3_column_int64(stmt_, col); }
+  std::string Blob(int col) {
+    const void* p = sqlite3_column_blob(stmt_, col);
+    return p == nullptr ? std::string() : std::string(static_cast<const char*>(p),
+                                                      sqlite3_column_bytes(stmt_, col));
+  }
+  absl::Status Error(int rc, absl::string_view what) const {
+    const std::string msg = absl::StrCat("journal: ", what, ": ", sqlite3_errmsg(db_));
+    if (rc == SQLITE_FULL) {
+      return absl::ResourceExhaustedError(absl::StrCat(msg, " (the state directory is full)"));
+    }
+    return absl::InternalError(msg);
+  }
+  int prepare_rc() const { return rc_; }
+
+ private:
+  void Check(int rc) { if (rc_ == SQLITE_OK && rc != SQLITE_OK) rc_ = rc; }
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_;
+};
+
+JobRecord ReadRecord(Statement& s) {
+  JobRecord r;
+  r.id = s.Blob(0);
+  r.owner_uid = static_cast<uid_t>(s.Int(1));
+  r.state = static_cast<JobState>(s.Int(2));
+  r.priority = static_cast<Priority>(s.Int(3));
+  r.options = s.Blob(4);
+  const std::string stages = s.Blob(5);
+  if (!stages.empty()) r.stage_models = absl::StrSplit(stages, '\n');
+  r.created_unix_ms = s.Int(6);
+  r.started_unix_ms = s.Int(7);
+  r.finished_unix_ms = s.Int(8);
+  r.error_code = static_cast<int32_t>(s.Int(9));
+  r.error_message = s.Blob(10);
+  r.sequence = s.Int(11);
+  return r;
+}
+
+std::string NewJobId() {
+  static absl::BitGen* gen = new absl::BitGen();
+  static absl::Mutex gen_mu(absl::kConstInit);
+  absl::MutexLock lock(&gen_mu);
+  return absl::StrFormat("j-%016x", absl::Uniform<uint64_t>(*gen));
+}
+
+}  // namespace
+
+const char* ToString(JobState state) {
+  switch (state) {
+    case JobState::kQueued: return "QUEUED";
+    case JobState::kRunning: return "RUNNING";
+    case JobState::kSucceeded: return "SUCCEEDED";
+    case JobState::kFailed: return "FAILED";
+    case JobState::kCancelled: return "CANCELLED";
+  }
+  return "UNKNOWN";
+}
+
+bool IsFinal(JobState state) {
+  return state == JobState::kSucceeded || state == JobState::kFailed ||
+         state == JobState::kCancelled;
+}
+
+absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const Options& options) {
+  sqlite3* db = nullptr;
+  const int rc = sqlite3_open_v2(options.path.c_str(), &db,
+                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                                 nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = absl::StrCat("journal: cannot open ", options.path, ": ",
+                                   db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+    sqlite3_close(db);
+    return absl::InternalError(msg);
+  }
+  std::unique_ptr<Journal> journal(new Journal(options, db));
+  absl::MutexLock lock(&journal->mu_);
+  for (const char* sql : {"PRAGMA journal_mode=WAL;", "PRAGMA synchronous=FULL;",
+                          "PRAGMA busy_timeout=5000;", kSchema}) {
+    if (auto st = journal->Exec(sql); !st.ok()) return st;
+  }
+  if (options.max_bytes > 0) {
+    const int64_t pages = static_cast<int64_t>(options.max_bytes / 4096);
+    if (auto st = journal->Exec("PRAGMA page_size=4096;"); !st.ok()) return st;
+    if (auto st = journal->Exec(absl::StrCat("PRAGMA max_page_count=", pages, ";").c_str());
+        !st.ok()) {
+      return st;
+    }
+  }
+  return journal;
+}
+
+Journal::~Journal() {
+  absl::MutexLock lock(&mu_);
+  sqlite3_close(db_);
+}
+
+absl::Status Journal::Exec(const char* sql) {
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &err);
+  if (rc == SQLITE_OK) return absl::OkStatus();
+  std::string msg = absl::StrCat("journal: ", err ? err : sqlite3_errstr(rc));
+  sqlite3_free(err);
+  if (rc == SQLITE_FULL) return absl::ResourceExhaustedError(absl::StrCat(msg, " (the state directory is full)"));
+  return absl::InternalError(msg);
+}
+
+absl::StatusOr<JobRecord> Journal::Insert(const JobSpec& spec, int64_t now_unix_ms) {
+  JobRecord r;
+  r.id = NewJobId();
+  r.owner_uid = spec.owner_uid;
+  r.priority = spec.priority;
+  r.options = spec.options;
+  r.stage_models = spec.stage_models;
+  r.created_unix_ms = now_unix_ms;
+  absl::MutexLock lock(&mu_);
+  Statement s(db_,
+              "INSERT INTO jobs(id, uid, state, priority, options, stage_models, source, target, "
+              "created_ms) VALUES(?,?,?,?,?,?,?,?,?)");
+  s.BindText(1, r.id).Bind(2, static_cast<int64_t>(r.owner_uid))
+      .Bind(3, static_cast<int64_t>(JobState::kQueued)).Bind(4, static_cast<int64_t>(r.priority))
+      .Bind(5, r.options).BindText(6, absl::StrJoin(r.stage_models, "\n"))
+      .Bind(7, spec.source_image).Bind(8, spec.target_image).Bind(9, now_unix_ms);
+  if (int rc = s.Step(); rc != SQLITE_DONE) return s.Error(rc, "insert job");
+  r.sequence = sqlite3_last_insert_rowid(db_);
+  return r;
+}
+
+absl::Status Journal::MarkRunning(const std::string& id, int64_t now_unix_ms) {
+  absl::MutexLock lock(&mu_);
+  Statement s(db_, "UPDATE jobs SET state=?, started_ms=? WHERE id=? AND state=?");
+  s.Bind(1, static_cast<int64_t>(JobState::kRunning)).Bind(2, now_unix_ms).BindText(3, id)
+      .Bind(4, static_cast<int64_t>(JobState::kQueued));
+  if (int rc = s.Step(); rc != SQLITE_DONE) return s.Error(rc, "mark running");
+  if (sqlite3_changes(db_) != 1) {
+    return absl::FailedPreconditionError(absl::StrCat("job ", id, " is not QUEUED"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Journal::Finish(const std::string& id, JobState state, int32_t error_code,
+                             const std::string& error_message, const StoredResult& result,
+                             int64_t now_unix_ms) {
+  absl::MutexLock lock(&mu_);
+  Statement s(db_,
+              "UPDATE jobs SET state=?, finished_ms=?, error_code=?, error_message=?, "
+              "result_report=?, result_image=?, result_bytes=?, source=NULL, target=NULL "
+              "WHERE id=? AND state IN (?, ?)");
+  s.Bind(1, static_cast<int64_t>(state)).Bind(2, now_unix_ms).Bind(3, error_code)
+      .BindText(4, error_message).Bind(5, result.report).Bind(6, result.image)
+      .Bind(7, static_cast<int64_t>(result.image.size())).BindText(8, id)
+      .Bind(9, static_cast<int64_t>(JobState::kQueued))
+      .Bind(10, static_cast<int64_t>(JobState::kRunning));
+  if (int rc = s.Step(); rc != SQLITE_DONE) return s.Error(rc, "finish job");
+  if (sqlite3_changes(db_) != 1) {
+    return absl::FailedPreconditionError(absl::StrCat("job ", id, " is already final or unknown"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<JobRecord> Journal::Get(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  Statement s(db_, absl::StrCat("SELECT ", kColumns, " FROM jobs WHERE id=?").c_str());
+  s.BindText(1, id);
+  const int rc = s.Step();
+  if (rc == SQLITE_ROW) return ReadRecord(s);
+  if (rc == SQLITE_DONE) return absl::NotFoundError(absl::StrCat("job ", id, " not found"));
+  return s.Error(rc, "get job");
+}
+
+absl::StatusOr<JobInputs> Journal::LoadInputs(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  Statement s(db_, "SELECT source, target FROM jobs WHERE id=? AND source IS NOT NULL");
+  s.BindText(1, id);
+  const int rc = s.Step();
+  if (rc == SQLITE_ROW) return JobInputs{s.Blob(0), s.Blob(1)};
+  if (rc == SQLITE_DONE) return absl::NotFoundError(absl::StrCat("job ", id, " has no inputs"));
+  return s.Error(rc, "load inputs");
+}
+
+absl::StatusOr<StoredResult> Journal::GetResult(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  Statement s(db_, "SELECT result_report, result_image FROM jobs WHERE id=? AND state=? "
+                   "AND result_report IS NOT NULL");
+  s.BindText(1, id).Bind(2, static_cast<int64_t>(JobState::kSucceeded));
+  const int rc = s.Step();
+  if (rc == SQLITE_ROW) return StoredResult{s.Blob(0), s.Blob(1)};
+  if (rc == SQLITE_DONE) return absl::NotFoundError(absl::StrCat("job ", id, " has no result"));
+  return s.Error(rc, "get result");
+}
+
+absl::StatusOr<std::vector<JobRecord>> Journal::List(std::optional<uid_t> owner,
+                                                     const std::vector<JobState>& states,
+                                                     size_t limit) {
+  std::string sql = absl::StrCat("SELECT ", kColumns, " FROM jobs WHERE 1");
+  if (owner) absl::StrAppend(&sql, " AND uid=", *owner);
+  if (!states.empty()) {
+    absl::StrAppend(&sql, " AND state IN (",
+                    absl::StrJoin(states, ",", [](std::string* out, JobState st) {
+                      absl::StrAppend(out, static_cast<int>(st));
+                    }),
+                    ")");
+  }
+  absl::StrAppend(&sql, " ORDER BY seq DESC");
+  if (limit > 0) absl::StrAppend(&sql, " LIMIT ", limit);
+  absl::MutexLock lock(&mu_);
+  Statement s(db_, sql.c_str());
+  std::vector<JobRecord> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) out.push_back(ReadRecord(s));
+  if (rc != SQLITE_DONE) return s.Error(rc, "list jobs");
+  return out;
+}
+
+absl::StatusOr<std::vector<JobRecord>> Journal::Recover() {
+  {
+    absl::MutexLock lock(&mu_);
+    Statement s(db_, "UPDATE jobs SET state=?, started_ms=0 WHERE state=?");
+    s.Bind(1, static_cast<int64_t>(JobState::kQueued))
+        .Bind(2, static_cast<int64_t>(JobState::kRunning));
+    if (int rc = s.Step(); rc != SQLITE_DONE) return s.Error(rc, "recover running jobs");
+  }
+  auto queued = List(std::nullopt, {JobState::kQueued}, 0);
+  if (!queued.ok()) return queued.status();
+  std::reverse(queued->begin(), queued->end());  // submit order
+  return queued;
+}
+
+absl::StatusOr<int> Journal::Prune(int64_t now_unix_ms) {
+  absl::MutexLock lock(&mu_);
+  const int64_t cutoff = now_unix_ms - absl::ToInt64Milliseconds(options_.retention);
+  Statement expired(db_, "DELETE FROM jobs WHERE state IN (3,4,5) AND finished_ms < ?");
+  expired.Bind(1, cutoff);
+  if (int rc = expired.Step(); rc != SQLITE_DONE) return expired.Error(rc, "prune expired");
+  int removed = sqlite3_changes(db_);
+  // Then the oldest results until the rest fit the byte budget: keep the newest rows whose
+  // running total of result bytes stays within retention_bytes.
+  Statement over(db_,
+                 "DELETE FROM jobs WHERE seq IN (SELECT seq FROM (SELECT seq, SUM(result_bytes) "
+                 "OVER (ORDER BY finished_ms DESC, seq DESC) AS total FROM jobs WHERE state IN "
+                 "(3,4,5)) WHERE total > ?)");
+  over.Bind(1, static_cast<int64_t>(options_.retention_bytes));
+  if (int rc = over.Step(); rc != SQLITE_DONE) return over.Error(rc, "prune by size");
+  removed += sqlite3_changes(db_);
+  return removed;
+}
+
+}  // namespace fusion::jobs

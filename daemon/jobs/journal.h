@@ -1,0 +1,89 @@
+// Journal: the crash-safe record of every accepted job, its inputs and its result (SQLite).
+//
+// Invariants: a job is in the journal, with its encoded input images, before Insert() returns
+// (so before SubmitJob answers); a job reaches a final state at most once, and its result is
+// written in the same transaction as that state (no job ever has two results). After a crash,
+// Recover() turns RUNNING jobs back into QUEUED ones. Inputs of finished jobs are dropped;
+// results are kept for `retention` and within `retention_bytes`, oldest removed first.
+// Storage: SQLite in WAL mode with synchronous=FULL (a committed submit survives power loss).
+// Errors: RESOURCE_EXHAUSTED when the disk (or `max_bytes`) is full - nothing is half-written;
+// NOT_FOUND for an unknown job id; INTERNAL for other SQLite failures (message has SQLite's).
+// Thread-safety: all methods may be called concurrently (one mutex around the connection).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "jobs/job.h"
+
+struct sqlite3;
+
+namespace fusion::jobs {
+
+struct JobInputs {
+  std::string source_image;
+  std::string target_image;
+};
+
+struct StoredResult {
+  std::string report;  // serialized fusion.v1.JobResult without the image
+  std::string image;   // encoded result image
+};
+
+class Journal {
+ public:
+  struct Options {
+    std::string path;                       // database file, e.g. <state_dir>/journal.sqlite3
+    uint64_t max_bytes = 0;                 // cap on the database size, bytes; 0 = the disk
+    absl::Duration retention = absl::Hours(24);  // how long finished results are kept
+    uint64_t retention_bytes = 1ull << 30;  // total bytes of kept result images
+  };
+
+  // Opens or creates the database. INTERNAL (with SQLite's message) when it cannot.
+  static absl::StatusOr<std::unique_ptr<Journal>> Open(const Options& options);
+  ~Journal();
+  Journal(const Journal&) = delete;
+  Journal& operator=(const Journal&) = delete;
+
+  // Persists a new QUEUED job with its inputs and returns its record (id and sequence set).
+  absl::StatusOr<JobRecord> Insert(const JobSpec& spec, int64_t now_unix_ms);
+  // QUEUED -> RUNNING. FAILED_PRECONDITION if the job is not QUEUED.
+  absl::Status MarkRunning(const std::string& id, int64_t now_unix_ms);
+  // Moves a QUEUED or RUNNING job to a final state, stores its result (SUCCEEDED) or error
+  // and drops its inputs, in one transaction. FAILED_PRECONDITION if already final.
+  absl::Status Finish(const std::string& id, JobState state, int32_t error_code,
+                      const std::string& error_message, const StoredResult& result,
+                      int64_t now_unix_ms);
+
+  absl::StatusOr<JobRecord> Get(const std::string& id);
+  absl::StatusOr<JobInputs> LoadInputs(const std::string& id);
+  // NOT_FOUND if the job has no stored result (not SUCCEEDED, or pruned).
+  absl::StatusOr<StoredResult> GetResult(const std::string& id);
+  // Jobs of `owner` (all owners when nullopt), newest first; `states` empty = all; limit 0 = all.
+  absl::StatusOr<std::vector<JobRecord>> List(std::optional<uid_t> owner,
+                                              const std::vector<JobState>& states, size_t limit);
+  // Crash recovery: RUNNING -> QUEUED; returns every QUEUED job in submit order.
+  absl::StatusOr<std::vector<JobRecord>> Recover();
+  // Removes finished jobs past the retention period, then the oldest results until the kept
+  // result images fit `retention_bytes`. Returns how many jobs were removed.
+  absl::StatusOr<int> Prune(int64_t now_unix_ms);
+
+ private:
+  Journal(Options options, sqlite3* db) : options_(std::move(options)), db_(db) {}
+  absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Options options_;
+  absl::Mutex mu_;
+  sqlite3* db_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace fusion::jobs

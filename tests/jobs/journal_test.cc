@@ -1,0 +1,161 @@
+#include "jobs/journal.h"
+
+#include <gtest/gtest.h>
+
+#include "temp_dir.h"
+
+namespace fusion::jobs {
+namespace {
+
+JobSpec Spec(uid_t uid, size_t image_bytes = 1000) {
+  JobSpec s;
+  s.owner_uid = uid;
+  s.priority = Priority::kHigh;
+  s.options = "opts";
+  s.source_image = std::string(image_bytes, 's');
+  s.target_image = std::string(image_bytes, 't');
+  s.stage_models = {"tiny_face_detector", "face_landmark_68", "generator"};
+  return s;
+}
+
+class JournalTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Journal> Open(Journal::Options o = {}) {
+    o.path = dir_.File("journal.sqlite3");
+    auto j = Journal::Open(o);
+    EXPECT_TRUE(j.ok()) << j.status();
+    return j.ok() ? *std::move(j) : nullptr;
+  }
+  testing::TempDir dir_;
+};
+
+TEST_F(JournalTest, InsertedJobIsQueuedWithItsInputs) {
+  auto j = Open();
+  auto r = j->Insert(Spec(1000), 111);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->id.size(), 18u);  // "j-" + 16 hex digits
+  auto got = j->Get(r->id);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->state, JobState::kQueued);
+  EXPECT_EQ(got->owner_uid, 1000u);
+  EXPECT_EQ(got->priority, Priority::kHigh);
+  EXPECT_EQ(got->created_unix_ms, 111);
+  EXPECT_EQ(got->stage_models, Spec(0).stage_models);
+  auto in = j->LoadInputs(r->id);
+  ASSERT_TRUE(in.ok());
+  EXPECT_EQ(in->source_image, std::string(1000, 's'));
+  EXPECT_EQ(in->target_image, std::string(1000, 't'));
+  EXPECT_EQ(j->Get("j-nope").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(JournalTest, ResultIsStoredOnceAndInputsDropped) {
+  auto j = Open();
+  auto r = j->Insert(Spec(1), 1);
+  ASSERT_TRUE(j->MarkRunning(r->id, 2).ok());
+  EXPECT_EQ(j->MarkRunning(r->id, 2).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(j->Finish(r->id, JobState::kSucceeded, 0, "", {"report", "png-bytes"}, 3).ok());
+  // A second finish (e.g. a duplicate after a restart) is refused: one result per job.
+  EXPECT_EQ(j->Finish(r->id, JobState::kSucceeded, 0, "", {"r2", "i2"}, 4).code(),
+            absl::StatusCode::kFailedPrecondition);
+  auto res = j->GetResult(r->id);
+  ASSERT_TRUE(res.ok());
+  EXPECT_EQ(res->report, "report");
+  EXPECT_EQ(res->image, "png-bytes");
+  EXPECT_EQ(j->LoadInputs(r->id).status().code(), absl::StatusCode::kNotFound);
+  auto got = j->Get(r->id);
+  EXPECT_EQ(got->state, JobState::kSucceeded);
+  EXPECT_EQ(got->started_unix_ms, 2);
+  EXPECT_EQ(got->finished_unix_ms, 3);
+}
+
+TEST_F(JournalTest, FailedJobKeepsErrorAndHasNoResult) {
+  auto j = Open();
+  auto r = j->Insert(Spec(1), 1);
+  ASSERT_TRUE(j->Finish(r->id, JobState::kFailed, 9, "detect: no face in source", {}, 5).ok());
+  auto got = j->Get(r->id);
+  EXPECT_EQ(got->error_code, 9);
+  EXPECT_EQ(got->error_message, "detect: no face in source");
+  EXPECT_EQ(j->GetResult(r->id).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(JournalTest, RecoverRequeuesRunningJobsAfterReopen) {
+  std::string a, b, c;
+  {
+    auto j = Open();
+    a = j->Insert(Spec(1), 1)->id;
+    b = j->Insert(Spec(2), 2)->id;
+    c = j->Insert(Spec(1), 3)->id;
+    ASSERT_TRUE(j->MarkRunning(b, 4).ok());
+    ASSERT_TRUE(j->MarkRunning(c, 4).ok());
+    ASSERT_TRUE(j->Finish(c, JobState::kSucceeded, 0, "", {"r", "i"}, 5).ok());
+  }  // "crash": the process goes away with b RUNNING
+  auto j = Open();
+  auto queued = j->Recover();
+  ASSERT_TRUE(queued.ok()) << queued.status();
+  ASSERT_EQ(queued->size(), 2u);
+  EXPECT_EQ((*queued)[0].id, a);  // submit order
+  EXPECT_EQ((*queued)[1].id, b);
+  EXPECT_EQ((*queued)[1].state, JobState::kQueued);
+  EXPECT_TRUE(j->LoadInputs(b).ok());
+  EXPECT_EQ(j->GetResult(c)->image, "i");  // finished results survive
+}
+
+TEST_F(JournalTest, ListFiltersByOwnerAndStateNewestFirst) {
+  auto j = Open();
+  auto a = j->Insert(Spec(1), 1)->id;
+  auto b = j->Insert(Spec(2), 2)->id;
+  auto c = j->Insert(Spec(1), 3)->id;
+  ASSERT_TRUE(j->Finish(a, JobState::kCancelled, 1, "cancelled", {}, 4).ok());
+  auto mine = j->List(1u, {}, 0);
+  ASSERT_EQ(mine->size(), 2u);
+  EXPECT_EQ((*mine)[0].id, c);
+  EXPECT_EQ((*mine)[1].id, a);
+  EXPECT_EQ(j->List(std::nullopt, {JobState::kQueued}, 0)->size(), 2u);
+  EXPECT_EQ(j->List(std::nullopt, {}, 1)->size(), 1u);
+  EXPECT_EQ(j->List(2u, {JobState::kCancelled}, 0)->size(), 0u);
+  (void)b;
+}
+
+TEST_F(JournalTest, FullStateDirIsResourceExhaustedAndLosesNothing) {
+  auto j = Open({.max_bytes = 256 * 1024});
+  std::vector<std::string> ok_ids;
+  absl::Status last;
+  for (int i = 0; i < 100; ++i) {
+    auto r = j->Insert(Spec(1, 20000), i);
+    if (!r.ok()) {
+      last = r.status();
+      break;
+    }
+    ok_ids.push_back(r->id);
+  }
+  ASSERT_FALSE(last.ok()) << "256 KiB cannot hold 100 jobs of 40 KB";
+  EXPECT_EQ(last.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(last.message().find("state directory is full"), std::string::npos) << last;
+  // Every job accepted before the refusal is intact.
+  EXPECT_EQ(j->List(std::nullopt, {}, 0)->size(), ok_ids.size());
+  for (const auto& id : ok_ids) EXPECT_EQ(j->LoadInputs(id)->source_image.size(), 20000u);
+}
+
+TEST_F(JournalTest, PruneRemovesExpiredThenOldestBeyondTheByteBudget) {
+  auto j = Open({.retention = absl::Seconds(100), .retention_bytes = 2500});
+  auto old = j->Insert(Spec(1), 0)->id;
+  ASSERT_TRUE(j->Finish(old, JobState::kSucceeded, 0, "", {"r", std::string(100, 'x')}, 1000).ok());
+  std::vector<std::string> recent;
+  for (int i = 0; i < 3; ++i) {
+    recent.push_back(j->Insert(Spec(1), 0)->id);
+    ASSERT_TRUE(j->Finish(recent.back(), JobState::kSucceeded, 0, "",
+                          {"r", std::string(1000, 'y')}, 200000 + i).ok());
+  }
+  auto queued = j->Insert(Spec(1), 0)->id;
+  auto removed = j->Prune(250000);  // cutoff 150000: `old` expired; 3000 bytes > 2500
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, 2);
+  EXPECT_EQ(j->Get(old).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(j->Get(recent[0]).status().code(), absl::StatusCode::kNotFound);  // oldest result
+  EXPECT_TRUE(j->GetResult(recent[1]).ok());
+  EXPECT_TRUE(j->GetResult(recent[2]).ok());
+  EXPECT_TRUE(j->Get(queued).ok());  // unfinished jobs are never pruned
+}
+
+}  // namespace
+}  // namespace fusion::jobs
