@@ -6,7 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "device/device.h"
+#include "rpc/fd_exchange.h"
 #include "rpc/fusion_service.h"
+#include "rpc/memfd_registry.h"
 #include "rpc/memory_state.h"
 #include "rpc/uds_listener.h"
 #include "spdlog/spdlog.h"
@@ -32,6 +34,11 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
   auto listener = UdsListener::Create({.path = config.socket, .group = config.socket_group});
   if (!listener.ok()) return listener.status();
   self->listener_ = *std::move(listener);
+  self->memfds_ = std::make_unique<MemfdRegistry>(MemfdRegistry::Options{});
+  auto fd_exchange = FdExchange::Create(config.socket, config.socket_group, config.allowed_uids,
+                                        self->memfds_.get());
+  if (!fd_exchange.ok()) return fd_exchange.status();
+  self->fd_exchange_ = *std::move(fd_exchange);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
@@ -57,6 +64,7 @@ void DaemonServer::Shutdown(absl::Duration drain) {
   if (shut_down_) return;
   shut_down_ = true;
   if (listener_) listener_->Stop();  // no new connections; socket file removed
+  if (fd_exchange_) fd_exchange_->Stop();
   if (server_) {
     server_->GetHealthCheckService()->Shutdown();  // every service NOT_SERVING
     server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(drain));

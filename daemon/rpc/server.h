@@ -2,7 +2,8 @@
 //
 // Owns the device, the memory-state source, the fusion.v1 service, gRPC's default
 // grpc.health.v1 service (service names "" and "fusion.v1.Fusion" report SERVING while up) and
-// the UdsListener that feeds accepted connections to gRPC.
+// the UdsListener that feeds accepted connections to gRPC, and the companion fd socket
+// ("<socket>.fd", FdExchange) for zero-copy memfd images.
 // Lifecycle: Create() (socket bound, serving) -> Shutdown() (stop accepting, NOT_SERVING, drain
 // in-flight calls up to a deadline, socket file removed). The destructor shuts down.
 // Thread-safety: Shutdown() and Wait() may be called from different threads; Shutdown() once.
@@ -25,6 +26,8 @@ class Device;
 class FusionService;
 class MemoryStateSource;
 class UdsListener;
+class FdExchange;
+class MemfdRegistry;
 
 class DaemonServer {
  public:
@@ -48,6 +51,8 @@ class DaemonServer {
   std::unique_ptr<FusionService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<UdsListener> listener_;
+  std::unique_ptr<MemfdRegistry> memfds_;
+  std::unique_ptr<FdExchange> fd_exchange_;
   bool shut_down_ = false;
 };
 

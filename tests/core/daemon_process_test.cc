@@ -45,6 +45,7 @@ TEST_F(DaemonProcessTest, ServesMemJsonWithBudgetAndStopsCleanlyOnSigterm) {
   auto daemon = StartDaemon({"--device-memory-limit", "256MiB"});
   ASSERT_TRUE(daemon->Running());
 
+  EXPECT_TRUE(Exists(socket_ + ".fd"));  // the companion memfd socket
   RunResult health = Ctl({"health"});
   EXPECT_EQ(health.exit_code, 0) << health.err;
   EXPECT_NE(health.out.find("SERVING"), std::string::npos);
@@ -73,6 +74,7 @@ TEST_F(DaemonProcessTest, ServesMemJsonWithBudgetAndStopsCleanlyOnSigterm) {
   EXPECT_FALSE(stopped.timed_out);
   EXPECT_EQ(stopped.exit_code, 0) << stopped.err;
   EXPECT_FALSE(Exists(socket_));
+  EXPECT_FALSE(Exists(socket_ + ".fd"));
 }
 
 TEST_F(DaemonProcessTest, FusionctlWithoutDaemonExits2Within2Seconds) {

@@ -1,0 +1,117 @@
+// Zero-copy image transport: sealed memfds over the companion socket (SCM_RIGHTS).
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "fd_protocol.h"
+#include "memfd_transfer.h"
+#include "rpc/fd_exchange.h"
+#include "rpc/memfd_registry.h"
+#include "temp_dir.h"
+
+namespace fusion {
+namespace {
+
+std::string Pattern(size_t n) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 131) ^ (i >> 7));
+  return s;
+}
+
+class MemfdTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto ex = FdExchange::Create(socket_, "", {}, &registry_);
+    ASSERT_TRUE(ex.ok()) << ex.status();
+    exchange_ = *std::move(ex);
+  }
+  // Sends a raw PUT with `fd` and returns the reply line.
+  std::string RawPut(int fd) {
+    int sock = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", exchange_->path().c_str());
+    EXPECT_EQ(connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    EXPECT_EQ(fdproto::SendLine(sock, "PUT\n", fd), 0);
+    std::string line;
+    int unused;
+    EXPECT_EQ(fdproto::RecvLine(sock, line, unused), 0);
+    close(sock);
+    return line;
+  }
+
+  testing::TempDir dir_;
+  const std::string socket_ = dir_.File("f.sock");
+  MemfdRegistry registry_{{.max_bytes_per_fd = 8 << 20, .max_total_bytes = 12 << 20}};
+  std::unique_ptr<FdExchange> exchange_;
+};
+
+TEST_F(MemfdTest, PutHandsTheDaemonTheSameBytesMappedInPlace) {
+  const std::string bytes = Pattern(3 << 20);
+  auto token = internal::PutMemfd(socket_, bytes);
+  ASSERT_TRUE(token.ok()) << token.status();
+  EXPECT_EQ(token->size(), 32u);
+  auto memfd = registry_.Get(*token, getuid());
+  ASSERT_TRUE(memfd.ok()) << memfd.status();
+  EXPECT_EQ((*memfd)->bytes().size(), bytes.size());
+  EXPECT_TRUE((*memfd)->bytes() == bytes);
+  EXPECT_EQ(registry_.total_bytes(), bytes.size());
+  registry_.Remove(*token);
+  EXPECT_EQ(registry_.total_bytes(), 0u);
+  EXPECT_EQ(registry_.Get(*token, getuid()).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(MemfdTest, AnotherUidCannotSeeAToken) {
+  auto token = internal::PutMemfd(socket_, Pattern(1000));
+  ASSERT_TRUE(token.ok());
+  auto other = registry_.Get(*token, getuid() + 1);
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(MemfdTest, PublishedResultComesBackByGet) {
+  const std::string result = Pattern(5 << 20);
+  auto token = registry_.Publish(result, getuid());
+  ASSERT_TRUE(token.ok()) << token.status();
+  auto bytes = internal::GetMemfd(socket_, *token);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_TRUE(*bytes == result);
+  auto missing = internal::GetMemfd(socket_, "00000000000000000000000000000000");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(MemfdTest, UnsealedMemfdAndNonMemfdAreRefused) {
+  int fd = memfd_create("unsealed", MFD_ALLOW_SEALING);
+  ASSERT_EQ(write(fd, "abc", 3), 3);
+  EXPECT_EQ(RawPut(fd).rfind("ERR 3 memfd: not sealed", 0), 0u);
+  close(fd);
+  int pipefd[2];
+  ASSERT_EQ(pipe(pipefd), 0);
+  EXPECT_EQ(RawPut(pipefd[0]).rfind("ERR 3 memfd: the fd is not a memfd", 0), 0u);
+  close(pipefd[0]);
+  close(pipefd[1]);
+  EXPECT_EQ(RawPut(-1).rfind("ERR 3 PUT without an fd", 0), 0u);
+}
+
+TEST_F(MemfdTest, SizeLimitsAreResourceExhaustedWithTheNumbers) {
+  auto big = internal::PutMemfd(socket_, Pattern((8 << 20) + 1));
+  EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(big.status().message().find("8388609 bytes exceed the limit of 8388608 bytes"),
+            std::string::npos) << big.status();
+  ASSERT_TRUE(internal::PutMemfd(socket_, Pattern(7 << 20)).ok());
+  auto over_total = internal::PutMemfd(socket_, Pattern(7 << 20));
+  EXPECT_EQ(over_total.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(registry_.total_bytes(), 7u << 20);  // the refused one left nothing behind
+}
+
+TEST(MemfdClient, NoDaemonIsUnavailable) {
+  auto r = internal::PutMemfd("/tmp/fusion-none/x.sock", "abc");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(r.status().message().find("/tmp/fusion-none/x.sock.fd"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace fusion
