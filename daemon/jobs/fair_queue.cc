@@ -16,10 +16,10 @@ size_t FairQueue::BestIndex(const std::vector<Entry>& jobs) {
   return best;
 }
 
-absl::Status FairQueue::Push(Entry entry) {
+absl::Status FairQueue::Push(Entry entry, bool enforce_limit) {
   absl::MutexLock lock(&mu_);
   std::vector<Entry>& jobs = by_uid_[entry.uid];
-  if (jobs.size() >= options_.max_queued_per_uid) {
+  if (enforce_limit && jobs.size() >= options_.max_queued_per_uid) {
     return absl::ResourceExhaustedError(absl::StrCat("uid ", entry.uid, " already has ",
                                                      jobs.size(), " queued jobs (limit ",
                                                      options_.max_queued_per_uid, ")"));

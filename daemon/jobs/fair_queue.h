@@ -43,8 +43,9 @@ class FairQueue {
 
   explicit FairQueue(Options options) : options_(options) {}
 
-  // RESOURCE_EXHAUSTED naming the uid and the limit when the uid's queue is full.
-  absl::Status Push(Entry entry);
+  // RESOURCE_EXHAUSTED naming the uid and the limit when the uid's queue is full (unless
+  // `enforce_limit` is false: for jobs already accepted, e.g. recovered from the journal).
+  absl::Status Push(Entry entry, bool enforce_limit = true);
   // Removes a queued job (cancel). False if it is not queued.
   bool Remove(const std::string& id);
   // The next job to start, or nullopt when empty. `is_resident` may be null (no preference).

@@ -1,0 +1,385 @@
+#include "jobs/job_manager.h"
+
+#include <atomic>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "spdlog/spdlog.h"
+
+namespace fusion::jobs {
+namespace {
+
+int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
+
+absl::Status NotFound(const std::string& id) {
+  return absl::NotFoundError(absl::StrCat("job '", id, "' not found"));
+}
+
+}  // namespace
+
+struct JobManager::Running {
+  JobRecord record;
+  std::string stage;
+  float progress = 0;
+  size_t stages_done = 0;
+  std::atomic<bool> cancel{false};     // the owner asked
+  std::atomic<bool> interrupt{false};  // the daemon is stopping: leave it RUNNING
+};
+
+class JobManager::RunContext final : public JobRunner::Context {
+ public:
+  RunContext(JobManager* manager, std::string id, std::shared_ptr<Running> running)
+      : manager_(manager), id_(std::move(id)), running_(std::move(running)) {}
+  bool Cancelled() const override { return running_->cancel || running_->interrupt; }
+  void StageStarted(const std::string& stage, float progress) override {
+    {
+      absl::MutexLock lock(&manager_->mu_);
+      running_->stage = stage;
+      running_->progress = progress;
+    }
+    v1::JobEvent e;
+    e.mutable_stage_started()->set_stage(stage);
+    e.mutable_stage_started()->set_progress(progress);
+    manager_->Emit(id_, std::move(e), false);
+  }
+  void StageFinished(const v1::StageReport& report, float progress) override {
+    {
+      absl::MutexLock lock(&manager_->mu_);
+      running_->progress = progress;
+      ++running_->stages_done;
+    }
+    v1::JobEvent e;
+    *e.mutable_stage_finished()->mutable_report() = report;
+    e.mutable_stage_finished()->set_progress(progress);
+    manager_->Emit(id_, std::move(e), false);
+  }
+  void Degradation(const std::string& what) override {
+    v1::JobEvent e;
+    e.set_degradation(what);
+    manager_->Emit(id_, std::move(e), false);
+  }
+
+ private:
+  JobManager* manager_;
+  const std::string id_;
+  std::shared_ptr<Running> running_;
+};
+
+JobManager::JobManager(Options options, Journal* journal, JobRunner* runner,
+                       FairQueue::IsResident is_resident)
+    : options_(options),
+      journal_(journal),
+      runner_(runner),
+      is_resident_(std::move(is_resident)),
+      queue_(options.queue) {}
+
+absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(Options options, Journal* journal,
+                                                               JobRunner* runner,
+                                                               FairQueue::IsResident is_resident) {
+  if (options.concurrency == 0) return absl::InvalidArgumentError("concurrency must be >= 1");
+  std::unique_ptr<JobManager> m(new JobManager(options, journal, runner, std::move(is_resident)));
+  auto recovered = journal->Recover();
+  if (!recovered.ok()) return recovered.status();
+  // Recovered jobs were accepted once: they bypass the per-uid limit rather than be lost.
+  for (const JobRecord& r : *recovered) {
+    absl::MutexLock lock(&m->mu_);
+    absl::Status st = m->queue_.Push({r.id, r.owner_uid, r.priority, r.sequence, r.stage_models},
+                                     /*enforce_limit=*/false);
+    if (!st.ok()) return st;
+  }
+  if (!recovered->empty()) spdlog::info("journal: {} unfinished jobs requeued", recovered->size());
+  for (size_t i = 0; i < options.concurrency; ++i) {
+    m->workers_.emplace_back([raw = m.get()] { raw->WorkerLoop(); });
+  }
+  return m;
+}
+
+JobManager::~JobManager() { Shutdown(); }
+
+void JobManager::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutdown_ && workers_.empty()) return;
+    shutdown_ = true;
+    for (auto& [id, running] : running_) running->interrupt = true;
+  }
+  for (std::thread& t : workers_) t.join();
+  workers_.clear();
+}
+
+absl::StatusOr<v1::Job> JobManager::Submit(JobSpec spec) {
+  auto stages = runner_->StageModels(spec.options);
+  if (!stages.ok()) return stages.status();
+  spec.stage_models = *std::move(stages);
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutdown_) return absl::UnavailableError("fusiond is shutting down");
+  }
+  // Check the per-uid limit before writing, so a refused job leaves nothing behind.
+  if (queue_.QueuedPerUid()[spec.owner_uid] >= options_.queue.max_queued_per_uid) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "uid ", spec.owner_uid, " already has ", options_.queue.max_queued_per_uid,
+        " queued jobs (limit ", options_.queue.max_queued_per_uid, ")"));
+  }
+  auto record = journal_->Insert(spec, NowMs());
+  if (!record.ok()) return record.status();
+  {
+    absl::MutexLock lock(&mu_);
+    // The journal already holds the job: never refuse it now.
+    absl::Status st = queue_.Push({record->id, record->owner_uid, record->priority,
+                                   record->sequence, record->stage_models},
+                                  /*enforce_limit=*/false);
+    if (!st.ok()) return st;
+  }
+  return ToProto(*record);
+}
+
+absl::StatusOr<JobRecord> JobManager::Owned(const std::string& id, uid_t caller) {
+  auto record = journal_->Get(id);
+  if (!record.ok() || record->owner_uid != caller) return NotFound(id);
+  return record;
+}
+
+v1::Job JobManager::ToProto(const JobRecord& r) {
+  v1::Job job;
+  job.set_job_id(r.id);
+  job.set_owner_uid(r.owner_uid);
+  job.set_state(static_cast<v1::JobState>(static_cast<int>(r.state)));
+  job.set_created_unix_ms(r.created_unix_ms);
+  job.set_started_unix_ms(r.started_unix_ms);
+  job.set_finished_unix_ms(r.finished_unix_ms);
+  job.mutable_options()->ParseFromString(r.options);
+  job.set_error_code(r.error_code);
+  job.set_error_message(r.error_message);
+  if (r.state == JobState::kQueued) {
+    if (auto pos = queue_.Position(r.id)) job.set_queue_position(static_cast<uint32_t>(*pos));
+  }
+  if (r.state == JobState::kSucceeded) job.set_progress(1);
+  absl::MutexLock lock(&mu_);
+  if (auto it = running_.find(r.id); it != running_.end()) {
+    job.set_stage(it->second->stage);
+    job.set_progress(it->second->progress);
+  }
+  return job;
+}
+
+absl::StatusOr<v1::Job> JobManager::Get(const std::string& id, uid_t caller) {
+  auto record = Owned(id, caller);
+  if (!record.ok()) return record.status();
+  return ToProto(*record);
+}
+
+absl::StatusOr<std::vector<v1::Job>> JobManager::List(uid_t caller,
+                                                      const std::vector<JobState>& states,
+                                                      size_t limit) {
+  auto records = journal_->List(caller, states, limit);
+  if (!records.ok()) return records.status();
+  std::vector<v1::Job> jobs;
+  for (const JobRecord& r : *records) jobs.push_back(ToProto(r));
+  return jobs;
+}
+
+absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& id, uid_t caller) {
+  auto record = Owned(id, caller);
+  if (!record.ok()) return record.status();
+  if (IsFinal(record->state)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job '", id, "' is already ", ToString(record->state)));
+  }
+  bool was_queued = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = running_.find(id); it != running_.end()) {
+      it->second->cancel = true;
+    } else {
+      was_queued = queue_.Remove(id);
+    }
+  }
+  if (was_queued) {
+    absl::Status st = journal_->Finish(id, JobState::kCancelled,
+                                       static_cast<int32_t>(absl::StatusCode::kCancelled),
+                                       "cancelled while queued", {}, NowMs());
+    if (!st.ok()) return st;
+    auto final_record = journal_->Get(id);
+    if (!final_record.ok()) return final_record.status();
+    v1::JobEvent e;
+    *e.mutable_done()->mutable_job() = ToProto(*final_record);
+    Emit(id, e, true);
+    return ToProto(*final_record);
+  }
+  return Get(id, caller);
+}
+
+absl::StatusOr<StoredResult> JobManager::Result(const std::string& id, uid_t caller) {
+  auto record = Owned(id, caller);
+  if (!record.ok()) return record.status();
+  if (record->state != JobState::kSucceeded) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job '", id, "' is ", ToString(record->state), ", not SUCCEEDED"));
+  }
+  return journal_->GetResult(id);
+}
+
+absl::StatusOr<uint64_t> JobManager::Watch(const std::string& id, uid_t caller,
+                                           EventCallback callback) {
+  auto record = Owned(id, caller);
+  if (!record.ok()) return record.status();
+  v1::JobEvent first;
+  first.set_job_id(id);
+  first.set_unix_ms(NowMs());
+  uint64_t handle = 0;
+  {
+    // Under mu_, a final transition (journal write + watcher removal) cannot interleave.
+    absl::MutexLock lock(&mu_);
+    auto now = journal_->Get(id);
+    if (!now.ok()) return now.status();
+    if (!IsFinal(now->state)) {
+      handle = next_watch_++;
+      watchers_[handle] = Watcher{id, callback};
+      if (auto it = running_.find(id); it != running_.end()) {
+        first.mutable_stage_started()->set_stage(it->second->stage);
+        first.mutable_stage_started()->set_progress(it->second->progress);
+      } else {
+        first.mutable_queued()->set_position(queue_.Position(id).value_or(0));
+      }
+    }
+    if (IsFinal(now->state)) record = *now;
+  }
+  if (handle == 0) {
+    *first.mutable_done()->mutable_job() = ToProto(*record);
+  }
+  callback(first);
+  return handle;
+}
+
+void JobManager::Unwatch(uint64_t handle) {
+  absl::MutexLock lock(&mu_);
+  watchers_.erase(handle);
+}
+
+void JobManager::Emit(const std::string& id, v1::JobEvent event, bool final) {
+  event.set_job_id(id);
+  event.set_unix_ms(NowMs());
+  std::vector<EventCallback> callbacks;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = watchers_.begin(); it != watchers_.end();) {
+      if (it->second.job_id != id) {
+        ++it;
+        continue;
+      }
+      callbacks.push_back(it->second.callback);
+      if (final) {
+        watchers_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (const EventCallback& cb : callbacks) cb(event);
+}
+
+std::map<uid_t, JobManager::ClientCounts> JobManager::CountsByUid() {
+  std::map<uid_t, ClientCounts> out;
+  for (const auto& [uid, n] : queue_.QueuedPerUid()) out[uid].queued = n;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, running] : running_) ++out[running->record.owner_uid].running;
+  return out;
+}
+
+std::vector<std::vector<std::string>> JobManager::UpcomingStages(size_t max_jobs) {
+  std::vector<std::vector<std::string>> out;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, r] : running_) {
+      if (out.size() >= max_jobs) break;
+      const auto& models = r->record.stage_models;
+      const size_t done = std::min(r->stages_done, models.size());
+      out.emplace_back(models.begin() + static_cast<std::ptrdiff_t>(done), models.end());
+    }
+  }
+  if (out.size() < max_jobs) {
+    for (auto& stages : queue_.UpcomingStages(max_jobs - out.size())) out.push_back(std::move(stages));
+  }
+  return out;
+}
+
+void JobManager::WorkerLoop() {
+  for (;;) {
+    std::optional<FairQueue::Entry> entry;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](JobManager* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(m->mu_) {
+            return m->shutdown_ || m->queue_.size() > 0;
+          },
+          this));
+      if (shutdown_) return;
+      entry = queue_.Pop(is_resident_);
+      if (!entry) continue;
+      auto running = std::make_shared<Running>();
+      running->record.id = entry->id;
+      running->record.owner_uid = entry->uid;
+      running->record.stage_models = entry->stage_models;
+      running_[entry->id] = running;
+    }
+    RunOne(*entry);
+  }
+}
+
+void JobManager::RunOne(const FairQueue::Entry& entry) {
+  std::shared_ptr<Running> running;
+  {
+    absl::MutexLock lock(&mu_);
+    running = running_.at(entry.id);
+  }
+  absl::StatusOr<JobRunner::Output> output = absl::InternalError("job inputs unavailable");
+  auto record = journal_->Get(entry.id);
+  absl::Status marked = record.ok() ? journal_->MarkRunning(entry.id, NowMs()) : record.status();
+  auto inputs = marked.ok() ? journal_->LoadInputs(entry.id) : absl::StatusOr<JobInputs>(marked);
+  if (inputs.ok()) {
+    record->state = JobState::kRunning;
+    {
+      absl::MutexLock lock(&mu_);
+      running->record = *record;
+    }
+    RunContext context(this, entry.id, running);
+    output = runner_->Run(*record, inputs->source_image, inputs->target_image, context);
+  } else {
+    output = inputs.status();
+  }
+  if (running->interrupt && !running->cancel && !output.ok()) {
+    // The daemon is stopping: the job stays RUNNING in the journal and runs again at start.
+    absl::MutexLock lock(&mu_);
+    running_.erase(entry.id);
+    return;
+  }
+  JobState state = JobState::kSucceeded;
+  StoredResult stored;
+  absl::Status status = output.status();
+  if (output.ok()) {
+    output->report.set_job_id(entry.id);
+    output->report.set_state(v1::SUCCEEDED);
+    stored.report = output->report.SerializeAsString();
+    stored.image = std::move(output->image);
+  } else {
+    state = (running->cancel && absl::IsCancelled(status)) ? JobState::kCancelled : JobState::kFailed;
+  }
+  v1::JobEvent done;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::Status st = journal_->Finish(entry.id, state, static_cast<int32_t>(status.code()),
+                                       std::string(status.message()), stored, NowMs());
+    if (!st.ok()) {
+      spdlog::error("job {}: cannot record its end: {}", entry.id, st.ToString());
+      st = journal_->Finish(entry.id, JobState::kFailed, static_cast<int32_t>(st.code()),
+                            std::string(st.message()), {}, NowMs());
+    }
+    running_.erase(entry.id);
+  }
+  auto final_record = journal_->Get(entry.id);
+  if (final_record.ok()) *done.mutable_done()->mutable_job() = ToProto(*final_record);
+  Emit(entry.id, std::move(done), true);
+}
+
+}  // namespace fusion::jobs

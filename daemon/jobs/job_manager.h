@@ -1,0 +1,108 @@
+// JobManager: accepts jobs, journals them, schedules them fairly and runs them.
+//
+// Flow: Submit() validates the options (JobRunner::StageModels), writes the job and its inputs
+// to the Journal (the job is durable before Submit returns), and pushes it on the FairQueue;
+// `concurrency` worker threads pop jobs, mark them RUNNING, run them through the JobRunner and
+// record the final state and result in one journal transaction. Watchers get JobEvents.
+// Crash safety: Create() requeues every QUEUED/RUNNING job found in the journal, in submit
+// order. At Shutdown() running jobs are interrupted and left RUNNING in the journal, so the
+// next start runs them again: a job reaches a final state exactly once.
+// Ownership: a job belongs to the uid that submitted it; other uids get NOT_FOUND.
+// Thread-safety: every method may be called concurrently; watcher callbacks are invoked with
+// no lock held, from worker threads (or from Watch() itself for the first event).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "fusion/v1/fusion.pb.h"
+#include "jobs/fair_queue.h"
+#include "jobs/job_runner.h"
+#include "jobs/journal.h"
+
+namespace fusion::jobs {
+
+class JobManager {
+ public:
+  struct Options {
+    size_t concurrency = 2;        // jobs running at once
+    FairQueue::Options queue;      // per-uid limit, bypass bound
+  };
+  using EventCallback = std::function<void(const v1::JobEvent&)>;
+  struct ClientCounts {
+    size_t queued = 0;
+    size_t running = 0;
+  };
+
+  // Recovers unfinished jobs from `journal` and starts the workers. `journal` and `runner`
+  // must outlive the manager. `is_resident` (may be null) lets the queue prefer jobs whose
+  // first model is on the device.
+  static absl::StatusOr<std::unique_ptr<JobManager>> Create(Options options, Journal* journal,
+                                                           JobRunner* runner,
+                                                           FairQueue::IsResident is_resident);
+  ~JobManager();  // Shutdown()
+
+  // INVALID_ARGUMENT (bad options), RESOURCE_EXHAUSTED (uid's queue full, disk full),
+  // UNAVAILABLE (shutting down).
+  absl::StatusOr<v1::Job> Submit(JobSpec spec);
+  absl::StatusOr<v1::Job> Get(const std::string& id, uid_t caller);
+  absl::StatusOr<std::vector<v1::Job>> List(uid_t caller, const std::vector<JobState>& states,
+                                            size_t limit);
+  // A queued job is CANCELLED at once; a running one at its next stage/tile boundary (the
+  // returned Job may still say RUNNING). FAILED_PRECONDITION if already final.
+  absl::StatusOr<v1::Job> Cancel(const std::string& id, uid_t caller);
+  // FAILED_PRECONDITION if the job has not SUCCEEDED.
+  absl::StatusOr<StoredResult> Result(const std::string& id, uid_t caller);
+
+  // Calls `callback` now with the job's current state (Queued/Done event) and then with every
+  // event until Done. Returns a handle for Unwatch().
+  absl::StatusOr<uint64_t> Watch(const std::string& id, uid_t caller, EventCallback callback);
+  void Unwatch(uint64_t handle);
+
+  std::map<uid_t, ClientCounts> CountsByUid();
+  // Models of the stages not yet run: running jobs first, then queued jobs in start order.
+  std::vector<std::vector<std::string>> UpcomingStages(size_t max_jobs);
+  // Stops the workers; running jobs are interrupted and stay RUNNING in the journal.
+  void Shutdown();
+
+ private:
+  struct Running;
+  class RunContext;
+  JobManager(Options options, Journal* journal, JobRunner* runner,
+             FairQueue::IsResident is_resident);
+  void WorkerLoop();
+  void RunOne(const FairQueue::Entry& entry);
+  absl::StatusOr<JobRecord> Owned(const std::string& id, uid_t caller);
+  v1::Job ToProto(const JobRecord& record);
+  void Emit(const std::string& id, v1::JobEvent event, bool final);
+
+  const Options options_;
+  Journal* const journal_;
+  JobRunner* const runner_;
+  const FairQueue::IsResident is_resident_;
+  FairQueue queue_;
+
+  absl::Mutex mu_;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_map<std::string, std::shared_ptr<Running>> running_ ABSL_GUARDED_BY(mu_);
+  struct Watcher {
+    std::string job_id;
+    EventCallback callback;
+  };
+  absl::flat_hash_map<uint64_t, Watcher> watchers_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_watch_ ABSL_GUARDED_BY(mu_) = 1;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace fusion::jobs

@@ -1,0 +1,47 @@
+// JobRunner: what executes one job (the pipeline implements it; tests use their own).
+//
+// The JobManager calls Run() on one of its worker threads, with the job's journaled inputs.
+// The runner reports progress through the Context and checks Context::Cancelled() at every
+// stage and tile boundary, returning CANCELLED when it is set (leases released by then).
+// Thread-safety: Run() and StageModels() are called concurrently from several threads.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "fusion/v1/fusion.pb.h"
+#include "jobs/job.h"
+
+namespace fusion::jobs {
+
+class JobRunner {
+ public:
+  // Progress sink and cancellation flag of one running job.
+  class Context {
+   public:
+    virtual ~Context() = default;
+    virtual bool Cancelled() const = 0;
+    virtual void StageStarted(const std::string& stage, float progress) = 0;
+    virtual void StageFinished(const v1::StageReport& report, float progress) = 0;
+    virtual void Degradation(const std::string& what) = 0;
+  };
+
+  struct Output {
+    v1::JobResult report;  // everything but the image
+    std::string image;     // encoded result (PNG or JPEG)
+  };
+
+  virtual ~JobRunner() = default;
+
+  // Validates serialized fusion.v1.JobOptions and returns the catalogue model of each stage in
+  // run order (the queue's lookahead uses it). INVALID_ARGUMENT naming the bad option.
+  virtual absl::StatusOr<std::vector<std::string>> StageModels(const std::string& options) = 0;
+
+  // Runs the job. Errors are the job's final status (INVALID_ARGUMENT bad image,
+  // FAILED_PRECONDITION no face, RESOURCE_EXHAUSTED did not fit, CANCELLED, INTERNAL, ...).
+  virtual absl::StatusOr<Output> Run(const JobRecord& job, const std::string& source_image,
+                                     const std::string& target_image, Context& context) = 0;
+};
+
+}  // namespace fusion::jobs

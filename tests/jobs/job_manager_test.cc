@@ -1,0 +1,244 @@
+#include "jobs/job_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <set>
+
+#include "absl/synchronization/notification.h"
+#include "process.h"
+#include "temp_dir.h"
+
+namespace fusion::jobs {
+namespace {
+
+// A scripted runner: two stages ("detect", "generate"); each stage sleeps `stage_ms`, checks
+// cancellation at its boundary; the "image" is the target reversed plus the source length.
+// A target "fail" fails the job; options with ratio > 1 are invalid.
+class ScriptedRunner : public JobRunner {
+ public:
+  absl::StatusOr<std::vector<std::string>> StageModels(const std::string& options) override {
+    v1::JobOptions o;
+    if (!o.ParseFromString(options)) return absl::InvalidArgumentError("options: unparsable");
+    if (o.ratio() < 0 || o.ratio() > 1) {
+      return absl::InvalidArgumentError("options: ratio must be in [0,1]");
+    }
+    return std::vector<std::string>{"detector", "generator"};
+  }
+  absl::StatusOr<Output> Run(const JobRecord& job, const std::string& source,
+                             const std::string& target, Context& ctx) override {
+    const int now = ++running;
+    int seen = max_running.load();
+    while (now > seen && !max_running.compare_exchange_weak(seen, now)) {}
+    {
+      absl::MutexLock lock(&mu);
+      start_order.push_back(job.id);
+    }
+    absl::Status st = absl::OkStatus();
+    for (const char* stage : {"detect", "generate"}) {
+      if (ctx.Cancelled()) {
+        st = absl::CancelledError("cancelled at stage boundary");
+        break;
+      }
+      ctx.StageStarted(stage, 0.1f);
+      absl::SleepFor(absl::Milliseconds(stage_ms));
+      v1::StageReport report;
+      report.set_name(stage);
+      report.set_ms(stage_ms);
+      ctx.StageFinished(report, 0.5f);
+    }
+    --running;
+    if (!st.ok()) return st;
+    if (target == "fail") return absl::FailedPreconditionError("detect: no face in the target");
+    {
+      absl::MutexLock lock(&mu);
+      ++completed[job.id];
+    }
+    Output out;
+    out.image = std::string(target.rbegin(), target.rend()) + std::to_string(source.size());
+    out.report.set_faces_swapped(1);
+    return out;
+  }
+  int stage_ms = 5;
+  std::atomic<int> running{0}, max_running{0};
+  absl::Mutex mu;
+  std::vector<std::string> start_order;
+  std::map<std::string, int> completed;
+};
+
+JobSpec Spec(uid_t uid, std::string target = "target", float ratio = 0.5f) {
+  JobSpec s;
+  s.owner_uid = uid;
+  v1::JobOptions o;
+  o.set_ratio(ratio);
+  s.options = o.SerializeAsString();
+  s.source_image = "src";
+  s.target_image = std::move(target);
+  return s;
+}
+
+class JobManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto j = Journal::Open({.path = dir_.File("journal.sqlite3")});
+    ASSERT_TRUE(j.ok());
+    journal_ = *std::move(j);
+  }
+  std::unique_ptr<JobManager> Manager(size_t concurrency = 2) {
+    auto m = JobManager::Create({.concurrency = concurrency}, journal_.get(), &runner_, nullptr);
+    EXPECT_TRUE(m.ok()) << m.status();
+    return *std::move(m);
+  }
+  v1::JobState WaitFinal(JobManager& m, const std::string& id, uid_t uid) {
+    v1::JobState state = v1::JOB_STATE_UNSPECIFIED;
+    testing::WaitFor([&] {
+      state = m.Get(id, uid)->state();
+      return state == v1::SUCCEEDED || state == v1::FAILED || state == v1::CANCELLED;
+    }, absl::Seconds(20));
+    return state;
+  }
+  testing::TempDir dir_;
+  std::unique_ptr<Journal> journal_;
+  ScriptedRunner runner_;
+};
+
+TEST_F(JobManagerTest, SubmittedJobSucceedsWithResultAndStreamsEvents) {
+  auto m = Manager();
+  runner_.stage_ms = 50;
+  auto job = m->Submit(Spec(1000, "abc"));
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->state(), v1::QUEUED);
+  EXPECT_EQ(job->owner_uid(), 1000u);
+  absl::Mutex mu;
+  std::vector<v1::JobEvent> events;
+  absl::Notification done;
+  auto handle = m->Watch(job->job_id(), 1000, [&](const v1::JobEvent& e) {
+    absl::MutexLock lock(&mu);
+    events.push_back(e);
+    if (e.has_done()) done.Notify();
+  });
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  absl::MutexLock lock(&mu);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.back().done().job().state(), v1::SUCCEEDED);
+  EXPECT_EQ(std::count_if(events.begin(), events.end(), [](auto& e) { return e.has_done(); }), 1);
+  EXPECT_TRUE(std::any_of(events.begin(), events.end(), [](auto& e) {
+    return e.has_stage_finished() && e.stage_finished().report().name() == "generate";
+  }));
+  auto result = m->Result(job->job_id(), 1000);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->image, "cba3");
+  v1::JobResult report;
+  ASSERT_TRUE(report.ParseFromString(result->report));
+  EXPECT_EQ(report.job_id(), job->job_id());
+  EXPECT_EQ(report.faces_swapped(), 1u);
+}
+
+TEST_F(JobManagerTest, AnotherUidGetsNotFoundEverywhere) {
+  auto m = Manager();
+  auto job = m->Submit(Spec(1000));
+  ASSERT_TRUE(job.ok());
+  const std::string id = job->job_id();
+  EXPECT_EQ(m->Get(id, 1001).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(m->Cancel(id, 1001).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(m->Result(id, 1001).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(m->Watch(id, 1001, [](const v1::JobEvent&) {}).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_TRUE(m->List(1001, {}, 0)->empty());
+  EXPECT_EQ(WaitFinal(*m, id, 1000), v1::SUCCEEDED);
+  EXPECT_EQ(m->List(1000, {}, 0)->size(), 1u);
+}
+
+TEST_F(JobManagerTest, InvalidOptionsAreRefusedAndNothingIsJournaled) {
+  auto m = Manager();
+  auto job = m->Submit(Spec(1, "t", 1.5f));
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(job.status().message().find("ratio"), std::string::npos);
+  EXPECT_TRUE(journal_->List(std::nullopt, {}, 0)->empty());
+}
+
+TEST_F(JobManagerTest, FailedRunKeepsTheStatusAndResultIsFailedPrecondition) {
+  auto m = Manager();
+  auto job = m->Submit(Spec(1, "fail"));
+  ASSERT_EQ(WaitFinal(*m, job->job_id(), 1), v1::FAILED);
+  auto got = m->Get(job->job_id(), 1);
+  EXPECT_EQ(got->error_code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(got->error_message(), "detect: no face in the target");
+  EXPECT_EQ(m->Result(job->job_id(), 1).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(JobManagerTest, CancelStopsQueuedAtOnceAndRunningAtTheNextStage) {
+  runner_.stage_ms = 200;
+  auto m = Manager(/*concurrency=*/1);
+  auto first = m->Submit(Spec(1));
+  auto second = m->Submit(Spec(1));
+  ASSERT_TRUE(testing::WaitFor([&] { return m->Get(first->job_id(), 1)->state() == v1::RUNNING; },
+                               absl::Seconds(10)));
+  auto queued = m->Cancel(second->job_id(), 1);
+  ASSERT_TRUE(queued.ok()) << queued.status();
+  EXPECT_EQ(queued->state(), v1::CANCELLED);
+  ASSERT_TRUE(m->Cancel(first->job_id(), 1).ok());
+  EXPECT_EQ(WaitFinal(*m, first->job_id(), 1), v1::CANCELLED);
+  EXPECT_EQ(m->Cancel(first->job_id(), 1).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(runner_.completed.empty());
+  EXPECT_EQ(m->CountsByUid()[1].running, 0u);
+}
+
+TEST_F(JobManagerTest, ConcurrencyLimitHoldsAndUidsAlternate) {
+  runner_.stage_ms = 2;
+  auto m = Manager(/*concurrency=*/1);
+  runner_.stage_ms = 30;
+  std::vector<std::string> a, b;
+  // The first job occupies the worker while the rest queue up.
+  a.push_back(m->Submit(Spec(1))->job_id());
+  ASSERT_TRUE(testing::WaitFor([&] { return runner_.running == 1; }, absl::Seconds(10)));
+  for (int i = 0; i < 3; ++i) a.push_back(m->Submit(Spec(1))->job_id());
+  for (int i = 0; i < 3; ++i) b.push_back(m->Submit(Spec(2))->job_id());
+  EXPECT_EQ(m->CountsByUid()[1].queued, 3u);
+  EXPECT_EQ(m->CountsByUid()[2].queued, 3u);
+  for (const auto& id : b) ASSERT_EQ(WaitFinal(*m, id, 2), v1::SUCCEEDED);
+  for (const auto& id : a) ASSERT_EQ(WaitFinal(*m, id, 1), v1::SUCCEEDED);
+  EXPECT_EQ(runner_.max_running, 1);
+  absl::MutexLock lock(&runner_.mu);
+  EXPECT_EQ(runner_.start_order,
+            (std::vector<std::string>{a[0], a[1], b[0], a[2], b[1], a[3], b[2]}));
+}
+
+TEST_F(JobManagerTest, JobsInterruptedByShutdownRunAgainExactlyOnceAfterRestart) {
+  runner_.stage_ms = 40;
+  std::vector<std::string> ids;
+  {
+    auto m = Manager(2);
+    for (int i = 0; i < 6; ++i) ids.push_back(m->Submit(Spec(1 + i % 2))->job_id());
+    ASSERT_TRUE(testing::WaitFor([&] { return runner_.running == 2; }, absl::Seconds(10)));
+    m->Shutdown();  // two jobs are RUNNING: they stay so in the journal
+    EXPECT_EQ(m->Submit(Spec(1)).status().code(), absl::StatusCode::kUnavailable);
+  }
+  EXPECT_EQ(journal_->List(std::nullopt, {JobState::kRunning}, 0)->size(), 2u);
+  auto m = Manager(2);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(WaitFinal(*m, ids[i], 1 + i % 2), v1::SUCCEEDED) << ids[i];
+  }
+  absl::MutexLock lock(&runner_.mu);
+  for (const auto& id : ids) EXPECT_EQ(runner_.completed[id], 1) << id;
+}
+
+TEST_F(JobManagerTest, UpcomingStagesListRunningRemaindersThenQueuedJobs) {
+  runner_.stage_ms = 300;
+  auto m = Manager(1);
+  auto first = m->Submit(Spec(1));
+  ASSERT_TRUE(testing::WaitFor([&] { return runner_.running == 1; }, absl::Seconds(10)));
+  auto second = m->Submit(Spec(2));
+  auto up = m->UpcomingStages(10);
+  ASSERT_EQ(up.size(), 2u);
+  EXPECT_LE(up[0].size(), 2u);  // the running job's remaining stages
+  EXPECT_EQ(up[1], (std::vector<std::string>{"detector", "generator"}));
+  ASSERT_TRUE(m->Cancel(first->job_id(), 1).ok());
+  ASSERT_TRUE(m->Cancel(second->job_id(), 2).ok());
+}
+
+}  // namespace
+}  // namespace fusion::jobs
