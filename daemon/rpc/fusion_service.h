@@ -12,7 +12,10 @@
 #include <vector>
 
 #include "fusion/v1/fusion.grpc.pb.h"
+#include "jobs/job_manager.h"
+#include "rpc/memfd_registry.h"
 #include "rpc/memory_state.h"
+#include "rpc/peer.h"
 
 namespace fusion {
 
@@ -20,10 +23,14 @@ class FusionService final : public v1::Fusion::CallbackService {
  public:
   struct Options {
     std::vector<uid_t> allowed_uids;  // empty = anyone who can open the socket
+    // Results up to this size come back inline; larger ones (or on request) as a memfd.
+    uint64_t inline_result_max_bytes = 4ull << 20;
   };
-  // `memory` must outlive the service.
-  FusionService(Options options, const MemoryStateSource* memory)
-      : options_(std::move(options)), memory_(memory) {}
+  // All pointers must outlive the service. `jobs` may be null: the job methods then answer
+  // UNIMPLEMENTED (no pipeline is built into this daemon).
+  FusionService(Options options, const MemoryStateSource* memory, jobs::JobManager* jobs,
+                MemfdRegistry* memfds)
+      : options_(std::move(options)), memory_(memory), jobs_(jobs), memfds_(memfds) {}
 
   grpc::ServerUnaryReactor* GetMemoryState(grpc::CallbackServerContext* ctx,
                                            const v1::GetMemoryStateRequest* request,
@@ -56,8 +63,11 @@ class FusionService final : public v1::Fusion::CallbackService {
                                                          const v1::WatchMemoryRequest*) override;
 
  private:
-  // OK with the caller allowed, else the status to answer with.
-  absl::Status Authorize(grpc::CallbackServerContext* ctx) const;
+  // The caller's credentials when it is allowed, else the status to answer with.
+  absl::StatusOr<PeerCred> Authorize(grpc::CallbackServerContext* ctx) const;
+  // Bytes of an ImageData (inline or a memfd token of `uid`); `what` names it in errors.
+  absl::StatusOr<std::string> ImageBytes(const v1::ImageData& image, uid_t uid,
+                                         const char* what) const;
   grpc::ServerUnaryReactor* Unimplemented(grpc::CallbackServerContext* ctx, const char* method);
   template <typename T>
   grpc::ServerWriteReactor<T>* UnimplementedStream(grpc::CallbackServerContext* ctx,
@@ -65,6 +75,8 @@ class FusionService final : public v1::Fusion::CallbackService {
 
   const Options options_;
   const MemoryStateSource* memory_;
+  jobs::JobManager* jobs_;
+  MemfdRegistry* memfds_;
 };
 
 }  // namespace fusion

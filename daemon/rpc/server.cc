@@ -4,7 +4,11 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/server_posix.h>
 
+#include <filesystem>
+
 #include "absl/strings/str_cat.h"
+#include "jobs/job_manager.h"
+#include "jobs/journal.h"
 #include "device/device.h"
 #include "rpc/fd_exchange.h"
 #include "rpc/fusion_service.h"
@@ -17,7 +21,8 @@ namespace fusion {
 
 inline constexpr char kServiceName[] = "fusion.v1.Fusion";
 
-absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonConfig& config) {
+absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonConfig& config,
+                                                                 jobs::JobRunner* runner) {
   std::unique_ptr<DaemonServer> self(new DaemonServer());
   self->config_ = config;
   auto device = OpenDevice(config.device);
@@ -27,14 +32,29 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
   self->memory_ = std::make_unique<DeviceMemoryStateSource>(
       self->device_.get(), TierLimits{config.device_memory_limit, config.device_memory_reserve,
                                       config.host_memory_limit});
-  self->service_ = std::make_unique<FusionService>(FusionService::Options{config.allowed_uids},
-                                                   self->memory_.get());
 
   // Bind first: a second daemon must fail here, before it builds anything else.
   auto listener = UdsListener::Create({.path = config.socket, .group = config.socket_group});
   if (!listener.ok()) return listener.status();
   self->listener_ = *std::move(listener);
   self->memfds_ = std::make_unique<MemfdRegistry>(MemfdRegistry::Options{});
+  if (runner != nullptr) {
+    std::error_code ec;
+    std::filesystem::create_directories(config.state_dir, ec);
+    if (ec) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("state_dir '", config.state_dir, "': ", ec.message()));
+    }
+    auto journal = jobs::Journal::Open({.path = config.state_dir + "/journal.sqlite3"});
+    if (!journal.ok()) return journal.status();
+    self->journal_ = *std::move(journal);
+    auto manager = jobs::JobManager::Create({}, self->journal_.get(), runner, nullptr);
+    if (!manager.ok()) return manager.status();
+    self->jobs_ = *std::move(manager);
+  }
+  self->service_ = std::make_unique<FusionService>(
+      FusionService::Options{.allowed_uids = config.allowed_uids}, self->memory_.get(),
+      self->jobs_.get(), self->memfds_.get());
   auto fd_exchange = FdExchange::Create(config.socket, config.socket_group, config.allowed_uids,
                                         self->memfds_.get());
   if (!fd_exchange.ok()) return fd_exchange.status();
@@ -70,6 +90,8 @@ void DaemonServer::Shutdown(absl::Duration drain) {
     server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(drain));
     server_->Wait();
   }
+  // Running jobs are interrupted and stay RUNNING in the journal: they run again at start.
+  if (jobs_) jobs_->Shutdown();
 }
 
 }  // namespace fusion

@@ -22,6 +22,12 @@ class Server;
 
 namespace fusion {
 
+namespace jobs {
+class JobManager;
+class JobRunner;
+class Journal;
+}  // namespace jobs
+
 class Device;
 class FusionService;
 class MemoryStateSource;
@@ -31,9 +37,13 @@ class MemfdRegistry;
 
 class DaemonServer {
  public:
-  // Opens the device, binds the socket and starts serving. Errors: those of OpenDevice() and
-  // UdsListener::Create() (e.g. FAILED_PRECONDITION "another fusiond is serving on ...").
-  static absl::StatusOr<std::unique_ptr<DaemonServer>> Create(const DaemonConfig& config);
+  // Opens the device, binds the socket and starts serving. With a `runner` (the pipeline;
+  // must outlive the server) it also opens the job journal in config.state_dir, requeues
+  // unfinished jobs and serves the job methods; without one they answer UNIMPLEMENTED.
+  // Errors: those of OpenDevice(), UdsListener::Create() (e.g. FAILED_PRECONDITION "another
+  // fusiond is serving on ...") and Journal::Open().
+  static absl::StatusOr<std::unique_ptr<DaemonServer>> Create(const DaemonConfig& config,
+                                                             jobs::JobRunner* runner = nullptr);
   ~DaemonServer();
 
   // "unix:///path/to.sock".
@@ -48,6 +58,8 @@ class DaemonServer {
   DaemonConfig config_;
   std::unique_ptr<Device> device_;
   std::unique_ptr<MemoryStateSource> memory_;
+  std::unique_ptr<jobs::Journal> journal_;
+  std::unique_ptr<jobs::JobManager> jobs_;
   std::unique_ptr<FusionService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<UdsListener> listener_;

@@ -9,64 +9,11 @@
 
 #include "absl/synchronization/notification.h"
 #include "process.h"
+#include "scripted_runner.h"
 #include "temp_dir.h"
 
 namespace fusion::jobs {
 namespace {
-
-// A scripted runner: two stages ("detect", "generate"); each stage sleeps `stage_ms`, checks
-// cancellation at its boundary; the "image" is the target reversed plus the source length.
-// A target "fail" fails the job; options with ratio > 1 are invalid.
-class ScriptedRunner : public JobRunner {
- public:
-  absl::StatusOr<std::vector<std::string>> StageModels(const std::string& options) override {
-    v1::JobOptions o;
-    if (!o.ParseFromString(options)) return absl::InvalidArgumentError("options: unparsable");
-    if (o.ratio() < 0 || o.ratio() > 1) {
-      return absl::InvalidArgumentError("options: ratio must be in [0,1]");
-    }
-    return std::vector<std::string>{"detector", "generator"};
-  }
-  absl::StatusOr<Output> Run(const JobRecord& job, const std::string& source,
-                             const std::string& target, Context& ctx) override {
-    const int now = ++running;
-    int seen = max_running.load();
-    while (now > seen && !max_running.compare_exchange_weak(seen, now)) {}
-    {
-      absl::MutexLock lock(&mu);
-      start_order.push_back(job.id);
-    }
-    absl::Status st = absl::OkStatus();
-    for (const char* stage : {"detect", "generate"}) {
-      if (ctx.Cancelled()) {
-        st = absl::CancelledError("cancelled at stage boundary");
-        break;
-      }
-      ctx.StageStarted(stage, 0.1f);
-      absl::SleepFor(absl::Milliseconds(stage_ms));
-      v1::StageReport report;
-      report.set_name(stage);
-      report.set_ms(stage_ms);
-      ctx.StageFinished(report, 0.5f);
-    }
-    --running;
-    if (!st.ok()) return st;
-    if (target == "fail") return absl::FailedPreconditionError("detect: no face in the target");
-    {
-      absl::MutexLock lock(&mu);
-      ++completed[job.id];
-    }
-    Output out;
-    out.image = std::string(target.rbegin(), target.rend()) + std::to_string(source.size());
-    out.report.set_faces_swapped(1);
-    return out;
-  }
-  int stage_ms = 5;
-  std::atomic<int> running{0}, max_running{0};
-  absl::Mutex mu;
-  std::vector<std::string> start_order;
-  std::map<std::string, int> completed;
-};
 
 JobSpec Spec(uid_t uid, std::string target = "target", float ratio = 0.5f) {
   JobSpec s;
@@ -171,7 +118,8 @@ TEST_F(JobManagerTest, FailedRunKeepsTheStatusAndResultIsFailedPrecondition) {
 }
 
 TEST_F(JobManagerTest, CancelStopsQueuedAtOnceAndRunningAtTheNextStage) {
-  runner_.stage_ms = 200;
+  absl::Notification gate;
+  runner_.gate = &gate;
   auto m = Manager(/*concurrency=*/1);
   auto first = m->Submit(Spec(1));
   auto second = m->Submit(Spec(1));
@@ -188,17 +136,19 @@ TEST_F(JobManagerTest, CancelStopsQueuedAtOnceAndRunningAtTheNextStage) {
 }
 
 TEST_F(JobManagerTest, ConcurrencyLimitHoldsAndUidsAlternate) {
-  runner_.stage_ms = 2;
+  absl::Notification gate;
+  runner_.gate = &gate;
   auto m = Manager(/*concurrency=*/1);
-  runner_.stage_ms = 30;
   std::vector<std::string> a, b;
-  // The first job occupies the worker while the rest queue up.
+  // The first job holds the only worker (at the gate) while the rest queue up.
   a.push_back(m->Submit(Spec(1))->job_id());
   ASSERT_TRUE(testing::WaitFor([&] { return runner_.running == 1; }, absl::Seconds(10)));
   for (int i = 0; i < 3; ++i) a.push_back(m->Submit(Spec(1))->job_id());
   for (int i = 0; i < 3; ++i) b.push_back(m->Submit(Spec(2))->job_id());
   EXPECT_EQ(m->CountsByUid()[1].queued, 3u);
   EXPECT_EQ(m->CountsByUid()[2].queued, 3u);
+  EXPECT_EQ(m->CountsByUid()[1].running, 1u);
+  gate.Notify();
   for (const auto& id : b) ASSERT_EQ(WaitFinal(*m, id, 2), v1::SUCCEEDED);
   for (const auto& id : a) ASSERT_EQ(WaitFinal(*m, id, 1), v1::SUCCEEDED);
   EXPECT_EQ(runner_.max_running, 1);
@@ -208,7 +158,8 @@ TEST_F(JobManagerTest, ConcurrencyLimitHoldsAndUidsAlternate) {
 }
 
 TEST_F(JobManagerTest, JobsInterruptedByShutdownRunAgainExactlyOnceAfterRestart) {
-  runner_.stage_ms = 40;
+  absl::Notification gate;
+  runner_.gate = &gate;
   std::vector<std::string> ids;
   {
     auto m = Manager(2);
@@ -218,6 +169,7 @@ TEST_F(JobManagerTest, JobsInterruptedByShutdownRunAgainExactlyOnceAfterRestart)
     EXPECT_EQ(m->Submit(Spec(1)).status().code(), absl::StatusCode::kUnavailable);
   }
   EXPECT_EQ(journal_->List(std::nullopt, {JobState::kRunning}, 0)->size(), 2u);
+  gate.Notify();
   auto m = Manager(2);
   for (size_t i = 0; i < ids.size(); ++i) {
     EXPECT_EQ(WaitFinal(*m, ids[i], 1 + i % 2), v1::SUCCEEDED) << ids[i];
@@ -227,7 +179,8 @@ TEST_F(JobManagerTest, JobsInterruptedByShutdownRunAgainExactlyOnceAfterRestart)
 }
 
 TEST_F(JobManagerTest, UpcomingStagesListRunningRemaindersThenQueuedJobs) {
-  runner_.stage_ms = 300;
+  absl::Notification gate;
+  runner_.gate = &gate;
   auto m = Manager(1);
   auto first = m->Submit(Spec(1));
   ASSERT_TRUE(testing::WaitFor([&] { return runner_.running == 1; }, absl::Seconds(10)));

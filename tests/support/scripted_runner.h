@@ -1,0 +1,75 @@
+// ScriptedRunner: a JobRunner for tests of the job machinery (queue, journal, RPCs) that
+// needs no models. Test-only.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "jobs/job_runner.h"
+
+namespace fusion::jobs {
+
+// A scripted runner: two stages ("detect", "generate"); each stage sleeps `stage_ms`, checks
+// cancellation at its boundary; the "image" is the target reversed plus the source length.
+// A target "fail" fails the job; options with ratio > 1 are invalid.
+class ScriptedRunner : public JobRunner {
+ public:
+  absl::StatusOr<std::vector<std::string>> StageModels(const std::string& options) override {
+    v1::JobOptions o;
+    if (!o.ParseFromString(options)) return absl::InvalidArgumentError("options: unparsable");
+    if (o.ratio() < 0 || o.ratio() > 1) {
+      return absl::InvalidArgumentError("options: ratio must be in [0,1]");
+    }
+    return std::vector<std::string>{"detector", "generator"};
+  }
+  absl::StatusOr<Output> Run(const JobRecord& job, const std::string& source,
+                             const std::string& target, Context& ctx) override {
+    const int now = ++running;
+    int seen = max_running.load();
+    while (now > seen && !max_running.compare_exchange_weak(seen, now)) {}
+    {
+      absl::MutexLock lock(&mu);
+      start_order.push_back(job.id);
+    }
+    while (gate != nullptr && !gate->HasBeenNotified() && !ctx.Cancelled()) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    absl::Status st = absl::OkStatus();
+    for (const char* stage : {"detect", "generate"}) {
+      if (ctx.Cancelled()) {
+        st = absl::CancelledError("cancelled at stage boundary");
+        break;
+      }
+      ctx.StageStarted(stage, 0.1f);
+      absl::SleepFor(absl::Milliseconds(stage_ms));
+      v1::StageReport report;
+      report.set_name(stage);
+      report.set_ms(stage_ms);
+      ctx.StageFinished(report, 0.5f);
+    }
+    --running;
+    if (!st.ok()) return st;
+    if (target == "fail") return absl::FailedPreconditionError("detect: no face in the target");
+    {
+      absl::MutexLock lock(&mu);
+      ++completed[job.id];
+    }
+    Output out;
+    out.image = std::string(target.rbegin(), target.rend()) + std::to_string(source.size());
+    out.report.set_faces_swapped(1);
+    return out;
+  }
+  int stage_ms = 5;
+  absl::Notification* gate = nullptr;  // when set, runs wait for it (or a cancel) first
+  std::atomic<int> running{0}, max_running{0};
+  absl::Mutex mu;
+  std::vector<std::string> start_order;
+  std::map<std::string, int> completed;
+};
+
+}  // namespace fusion::jobs
