@@ -74,4 +74,40 @@ std::string MemoryStateToText(const MemoryState& s) {
   return out.str();
 }
 
+nlohmann::json JobToJson(const JobInfo& j) {
+  return {{"job_id", j.job_id},          {"owner_uid", j.owner_uid},
+          {"state", ToString(j.state)},   {"stage", j.stage},
+          {"queue_position", j.queue_position}, {"progress", j.progress},
+          {"created_unix_ms", j.created_unix_ms}, {"started_unix_ms", j.started_unix_ms},
+          {"finished_unix_ms", j.finished_unix_ms}, {"error_code", j.error_code},
+          {"error_message", j.error_message}};
+}
+
+std::string JobToText(const JobInfo& j) {
+  std::ostringstream out;
+  out << j.job_id << "  " << ToString(j.state);
+  if (j.state == JobState::kQueued) out << "  position " << j.queue_position;
+  if (j.state == JobState::kRunning) out << "  " << j.stage << " " << static_cast<int>(100 * j.progress) << "%";
+  if (!j.error_message.empty()) out << "  " << j.error_message;
+  return out.str();
+}
+
+nlohmann::json JobResultToJson(const JobResult& r) {
+  nlohmann::json faces = nlohmann::json::array();
+  for (const FaceReport& f : r.faces) {
+    faces.push_back({{"box", {f.box[0], f.box[1], f.box[2], f.box[3]}},
+                     {"identity_distance", f.identity_distance}});
+  }
+  nlohmann::json stages = nlohmann::json::array();
+  for (const StageReport& s : r.stages) {
+    stages.push_back({{"name", s.name}, {"model", s.model}, {"ms", s.ms}, {"mode", s.mode},
+                      {"attempts", s.attempts}, {"tile", s.tile},
+                      {"upload_wait_ms", s.upload_wait_ms}, {"peak_bytes", s.peak_bytes}});
+  }
+  return {{"job_id", r.job_id},   {"state", ToString(r.state)}, {"device", r.device},
+          {"faces_swapped", r.faces_swapped}, {"faces", faces}, {"stages", stages},
+          {"degradations", r.degradations}, {"width", r.width}, {"height", r.height},
+          {"image_bytes", r.image.size()}, {"image_by_memfd", r.image_by_memfd}};
+}
+
 }  // namespace fusion::ctl

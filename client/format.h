@@ -11,5 +11,10 @@ namespace fusion::ctl {
 
 nlohmann::json MemoryStateToJson(const MemoryState& state);
 std::string MemoryStateToText(const MemoryState& state);
+nlohmann::json JobToJson(const JobInfo& job);
+std::string JobToText(const JobInfo& job);
+// DESIGN.md §7: job_id, state, device, faces_swapped, faces[{box, identity_distance}],
+// stages[{name, ms, mode, attempts, tile, upload_wait_ms, peak_bytes}], degradations.
+nlohmann::json JobResultToJson(const JobResult& result);
 
 }  // namespace fusion::ctl

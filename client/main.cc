@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "format.h"
+#include "swap.h"
 #include "fusion/client.h"
 
 namespace {
@@ -21,15 +22,6 @@ constexpr char kExitCodes[] =
     "  2  fusiond unreachable, or a usage error\n"
     "  1  any other failure (the gRPC status name and message are printed on stderr)\n"
     "Environment: FUSIOND_SOCKET sets the socket when --socket is not given.";
-
-int Fail(const absl::Status& status) {
-  if (absl::IsUnavailable(status)) {
-    std::fprintf(stderr, "fusionctl: %s\n", std::string(status.message()).c_str());
-    return kExitUnreachableOrUsage;
-  }
-  std::fprintf(stderr, "fusionctl: %s\n", status.ToString().c_str());
-  return kExitFailure;
-}
 
 }  // namespace
 
@@ -46,6 +38,18 @@ int main(int argc, char** argv) {
   CLI::App* mem = app.add_subcommand("mem", "show device and host memory, models and clients");
   bool json = false;
   mem->add_flag("--json", json, "print JSON (byte counts are numbers)");
+  fusion::ctl::SwapArgs swap_args;
+  CLI::App* swap = app.add_subcommand("swap", "fuse the source face into the target's faces");
+  fusion::ctl::AddSwapOptions(swap, swap_args);
+  CLI::App* jobs = app.add_subcommand("jobs", "list your jobs");
+  jobs->add_flag("--json", json, "print JSON");
+  std::string job_id;
+  CLI::App* job = app.add_subcommand("job", "show one job");
+  job->add_option("ID", job_id)->required();
+  job->add_flag("--json", json, "print JSON");
+  CLI::App* cancel = app.add_subcommand("cancel", "cancel a queued or running job");
+  cancel->add_option("ID", job_id)->required();
+  cancel->add_flag("--json", json, "print JSON");
 
   try {
     app.parse(argc, argv);
@@ -55,17 +59,21 @@ int main(int argc, char** argv) {
   }
 
   auto client = fusion::Client::Connect({.socket = socket, .timeout_ms = timeout_ms});
-  if (!client.ok()) return Fail(client.status());
+  if (!client.ok()) return fusion::ctl::Fail(client.status());
 
   if (health->parsed()) {
     auto status = (*client)->Health();
-    if (!status.ok()) return Fail(status.status());
+    if (!status.ok()) return fusion::ctl::Fail(status.status());
     std::printf("%s %s\n", (*client)->target().c_str(), fusion::ToString(*status));
     return *status == fusion::ServingStatus::kServing ? kExitOk : kExitFailure;
   }
+  if (swap->parsed()) return fusion::ctl::RunSwap(**client, swap_args);
+  if (jobs->parsed()) return fusion::ctl::RunJobs(**client, json);
+  if (job->parsed()) return fusion::ctl::RunJob(**client, job_id, json);
+  if (cancel->parsed()) return fusion::ctl::RunCancel(**client, job_id, json);
   if (mem->parsed()) {
     auto state = (*client)->GetMemoryState();
-    if (!state.ok()) return Fail(state.status());
+    if (!state.ok()) return fusion::ctl::Fail(state.status());
     if (json) {
       std::cout << fusion::ctl::MemoryStateToJson(*state).dump(2) << "\n";
     } else {

@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "convert.h"
+#include "memfd_transfer.h"
 #include "fusion/v1/fusion.grpc.pb.h"
 #include "fusion_status.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -19,9 +20,22 @@ struct Client::Impl {
   std::unique_ptr<v1::Fusion::Stub> fusion;
   std::unique_ptr<grpc::health::v1::Health::Stub> health;
 
-  void Prepare(grpc::ClientContext& ctx) const {
+  void Prepare(grpc::ClientContext& ctx, int64_t factor = 1) const {
     ctx.set_deadline(std::chrono::system_clock::now() +
-                     std::chrono::milliseconds(options.timeout_ms));
+                     std::chrono::milliseconds(options.timeout_ms * factor));
+  }
+  std::string SocketPath() const { return target.substr(target.rfind("unix://", 0) == 0 ? 7 : 5); }
+  // Fills `image` inline or, past the threshold, with a memfd token.
+  absl::Status SetImage(const std::string& bytes, v1::ImageData* image) const {
+    if (bytes.size() <= options.memfd_threshold_bytes) {
+      image->set_inline_bytes(bytes);
+      return absl::OkStatus();
+    }
+    auto token = internal::PutMemfd(SocketPath(), bytes);
+    if (!token.ok()) return token.status();
+    image->mutable_memfd()->set_token(*token);
+    image->mutable_memfd()->set_size_bytes(bytes.size());
+    return absl::OkStatus();
   }
   // UNAVAILABLE means nobody answered: say where we looked.
   absl::Status Error(const grpc::Status& status) const {
@@ -91,6 +105,126 @@ absl::StatusOr<MemoryState> Client::GetMemoryState() {
   grpc::Status st = impl_->fusion->GetMemoryState(&ctx, v1::GetMemoryStateRequest(), &response);
   if (!st.ok()) return impl_->Error(st);
   return internal::FromProto(response);
+}
+
+absl::StatusOr<JobInfo> Client::SubmitJob(const std::string& source_image,
+                                          const std::string& target_image,
+                                          const SwapOptions& options) {
+  v1::SubmitJobRequest request;
+  *request.mutable_options() = internal::ToProto(options);
+  if (options.faces == FaceSelection::kReference && !options.reference_image.empty()) {
+    request.mutable_options()->clear_reference();
+    if (auto st = impl_->SetImage(options.reference_image, request.mutable_options()->mutable_reference());
+        !st.ok()) {
+      return st;
+    }
+  }
+  if (auto st = impl_->SetImage(source_image, request.mutable_source()); !st.ok()) return st;
+  if (auto st = impl_->SetImage(target_image, request.mutable_target()); !st.ok()) return st;
+  grpc::ClientContext ctx;
+  impl_->Prepare(ctx, 30);
+  v1::SubmitJobResponse response;
+  grpc::Status st = impl_->fusion->SubmitJob(&ctx, request, &response);
+  if (!st.ok()) return impl_->Error(st);
+  return internal::FromProto(response.job());
+}
+
+absl::Status Client::WatchJob(const std::string& job_id,
+                              const std::function<void(const JobEvent&)>& on_event) {
+  grpc::ClientContext ctx;  // no deadline: a job may wait in the queue for long
+  v1::WatchJobRequest request;
+  request.set_job_id(job_id);
+  auto reader = impl_->fusion->WatchJob(&ctx, request);
+  v1::JobEvent event;
+  while (reader->Read(&event)) on_event(internal::FromProto(event));
+  grpc::Status st = reader->Finish();
+  return st.ok() ? absl::OkStatus() : impl_->Error(st);
+}
+
+absl::StatusOr<JobInfo> Client::GetJob(const std::string& job_id) {
+  grpc::ClientContext ctx;
+  impl_->Prepare(ctx);
+  v1::GetJobRequest request;
+  request.set_job_id(job_id);
+  v1::Job response;
+  grpc::Status st = impl_->fusion->GetJob(&ctx, request, &response);
+  if (!st.ok()) return impl_->Error(st);
+  return internal::FromProto(response);
+}
+
+absl::StatusOr<std::vector<JobInfo>> Client::ListJobs(const std::vector<JobState>& states,
+                                                      uint32_t limit) {
+  grpc::ClientContext ctx;
+  impl_->Prepare(ctx);
+  v1::ListJobsRequest request;
+  for (JobState s : states) request.add_states(static_cast<v1::JobState>(s));
+  request.set_limit(limit);
+  v1::ListJobsResponse response;
+  grpc::Status st = impl_->fusion->ListJobs(&ctx, request, &response);
+  if (!st.ok()) return impl_->Error(st);
+  std::vector<JobInfo> jobs;
+  for (const auto& j : response.jobs()) jobs.push_back(internal::FromProto(j));
+  return jobs;
+}
+
+absl::StatusOr<JobInfo> Client::CancelJob(const std::string& job_id) {
+  grpc::ClientContext ctx;
+  impl_->Prepare(ctx);
+  v1::CancelJobRequest request;
+  request.set_job_id(job_id);
+  v1::Job response;
+  grpc::Status st = impl_->fusion->CancelJob(&ctx, request, &response);
+  if (!st.ok()) return impl_->Error(st);
+  return internal::FromProto(response);
+}
+
+absl::StatusOr<JobResult> Client::GetJobResult(const std::string& job_id, bool prefer_memfd) {
+  grpc::ClientContext ctx;
+  impl_->Prepare(ctx, 30);
+  v1::GetJobResultRequest request;
+  request.set_job_id(job_id);
+  request.set_prefer_memfd(prefer_memfd);
+  v1::JobResult response;
+  grpc::Status st = impl_->fusion->GetJobResult(&ctx, request, &response);
+  if (!st.ok()) return impl_->Error(st);
+  JobResult result = internal::FromProto(response);
+  if (response.image().has_memfd()) {
+    auto bytes = internal::GetMemfd(impl_->SocketPath(), response.image().memfd().token());
+    if (!bytes.ok()) return bytes.status();
+    result.image = *std::move(bytes);
+    result.image_by_memfd = true;
+  } else {
+    result.image = std::move(*response.mutable_image()->mutable_inline_bytes());
+  }
+  return result;
+}
+
+std::future<absl::StatusOr<JobInfo>> Client::SubmitJobAsync(std::string source_image,
+                                                            std::string target_image,
+                                                            SwapOptions options) {
+  return std::async(std::launch::async, [this, s = std::move(source_image),
+                                         t = std::move(target_image), o = std::move(options)] {
+    return SubmitJob(s, t, o);
+  });
+}
+std::future<absl::Status> Client::WatchJobAsync(std::string job_id,
+                                                std::function<void(const JobEvent&)> on_event) {
+  return std::async(std::launch::async, [this, id = std::move(job_id), cb = std::move(on_event)] {
+    return WatchJob(id, cb);
+  });
+}
+std::future<absl::StatusOr<JobInfo>> Client::GetJobAsync(std::string job_id) {
+  return std::async(std::launch::async, [this, id = std::move(job_id)] { return GetJob(id); });
+}
+std::future<absl::StatusOr<JobInfo>> Client::CancelJobAsync(std::string job_id) {
+  return std::async(std::launch::async, [this, id = std::move(job_id)] { return CancelJob(id); });
+}
+std::future<absl::StatusOr<JobResult>> Client::GetJobResultAsync(std::string job_id) {
+  return std::async(std::launch::async,
+                    [this, id = std::move(job_id)] { return GetJobResult(id); });
+}
+std::future<absl::StatusOr<MemoryState>> Client::GetMemoryStateAsync() {
+  return std::async(std::launch::async, [this] { return GetMemoryState(); });
 }
 
 }  // namespace fusion

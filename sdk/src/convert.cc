@@ -12,6 +12,23 @@ const char* ToString(ServingStatus status) {
   return "UNKNOWN";
 }
 
+const char* ToString(JobState state) {
+  switch (state) {
+    case JobState::kQueued: return "QUEUED";
+    case JobState::kRunning: return "RUNNING";
+    case JobState::kSucceeded: return "SUCCEEDED";
+    case JobState::kFailed: return "FAILED";
+    case JobState::kCancelled: return "CANCELLED";
+    case JobState::kUnspecified: break;
+  }
+  return "UNSPECIFIED";
+}
+
+bool IsFinal(JobState state) {
+  return state == JobState::kSucceeded || state == JobState::kFailed ||
+         state == JobState::kCancelled;
+}
+
 namespace internal {
 
 TierState FromProto(const v1::TierState& p) {
@@ -70,6 +87,105 @@ MemoryState FromProto(const v1::MemoryState& p) {
   for (const auto& [step, n] : c.oom_recovered()) s.counters.oom_recovered[step] = n;
   s.unix_ms = p.unix_ms();
   return s;
+}
+
+JobInfo FromProto(const v1::Job& p) {
+  JobInfo j;
+  j.job_id = p.job_id();
+  j.owner_uid = p.owner_uid();
+  j.state = static_cast<JobState>(p.state());
+  j.stage = p.stage();
+  j.queue_position = p.queue_position();
+  j.progress = p.progress();
+  j.created_unix_ms = p.created_unix_ms();
+  j.started_unix_ms = p.started_unix_ms();
+  j.finished_unix_ms = p.finished_unix_ms();
+  j.error_code = p.error_code();
+  j.error_message = p.error_message();
+  return j;
+}
+
+StageReport FromProto(const v1::StageReport& p) {
+  static const char* kModes[] = {"", "device", "tiled", "cpu_fallback", "host"};
+  StageReport r;
+  r.name = p.name();
+  r.model = p.model();
+  r.ms = p.ms();
+  r.mode = (p.mode() >= 0 && p.mode() <= 4) ? kModes[p.mode()] : "";
+  r.attempts = p.attempts();
+  r.tile = p.tile();
+  r.upload_wait_ms = p.upload_wait_ms();
+  r.peak_bytes = p.peak_bytes();
+  return r;
+}
+
+JobEvent FromProto(const v1::JobEvent& p) {
+  JobEvent e;
+  e.job_id = p.job_id();
+  e.unix_ms = p.unix_ms();
+  switch (p.event_case()) {
+    case v1::JobEvent::kQueued:
+      e.kind = JobEvent::Kind::kQueued;
+      e.queue_position = p.queued().position();
+      break;
+    case v1::JobEvent::kStageStarted:
+      e.kind = JobEvent::Kind::kStageStarted;
+      e.stage = p.stage_started().stage();
+      e.progress = p.stage_started().progress();
+      break;
+    case v1::JobEvent::kStageFinished:
+      e.kind = JobEvent::Kind::kStageFinished;
+      e.report = FromProto(p.stage_finished().report());
+      e.stage = e.report.name;
+      e.progress = p.stage_finished().progress();
+      break;
+    case v1::JobEvent::kDegradation:
+      e.kind = JobEvent::Kind::kDegradation;
+      e.degradation = p.degradation();
+      break;
+    default:
+      e.kind = JobEvent::Kind::kDone;
+      e.job = FromProto(p.done().job());
+      break;
+  }
+  return e;
+}
+
+JobResult FromProto(const v1::JobResult& p) {
+  JobResult r;
+  r.job_id = p.job_id();
+  r.state = static_cast<JobState>(p.state());
+  r.device = p.device();
+  r.faces_swapped = p.faces_swapped();
+  for (const auto& f : p.faces()) {
+    FaceReport face;
+    for (int i = 0; i < 4 && i < f.box_size(); ++i) face.box[i] = f.box(i);
+    face.identity_distance = f.identity_distance();
+    r.faces.push_back(face);
+  }
+  for (const auto& s : p.stages()) r.stages.push_back(FromProto(s));
+  for (const auto& d : p.degradations()) r.degradations.push_back(d);
+  r.format = p.format() == v1::JPEG ? OutputFormat::kJpeg : OutputFormat::kPng;
+  r.width = p.width();
+  r.height = p.height();
+  return r;
+}
+
+v1::JobOptions ToProto(const SwapOptions& o) {
+  v1::JobOptions p;
+  p.set_ratio(o.ratio);
+  p.set_enhance_scale(o.enhance_scale);
+  p.set_enhance_model(o.enhance_model);
+  p.set_upscale(o.upscale);
+  p.set_faces(static_cast<v1::FaceSelection>(o.faces));
+  if (!o.reference_image.empty()) p.mutable_reference()->set_inline_bytes(o.reference_image);
+  p.set_reference_max_distance(o.reference_max_distance);
+  p.set_max_side(o.max_side);
+  p.set_low_vram(o.low_vram);
+  p.set_simple(o.simple);
+  p.set_format(static_cast<v1::OutputFormat>(o.format));
+  p.set_priority(static_cast<v1::Priority>(o.priority));
+  return p;
 }
 
 }  // namespace internal

@@ -9,5 +9,11 @@ namespace fusion::internal {
 TierState FromProto(const v1::TierState& p);
 ModelState FromProto(const v1::ModelInfo& p);
 MemoryState FromProto(const v1::MemoryState& p);
+JobInfo FromProto(const v1::Job& p);
+StageReport FromProto(const v1::StageReport& p);
+JobEvent FromProto(const v1::JobEvent& p);
+// Everything but the image.
+JobResult FromProto(const v1::JobResult& p);
+v1::JobOptions ToProto(const SwapOptions& o);
 
 }  // namespace fusion::internal

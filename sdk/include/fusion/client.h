@@ -11,8 +11,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <future>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "fusion/types.h"
@@ -22,8 +25,12 @@ namespace fusion {
 struct ClientOptions {
   // Socket path or "unix://path". Empty: $FUSIOND_SOCKET, else /run/fusiond/fusiond.sock.
   std::string socket;
-  // Deadline of each unary call, milliseconds.
+  // Deadline of each unary call, milliseconds (SubmitJob and GetJobResult get 30x this, as
+  // they carry images).
   int64_t timeout_ms = 2000;
+  // Images larger than this travel as sealed memfds over the companion socket (zero copy)
+  // instead of inside the gRPC message, bytes.
+  uint64_t memfd_threshold_bytes = 4ull << 20;
 };
 
 class Client {
@@ -43,6 +50,36 @@ class Client {
 
   // Device and host tiers, models, clients and counters.
   absl::StatusOr<MemoryState> GetMemoryState();
+
+  // ---- Jobs (errors: see the status table in fusion.proto) ----
+  // Submits a swap of the face in `source_image` onto `target_image` (encoded PNG/JPEG/...
+  // bytes). Images over memfd_threshold_bytes go by memfd. Returns the QUEUED job.
+  absl::StatusOr<JobInfo> SubmitJob(const std::string& source_image,
+                                    const std::string& target_image,
+                                    const SwapOptions& options = {});
+  // Calls `on_event` for every event of the job until its Done event (blocking); returns the
+  // stream's status. `on_event` runs on the calling thread.
+  absl::Status WatchJob(const std::string& job_id,
+                        const std::function<void(const JobEvent&)>& on_event);
+  absl::StatusOr<JobInfo> GetJob(const std::string& job_id);
+  // The caller's jobs, newest first; `states` empty = all; `limit` 0 = all.
+  absl::StatusOr<std::vector<JobInfo>> ListJobs(const std::vector<JobState>& states = {},
+                                                uint32_t limit = 0);
+  absl::StatusOr<JobInfo> CancelJob(const std::string& job_id);
+  // The result of a SUCCEEDED job, image included (fetched from a memfd when the daemon
+  // sends one, or always when `prefer_memfd`).
+  absl::StatusOr<JobResult> GetJobResult(const std::string& job_id, bool prefer_memfd = false);
+
+  // Asynchronous forms: the call runs on its own thread; the future holds its outcome.
+  std::future<absl::StatusOr<JobInfo>> SubmitJobAsync(std::string source_image,
+                                                      std::string target_image,
+                                                      SwapOptions options = {});
+  std::future<absl::Status> WatchJobAsync(std::string job_id,
+                                          std::function<void(const JobEvent&)> on_event);
+  std::future<absl::StatusOr<JobInfo>> GetJobAsync(std::string job_id);
+  std::future<absl::StatusOr<JobInfo>> CancelJobAsync(std::string job_id);
+  std::future<absl::StatusOr<JobResult>> GetJobResultAsync(std::string job_id);
+  std::future<absl::StatusOr<MemoryState>> GetMemoryStateAsync();
 
  private:
   struct Impl;

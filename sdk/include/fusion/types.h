@@ -63,4 +63,85 @@ enum class ServingStatus { kUnknown, kServing, kNotServing, kServiceUnknown };
 
 const char* ToString(ServingStatus status);
 
+// ---- Jobs -----------------------------------------------------------------------------------
+
+enum class JobState { kUnspecified = 0, kQueued = 1, kRunning = 2, kSucceeded = 3, kFailed = 4, kCancelled = 5 };
+const char* ToString(JobState state);  // "QUEUED", ...
+bool IsFinal(JobState state);
+
+enum class Priority { kLow = 1, kNormal = 2, kHigh = 3 };
+enum class FaceSelection { kAll = 1, kLargest = 2, kReference = 3 };
+enum class OutputFormat { kPng = 1, kJpeg = 2 };
+
+// Options of a swap (fusion.v1.JobOptions). Pixels are pixels; 0 means "the default".
+struct SwapOptions {
+  float ratio = 1.0f;               // [0,1]: 0 keeps the target face, 1 the source identity
+  uint32_t enhance_scale = 0;       // face-crop super-resolution: 0, 2 or 4
+  std::string enhance_model;        // catalogue name; empty = default
+  uint32_t upscale = 0;             // whole-frame upscale of the output: 0, 2 or 4
+  FaceSelection faces = FaceSelection::kAll;
+  std::string reference_image;      // encoded image for kReference
+  float reference_max_distance = 0; // 0 = 0.6
+  uint32_t max_side = 0;            // detection working side, pixels; 0 = 1280
+  bool low_vram = false;
+  bool simple = false;              // skip costly post-processing
+  OutputFormat format = OutputFormat::kPng;
+  Priority priority = Priority::kNormal;
+};
+
+struct JobInfo {
+  std::string job_id;
+  uint32_t owner_uid = 0;
+  JobState state = JobState::kUnspecified;
+  std::string stage;                // current stage while RUNNING
+  uint32_t queue_position = 0;      // while QUEUED, 0 = next
+  float progress = 0;               // [0,1]
+  int64_t created_unix_ms = 0, started_unix_ms = 0, finished_unix_ms = 0;
+  int32_t error_code = 0;           // absl/gRPC status code of a FAILED or CANCELLED job
+  std::string error_message;
+};
+
+struct StageReport {
+  std::string name, model;
+  double ms = 0;
+  std::string mode;                 // "device" | "tiled" | "cpu_fallback" | "host"
+  uint32_t attempts = 0;
+  uint32_t tile = 0;                // tile side in pixels when tiled
+  double upload_wait_ms = 0;
+  uint64_t peak_bytes = 0;
+};
+
+struct FaceReport {
+  float box[4] = {0, 0, 0, 0};      // x, y, w, h in target pixels
+  float identity_distance = 0;      // descriptor distance of the result face to the source
+};
+
+struct JobResult {
+  std::string job_id;
+  JobState state = JobState::kUnspecified;
+  std::string device;               // "cpu", "cuda:0"
+  uint32_t faces_swapped = 0;
+  std::vector<FaceReport> faces;
+  std::vector<StageReport> stages;
+  std::vector<std::string> degradations;
+  std::string image;                // encoded result image (PNG or JPEG)
+  bool image_by_memfd = false;      // how the image travelled
+  OutputFormat format = OutputFormat::kPng;
+  uint32_t width = 0, height = 0;
+};
+
+// One progress event of WatchJob.
+struct JobEvent {
+  enum class Kind { kQueued, kStageStarted, kStageFinished, kDegradation, kDone };
+  Kind kind = Kind::kQueued;
+  std::string job_id;
+  int64_t unix_ms = 0;
+  uint32_t queue_position = 0;      // kQueued
+  std::string stage;                // kStageStarted / kStageFinished
+  float progress = 0;               // kStageStarted / kStageFinished
+  StageReport report;               // kStageFinished
+  std::string degradation;          // kDegradation
+  JobInfo job;                      // kDone: the final job
+};
+
 }  // namespace fusion

@@ -1,0 +1,175 @@
+#include "swap.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "format.h"
+
+namespace fusion::ctl {
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat(what, ": cannot read '", path, "'"));
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+absl::StatusOr<SwapOptions> ToOptions(const SwapArgs& a) {
+  SwapOptions o;
+  o.ratio = a.ratio;
+  if (a.enhance == "x2") o.enhance_scale = 2;
+  else if (a.enhance == "x4") o.enhance_scale = 4;
+  if (a.upscale == "x2") o.upscale = 2;
+  else if (a.upscale == "x4") o.upscale = 4;
+  if (a.faces == "largest") {
+    o.faces = FaceSelection::kLargest;
+  } else if (a.faces.rfind("reference:", 0) == 0) {
+    o.faces = FaceSelection::kReference;
+    auto ref = ReadFile(a.faces.substr(10), "--faces reference");
+    if (!ref.ok()) return ref.status();
+    o.reference_image = *std::move(ref);
+  } else if (a.faces != "all") {
+    return absl::InvalidArgumentError("--faces: expected all, largest or reference:IMG");
+  }
+  o.max_side = a.max_side;
+  o.low_vram = a.low_vram;
+  o.simple = a.simple;
+  o.format = a.format == "jpeg" ? OutputFormat::kJpeg : OutputFormat::kPng;
+  o.priority = a.priority == "low" ? Priority::kLow : a.priority == "high" ? Priority::kHigh
+                                                                           : Priority::kNormal;
+  return o;
+}
+
+// Progress on stderr: a redrawn bar on a terminal, one plain line per event otherwise.
+void ShowEvent(const JobEvent& e, bool tty) {
+  std::string line;
+  switch (e.kind) {
+    case JobEvent::Kind::kQueued:
+      line = absl::StrCat("queued, position ", e.queue_position);
+      break;
+    case JobEvent::Kind::kStageStarted:
+      line = absl::StrCat("stage ", e.stage, " started");
+      break;
+    case JobEvent::Kind::kStageFinished:
+      line = absl::StrCat("stage ", e.stage, " done in ", static_cast<int64_t>(e.report.ms),
+                          " ms (", e.report.mode, ")");
+      break;
+    case JobEvent::Kind::kDegradation:
+      line = absl::StrCat("degraded: ", e.degradation);
+      break;
+    case JobEvent::Kind::kDone:
+      line = absl::StrCat("job ", ToString(e.job.state));
+      break;
+  }
+  const int percent = static_cast<int>(100 * (e.kind == JobEvent::Kind::kDone ? 1.0f : e.progress));
+  if (tty) {
+    const int filled = percent / 5;
+    std::fprintf(stderr, "\r[%-20s] %3d%% %-50s", std::string(filled, '#').c_str(), percent,
+                 line.c_str());
+    if (e.kind == JobEvent::Kind::kDone) std::fputc('\n', stderr);
+  } else {
+    std::fprintf(stderr, "%3d%% %s\n", percent, line.c_str());
+  }
+}
+
+}  // namespace
+
+int Fail(const absl::Status& status) {
+  if (absl::IsUnavailable(status)) {
+    std::fprintf(stderr, "fusionctl: %s\n", std::string(status.message()).c_str());
+    return 2;
+  }
+  std::fprintf(stderr, "fusionctl: %s\n", status.ToString().c_str());
+  return 1;
+}
+
+void AddSwapOptions(CLI::App* cmd, SwapArgs& a) {
+  cmd->add_option("--source", a.source, "image with the face to use")->required();
+  cmd->add_option("--target", a.target, "image whose faces are replaced")->required();
+  cmd->add_option("-o,--output", a.output, "where to write the result");
+  cmd->add_option("--ratio", a.ratio, "0 keeps the target face, 1 the source identity")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--enhance", a.enhance, "face super-resolution")->check(CLI::IsMember({"none", "x2", "x4"}));
+  cmd->add_option("--upscale", a.upscale, "whole-frame upscale of the output")->check(CLI::IsMember({"x2", "x4"}));
+  cmd->add_option("--faces", a.faces, "all | largest | reference:IMG");
+  auto* max_side = cmd->add_option("--max-side", a.max_side, "detection working side in pixels (default 1280)");
+  cmd->add_flag("--low-vram", a.low_vram, "small-card profile (max side 800)")->excludes(max_side);
+  cmd->add_flag("--simple", a.simple, "skip costly post-processing");
+  cmd->add_option("--format", a.format, "png | jpeg")->check(CLI::IsMember({"png", "jpeg"}));
+  cmd->add_option("--priority", a.priority, "low | normal | high")->check(CLI::IsMember({"low", "normal", "high"}));
+  cmd->add_flag("--json", a.json, "print the job result as JSON");
+  cmd->add_flag("--no-wait", a.no_wait, "print the job id and return once it is queued");
+}
+
+int RunSwap(Client& client, const SwapArgs& a) {
+  if (!a.no_wait && a.output.empty()) {
+    std::fprintf(stderr, "fusionctl: swap: -o OUT is required unless --no-wait\n");
+    return 2;
+  }
+  auto options = ToOptions(a);
+  if (!options.ok()) return Fail(options.status());
+  auto source = ReadFile(a.source, "--source");
+  if (!source.ok()) return Fail(source.status());
+  auto target = ReadFile(a.target, "--target");
+  if (!target.ok()) return Fail(target.status());
+  auto job = client.SubmitJob(*source, *target, *options);
+  if (!job.ok()) return Fail(job.status());
+  if (a.no_wait) {
+    std::cout << (a.json ? JobToJson(*job).dump(2) : job->job_id) << "\n";
+    return 0;
+  }
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  JobInfo final_job;
+  absl::Status watched = client.WatchJob(job->job_id, [&](const JobEvent& e) {
+    ShowEvent(e, tty);
+    if (e.kind == JobEvent::Kind::kDone) final_job = e.job;
+  });
+  if (!watched.ok()) return Fail(watched);
+  if (final_job.state != JobState::kSucceeded) {
+    return Fail(absl::Status(static_cast<absl::StatusCode>(final_job.error_code),
+                             absl::StrCat("job ", final_job.job_id, " ", ToString(final_job.state),
+                                          ": ", final_job.error_message)));
+  }
+  auto result = client.GetJobResult(job->job_id);
+  if (!result.ok()) return Fail(result.status());
+  std::ofstream out(a.output, std::ios::binary);
+  out.write(result->image.data(), static_cast<std::streamsize>(result->image.size()));
+  if (!out) return Fail(absl::InternalError(absl::StrCat("cannot write '", a.output, "'")));
+  if (a.json) std::cout << JobResultToJson(*result).dump(2) << "\n";
+  else std::cout << a.output << "\n";
+  return 0;
+}
+
+int RunJobs(Client& client, bool json) {
+  auto jobs = client.ListJobs();
+  if (!jobs.ok()) return Fail(jobs.status());
+  nlohmann::json arr = nlohmann::json::array();
+  for (const JobInfo& j : *jobs) {
+    if (json) arr.push_back(JobToJson(j));
+    else std::cout << JobToText(j) << "\n";
+  }
+  if (json) std::cout << arr.dump(2) << "\n";
+  return 0;
+}
+
+int RunJob(Client& client, const std::string& id, bool json) {
+  auto job = client.GetJob(id);
+  if (!job.ok()) return Fail(job.status());
+  std::cout << (json ? JobToJson(*job).dump(2) : JobToText(*job)) << "\n";
+  return 0;
+}
+
+int RunCancel(Client& client, const std::string& id, bool json) {
+  auto job = client.CancelJob(id);
+  if (!job.ok()) return Fail(job.status());
+  std::cout << (json ? JobToJson(*job).dump(2) : JobToText(*job)) << "\n";
+  return 0;
+}
+
+}  // namespace fusion::ctl

@@ -1,0 +1,34 @@
+// fusionctl job commands: swap, jobs, job, cancel.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "fusion/client.h"
+
+namespace fusion::ctl {
+
+struct SwapArgs {
+  std::string source, target, output;
+  float ratio = 1.0f;
+  std::string enhance = "none";   // none|x2|x4
+  std::string upscale;            // x2|x4
+  std::string faces = "all";      // all|largest|reference:IMG
+  uint32_t max_side = 0;
+  bool low_vram = false, simple = false, json = false, no_wait = false;
+  std::string format = "png", priority = "normal";
+};
+
+// Registers the swap options on `cmd`.
+void AddSwapOptions(CLI::App* cmd, SwapArgs& args);
+// Runs `swap`; returns the process exit code (0 ok, 1 failure, 2 unreachable/usage).
+int RunSwap(Client& client, const SwapArgs& args);
+int RunJobs(Client& client, bool json);
+int RunJob(Client& client, const std::string& id, bool json);
+int RunCancel(Client& client, const std::string& id, bool json);
+
+// Prints a status the fusionctl way and returns its exit code.
+int Fail(const absl::Status& status);
+
+}  // namespace fusion::ctl
