@@ -88,6 +88,7 @@ class CostAwarePolicy final : public EvictionPolicy {
     std::vector<size_t> order = Indices(c.size());
     std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
       if (cost[a] != cost[b]) return cost[a] < cost[b];
+      if (cost[a] == 0.0 && c[a].bytes != c[b].bytes) return c[a].bytes < c[b].bytes;
       return c[a].last_use < c[b].last_use;
     });
     std::vector<size_t> victims = TakeUntil(c, order, need);
@@ -108,7 +109,7 @@ class CostAwarePolicy final : public EvictionPolicy {
       return c[a].bytes > c[b].bytes;
     });
     for (size_t i : by_cost) {
-      if (cost[i] > 0.0 && freed - c[i].bytes >= need) {
+      if (freed - c[i].bytes >= need) {
         freed -= c[i].bytes;
         victims.erase(std::find(victims.begin(), victims.end(), i));
       }

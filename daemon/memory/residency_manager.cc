@@ -113,11 +113,14 @@ absl::Status ResidencyManager::MakeResident(Model* m, uint64_t working, absl::Ti
   bool counted_wait = false;
   while (true) {
     const bool resident = m->state == ModelState::kDevice || m->state == ModelState::kInUse;
+    // The model itself cannot be evicted while it is wanted, so "can never fit" counts it
+    // whether or not it is resident; free space is needed only for what is not there yet.
+    const uint64_t total = working + m->device_bytes;
     const uint64_t need = working + (resident ? 0 : m->device_bytes);
     const uint64_t pinned_other = pinned_ - (m->pinned ? m->device_bytes : 0);
-    if (need + pinned_other > device_budget_) {
+    if (total + pinned_other > device_budget_) {
       return Refuse(m, absl::ResourceExhaustedError(absl::StrCat(
-          "model '", m->spec.name, "' needs ", B(need), " (model ", B(resident ? 0 : m->device_bytes),
+          "model '", m->spec.name, "' needs ", B(total), " (model ", B(m->device_bytes),
           " + working set ", B(working), "), ", B(pinned_other), " pinned, budget ",
           B(device_budget_), ": it cannot fit even after every eviction")));
     }
