@@ -59,7 +59,6 @@ void Lease::Release() {
 }
 
 absl::StatusOr<std::unique_ptr<ResidencyManager>> ResidencyManager::Create(Options options) {
-  if (options.loader == nullptr) return absl::InvalidArgumentError("residency: no model loader");
   auto policy = MakeEvictionPolicy(options.policy);
   if (!policy.ok()) return policy.status();
   return std::unique_ptr<ResidencyManager>(
@@ -77,6 +76,10 @@ ResidencyManager::~ResidencyManager() = default;
 absl::Status ResidencyManager::RegisterModel(const ModelSpec& spec) {
   if (spec.device_bytes == 0) {
     return absl::InvalidArgumentError(absl::StrCat("model '", spec.name, "' has 0 bytes"));
+  }
+  if (options_.loader == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot register model '", spec.name, "': no model loader"));
   }
   MutexLock lock(&mu_);
   auto model = std::make_unique<Model>();

@@ -79,7 +79,9 @@ class ResidencyManager {
     uint64_t device_budget_bytes = 0;  // initial device budget; SetDeviceBudget changes it
     uint64_t host_budget_bytes = 0;    // 0 = unbounded host tier
     std::string policy = "lookahead";  // see eviction_policy.h
-    ModelLoader* loader = nullptr;     // required; must outlive the manager
+    // Must outlive the manager. Null only while no catalogue is attached: RegisterModel is
+    // then FAILED_PRECONDITION.
+    ModelLoader* loader = nullptr;
     const FutureReferences* future = nullptr;  // optional; must outlive the manager
     // A one-shot model is evicted when its last lease ends if a caller waits for memory or
     // resident + reserved exceed this fraction of the budget.
@@ -91,12 +93,13 @@ class ResidencyManager {
 #endif
   };
 
-  // INVALID_ARGUMENT without a loader or with an unknown policy.
+  // INVALID_ARGUMENT for an unknown policy.
   static absl::StatusOr<std::unique_ptr<ResidencyManager>> Create(Options options);
   // Every Lease must be gone first.
   ~ResidencyManager();
 
-  // Adds a model (ABSENT). ALREADY_EXISTS for a known name, INVALID_ARGUMENT for 0 bytes.
+  // Adds a model (ABSENT). ALREADY_EXISTS for a known name, INVALID_ARGUMENT for 0 bytes,
+  // FAILED_PRECONDITION without a loader.
   absl::Status RegisterModel(const ModelSpec& spec);
 
   absl::StatusOr<Lease> Acquire(const Owner& owner, const std::string& model,
