@@ -4,5 +4,21 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
 BUILD_DIR=${BUILD_DIR:-build}
+
+# The residency tests under ThreadSanitizer: a second, small build (no LibTorch, only
+# memory_tests; ~40 s cold, seconds with ccache). The core locks through common/mutex.h, which
+# uses std::mutex under TSan because Debian's uninstrumented absl::Mutex gives false races.
+TSAN_DIR=${TSAN_BUILD_DIR:-build-tsan}
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
+if [ ! -f "$TSAN_DIR/build.ninja" ]; then
+  cmake -S . -B "$TSAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFUSION_WITH_TORCH=OFF \
+    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_FLAGS=-fsanitize=thread \
+    -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread >/dev/null
+fi
+cmake --build "$TSAN_DIR" -j "${JOBS:-$(nproc)}" --target memory_tests
+TSAN_OPTIONS="halt_on_error=1 ${TSAN_OPTIONS:-}" "$TSAN_DIR/tests/memory/memory_tests" \
+  --gtest_brief=1
+echo "memory_tests under ThreadSanitizer: passed"
+
 cd "$BUILD_DIR"
 ctest -j "${JOBS:-$(nproc)}" --output-on-failure "$@"

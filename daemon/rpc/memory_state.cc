@@ -4,12 +4,51 @@
 #include "device/host_memory.h"
 
 namespace fusion {
+namespace {
 
-absl::StatusOr<v1::MemoryState> DeviceMemoryStateSource::Snapshot() const {
+void FillTier(const TierUsage& usage, v1::TierState* t) {
+  t->set_budget_bytes(usage.budget_bytes);
+  t->set_used_bytes(usage.used_bytes);
+  t->set_reserved_bytes(usage.reserved_bytes);
+  t->set_peak_bytes(usage.peak_bytes);
+  t->set_over_budget(usage.over_budget);
+}
+
+void FillModel(const ModelSnapshot& m, v1::ModelInfo* info) {
+  info->set_name(m.name);
+  info->set_state(ToString(m.state));
+  info->set_tier(ToString(TierOf(m.state)));
+  info->set_bytes(m.bytes);
+  info->set_pinned(m.pinned);
+  info->set_leases(m.leases);
+  info->set_last_use_unix_ms(m.last_use_unix_ms);
+  info->set_loads(m.counters.loads);
+  info->set_uploads(m.counters.uploads);
+  info->set_evictions(m.counters.evictions);
+  info->set_hits(m.counters.hits);
+  info->set_misses(m.counters.misses);
+  info->set_one_shot(m.one_shot);
+}
+
+void FillCounters(const ResidencyCounters& c, v1::Counters* out) {
+  out->set_bytes_uploaded(c.bytes_uploaded);
+  out->set_loads(c.loads);
+  out->set_uploads(c.uploads);
+  out->set_evictions(c.evictions);
+  out->set_hits(c.hits);
+  out->set_misses(c.misses);
+  out->set_waits(c.waits);
+  out->set_refusals(c.refusals);
+}
+
+}  // namespace
+
+absl::StatusOr<v1::MemoryState> ResidencyMemoryStateSource::Snapshot() const {
   auto dev = device_->QueryMemory();
   if (!dev.ok()) return dev.status();
   auto host = ReadHostMemory();
   if (!host.ok()) return host.status();
+  const ResidencySnapshot r = manager_->Snapshot();
 
   v1::MemoryState state;
   state.set_unix_ms(absl::ToUnixMillis(absl::Now()));
@@ -19,10 +58,11 @@ absl::StatusOr<v1::MemoryState> DeviceMemoryStateSource::Snapshot() const {
   d->set_capacity_bytes(dev->capacity_bytes);
   d->set_available_bytes(dev->available_bytes);
   d->set_limit_bytes(limits_.device_limit);
-  // Nothing is resident: fusiond's own usage is 0, so everyone else uses capacity - available.
-  d->set_budget_bytes(
-      EffectiveBudget(limits_.device_limit, dev->available_bytes, 0, limits_.device_reserve));
-  d->set_external_bytes(dev->capacity_bytes - dev->available_bytes);
+  FillTier(r.device, d);
+  // Everyone else: what is not available and not ours.
+  const uint64_t taken = dev->capacity_bytes - dev->available_bytes;
+  const uint64_t own = r.device.used_bytes + r.device.reserved_bytes;
+  d->set_external_bytes(taken > own ? taken - own : 0);
 
   v1::TierState* h = state.mutable_host();
   h->set_tier("host");
@@ -30,9 +70,12 @@ absl::StatusOr<v1::MemoryState> DeviceMemoryStateSource::Snapshot() const {
   h->set_capacity_bytes(host->total_bytes);
   h->set_available_bytes(host->available_bytes);
   h->set_limit_bytes(limits_.host_limit);
-  h->set_budget_bytes(EffectiveBudget(limits_.host_limit, host->available_bytes, 0, 0));
-  h->set_external_bytes(host->total_bytes - host->available_bytes);
-  state.mutable_counters();
+  FillTier(r.host, h);
+  const uint64_t host_taken = host->total_bytes - host->available_bytes;
+  h->set_external_bytes(host_taken > r.host.used_bytes ? host_taken - r.host.used_bytes : 0);
+
+  for (const ModelSnapshot& m : r.models) FillModel(m, state.add_models());
+  FillCounters(r.totals, state.mutable_counters());
   return state;
 }
 

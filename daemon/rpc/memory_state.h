@@ -1,8 +1,9 @@
 // MemoryStateSource: where GetMemoryState's answer comes from.
 //
-// DeviceMemoryStateSource reports the device and host tiers straight from the device layer and
-// the configured limits (no models resident yet); the residency manager provides a richer
-// source with models, leases and counters.
+// ResidencyMemoryStateSource reports the DESIGN.md §7 fields: the device and host tiers (capacity
+// and availability from the device layer; budget, used, reserved, peak, over_budget from the
+// residency manager), every model and the counters. The per-client list stays empty until the
+// job queue exists.
 // Thread-safety: Snapshot() may be called from any thread concurrently.
 #pragma once
 
@@ -11,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "device/device.h"
+#include "memory/residency_manager.h"
 #include "fusion/v1/fusion.pb.h"
 
 namespace fusion {
@@ -28,15 +30,17 @@ struct TierLimits {
   uint64_t host_limit = 0;      // bytes, 0 = none
 };
 
-class DeviceMemoryStateSource final : public MemoryStateSource {
+class ResidencyMemoryStateSource final : public MemoryStateSource {
  public:
-  // `device` must outlive this object.
-  DeviceMemoryStateSource(const Device* device, TierLimits limits)
-      : device_(device), limits_(limits) {}
+  // `device` and `manager` must outlive this object.
+  ResidencyMemoryStateSource(const Device* device, const ResidencyManager* manager,
+                             TierLimits limits)
+      : device_(device), manager_(manager), limits_(limits) {}
   absl::StatusOr<v1::MemoryState> Snapshot() const override;
 
  private:
   const Device* device_;
+  const ResidencyManager* manager_;
   const TierLimits limits_;
 };
 

@@ -10,7 +10,12 @@
 #include "jobs/job_manager.h"
 #include "jobs/journal.h"
 #include "device/device.h"
+<<<<<<< HEAD
 #include "rpc/fd_exchange.h"
+=======
+#include "memory/budget_watcher.h"
+#include "memory/residency_manager.h"
+>>>>>>> residency
 #include "rpc/fusion_service.h"
 #include "rpc/memfd_registry.h"
 #include "rpc/memory_state.h"
@@ -28,10 +33,30 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
   auto device = OpenDevice(config.device);
   if (!device.ok()) return device.status();
   self->device_ = *std::move(device);
+<<<<<<< HEAD
   if (auto probe = self->device_->QueryMemory(); !probe.ok()) return probe.status();
   self->memory_ = std::make_unique<DeviceMemoryStateSource>(
       self->device_.get(), TierLimits{config.device_memory_limit, config.device_memory_reserve,
                                       config.host_memory_limit});
+=======
+  // No model loader until the models catalogue attaches one (RegisterModel refuses before).
+  auto residency = ResidencyManager::Create({.host_budget_bytes = config.host_memory_limit});
+  if (!residency.ok()) return residency.status();
+  self->residency_ = *std::move(residency);
+  auto watcher = BudgetWatcher::Create(
+      self->device_.get(), self->residency_.get(),
+      {.device_limit = config.device_memory_limit,
+       .device_reserve = config.device_memory_reserve,
+       .host_limit = config.host_memory_limit});
+  if (!watcher.ok()) return watcher.status();
+  self->budget_watcher_ = *std::move(watcher);
+  self->memory_ = std::make_unique<ResidencyMemoryStateSource>(
+      self->device_.get(), self->residency_.get(),
+      TierLimits{config.device_memory_limit, config.device_memory_reserve,
+                 config.host_memory_limit});
+  self->service_ = std::make_unique<FusionService>(FusionService::Options{config.allowed_uids},
+                                                   self->memory_.get());
+>>>>>>> residency
 
   // Bind first: a second daemon must fail here, before it builds anything else.
   auto listener = UdsListener::Create({.path = config.socket, .group = config.socket_group});
@@ -90,8 +115,12 @@ void DaemonServer::Shutdown(absl::Duration drain) {
     server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(drain));
     server_->Wait();
   }
+<<<<<<< HEAD
   // Running jobs are interrupted and stay RUNNING in the journal: they run again at start.
   if (jobs_) jobs_->Shutdown();
+=======
+  if (budget_watcher_) budget_watcher_->Stop();
+>>>>>>> residency
 }
 
 }  // namespace fusion

@@ -1,6 +1,7 @@
 // DaemonServer: fusiond's gRPC server on its Unix socket.
 //
-// Owns the device, the memory-state source, the fusion.v1 service, gRPC's default
+// Owns the device, the residency manager (budgets from the configuration, re-evaluated by a
+// BudgetWatcher every second), the memory-state source, the fusion.v1 service, gRPC's default
 // grpc.health.v1 service (service names "" and "fusion.v1.Fusion" report SERVING while up) and
 // the UdsListener that feeds accepted connections to gRPC, and the companion fd socket
 // ("<socket>.fd", FdExchange) for zero-copy memfd images.
@@ -22,15 +23,20 @@ class Server;
 
 namespace fusion {
 
+<<<<<<< HEAD
 namespace jobs {
 class JobManager;
 class JobRunner;
 class Journal;
 }  // namespace jobs
 
+=======
+class BudgetWatcher;
+>>>>>>> residency
 class Device;
 class FusionService;
 class MemoryStateSource;
+class ResidencyManager;
 class UdsListener;
 class FdExchange;
 class MemfdRegistry;
@@ -48,6 +54,8 @@ class DaemonServer {
 
   // "unix:///path/to.sock".
   std::string target() const;
+  // The residency manager (the models and pipeline components attach to it).
+  ResidencyManager* residency() const { return residency_.get(); }
   // Stops accepting, marks health NOT_SERVING, waits up to `drain` for in-flight calls, then
   // cancels the rest. Idempotent.
   void Shutdown(absl::Duration drain);
@@ -57,6 +65,8 @@ class DaemonServer {
 
   DaemonConfig config_;
   std::unique_ptr<Device> device_;
+  std::unique_ptr<ResidencyManager> residency_;
+  std::unique_ptr<BudgetWatcher> budget_watcher_;
   std::unique_ptr<MemoryStateSource> memory_;
   std::unique_ptr<jobs::Journal> journal_;
   std::unique_ptr<jobs::JobManager> jobs_;

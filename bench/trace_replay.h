@@ -1,0 +1,62 @@
+// Trace replay for bench/residency_trace: drives the real ResidencyManager and eviction policy
+// with a fake loader over a JSON Lines trace (format and rules in issue 3 and README below).
+//
+// Replay rules: sequential. The clock starts at the first arrival's t. Before each turn, every
+// job with t <= clock joins the queue; free active slots (concurrency C) are filled from the
+// queue in arrival order, each new job joining the end of the rotation; if nothing is active
+// the clock jumps to the next arrival. The job at the front of the rotation runs one stage
+// (Acquire model + working bytes, then release), the clock advances by 1, and the job goes to
+// the back unless that was its last stage. A stage whose model + working bytes exceed the
+// budget minus pinned bytes is not run, counts once in `refused`, and still takes its turn.
+// The order of stages depends on the trace alone, so every policy sees the same sequence.
+// Future references: lookahead sees the active jobs' remaining stages plus the first K queued
+// jobs, distances in turns of this rotation; belady/belady-bytes see the whole schedule.
+// Thread-safety: single-threaded.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace fusion::bench {
+
+struct TraceModel {
+  std::string name;
+  uint64_t bytes = 0;
+  bool pinned = false;
+};
+struct TraceStage {
+  std::string model;
+  uint64_t working_bytes = 0;
+};
+struct TraceJob {
+  int64_t t = 0;
+  std::string client, job;
+  std::vector<TraceStage> stages;
+};
+struct Trace {
+  std::vector<TraceModel> models;
+  std::vector<TraceJob> jobs;  // arrival order
+};
+
+// INVALID_ARGUMENT naming the line on malformed JSON or missing fields.
+absl::StatusOr<Trace> ParseTrace(const std::string& jsonl);
+
+struct ReplayOptions {
+  std::string policy = "lookahead";
+  uint64_t budget_bytes = 0;
+  int concurrency = 2;
+  int lookahead_jobs = -1;  // queued jobs lookahead sees; -1 = all
+};
+
+struct ReplayResult {
+  uint64_t bytes_uploaded = 0, loads = 0, evictions = 0, peak_bytes = 0, refused = 0;
+};
+
+// INVALID_ARGUMENT for an unknown policy or model; INTERNAL if the manager refuses a stage the
+// rules say fits (a bug).
+absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplayOptions& options);
+
+}  // namespace fusion::bench

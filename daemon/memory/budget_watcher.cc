@@ -1,0 +1,57 @@
+#include "memory/budget_watcher.h"
+
+#include "device/host_memory.h"
+#include "spdlog/spdlog.h"
+
+namespace fusion {
+
+absl::StatusOr<std::unique_ptr<BudgetWatcher>> BudgetWatcher::Create(const Device* device,
+                                                                     ResidencyManager* manager,
+                                                                     Options options) {
+  std::unique_ptr<BudgetWatcher> self(new BudgetWatcher(device, manager, options));
+  if (absl::Status s = self->Refresh(); !s.ok()) return s;
+  self->thread_ = std::thread([w = self.get()] { w->Run(); });
+  return self;
+}
+
+absl::Status BudgetWatcher::Refresh() {
+  auto dev = device_->QueryMemory();
+  if (!dev.ok()) return dev.status();
+  auto host = ReadHostMemory();
+  if (!host.ok()) return host.status();
+  const ResidencySnapshot s = manager_->Snapshot();
+  const uint64_t budget =
+      EffectiveBudget(options_.device_limit, dev->available_bytes,
+                      s.device.used_bytes + s.device.reserved_bytes, options_.device_reserve);
+  if (budget != s.device.budget_bytes) {
+    spdlog::info("device budget {} -> {} bytes (available {} bytes)", s.device.budget_bytes, budget,
+                 dev->available_bytes);
+    manager_->SetDeviceBudget(budget);
+  }
+  const uint64_t host_budget =
+      EffectiveBudget(options_.host_limit, host->available_bytes, s.host.used_bytes, 0);
+  if (host_budget != s.host.budget_bytes) manager_->SetHostBudget(host_budget);
+  return absl::OkStatus();
+}
+
+void BudgetWatcher::Run() {
+  MutexLock lock(&mu_);
+  while (!stop_) {
+    wake_.WaitWithDeadline(&mu_, absl::Now() + options_.period);
+    if (stop_) break;
+    mu_.Unlock();  // never hold our lock while the manager evicts
+    if (absl::Status s = Refresh(); !s.ok()) spdlog::warn("budget re-evaluation: {}", s.ToString());
+    mu_.Lock();
+  }
+}
+
+void BudgetWatcher::Stop() {
+  {
+    MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  wake_.SignalAll();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace fusion

@@ -1,0 +1,56 @@
+// BudgetWatcher: re-evaluates the residency manager's budgets from the device periodically.
+//
+// Every `period` (and once in Create): device budget = EffectiveBudget(limit, available,
+// fusiond's own usage, reserve) where own usage is the manager's resident + reserved bytes
+// (memory another process takes shrinks `available`, so the budget shrinks and the manager
+// evicts down to it; DESIGN.md §3); host budget = EffectiveBudget(host limit, MemAvailable,
+// host tier usage, 0). Part of fusiond_core (it needs the device layer), not of fusion_memory.
+// Thread-safety: Create/Stop from one thread; the watcher thread only calls the manager.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/mutex.h"
+#include "device/device.h"
+#include "memory/residency_manager.h"
+
+namespace fusion {
+
+class BudgetWatcher {
+ public:
+  struct Options {
+    uint64_t device_limit = 0;    // bytes, 0 = none
+    uint64_t device_reserve = 0;  // bytes kept free for other processes
+    uint64_t host_limit = 0;      // bytes, 0 = none
+    absl::Duration period = absl::Seconds(1);
+  };
+  // Applies the first evaluation, then starts the thread. Errors: those of Device::QueryMemory.
+  // `device` and `manager` must outlive the watcher.
+  static absl::StatusOr<std::unique_ptr<BudgetWatcher>> Create(const Device* device,
+                                                               ResidencyManager* manager,
+                                                               Options options);
+  ~BudgetWatcher() { Stop(); }
+  void Stop();
+  // One evaluation now. UNAVAILABLE when the device or /proc/meminfo cannot be read (the
+  // budgets are then left as they are).
+  absl::Status Refresh();
+
+ private:
+  BudgetWatcher(const Device* d, ResidencyManager* m, Options o)
+      : device_(d), manager_(m), options_(o) {}
+  void Run();
+
+  const Device* const device_;
+  ResidencyManager* const manager_;
+  const Options options_;
+  Mutex mu_;
+  CondVar wake_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace fusion

@@ -1,0 +1,173 @@
+// ResidencyManager: which stage models live on the device, and admission of stages by memory.
+//
+// Tiers STORAGE -> HOST -> DEVICE, each with its own budget (DESIGN.md §3). A stage calls
+// Acquire(owner, model, working_bytes, deadline) and gets a move-only Lease: while it lives,
+// the model is on the device and `working_bytes` are reserved for the stage's activations.
+// To make room the manager evicts unleased, unpinned models chosen by its EvictionPolicy;
+// evicted models drop to HOST, and HOST drops to STORAGE under the host budget.
+//
+// Invariant (checked after every change when Options::check_invariant, on by default in debug
+// builds): resident device bytes + reserved working sets <= device budget, unless the budget
+// shrank below what cannot be evicted yet (then over_budget is reported and nothing new is
+// admitted until it fits again). Pinned or leased models are never evicted. A model's charge is
+// its measured bytes once uploaded; the reservation is released when the last lease drops.
+//
+// Errors: NOT_FOUND unknown model; RESOURCE_EXHAUSTED at once when the request cannot fit even
+// with every unpinned model gone; DEADLINE_EXCEEDED when it could fit once leases end but they
+// did not end in time; FAILED_PRECONDITION for a pin beyond the budget or Unload of a pinned or
+// leased model; loader errors pass through. Messages carry the numbers in binary units.
+// Thread-safety: every method may be called from any thread. No lock is held across a
+// ModelLoader call; waits for memory are bounded by the caller's deadline.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/mutex.h"
+#include "memory/eviction_policy.h"
+#include "memory/model_loader.h"
+#include "memory/residency_types.h"
+
+namespace fusion {
+
+class ResidencyManager;
+
+// A model in the catalogue, as the manager needs it.
+struct ModelSpec {
+  std::string name;
+  uint64_t device_bytes = 0;  // estimate until the first upload measures it
+  uint64_t host_bytes = 0;    // estimate until loaded; 0 = same as device_bytes
+  bool one_shot = false;      // detect/landmarks: released right after use under pressure
+};
+
+// Move-only handle on a model admitted to the device with a reserved working set. Destroying
+// or Release()-ing it returns the working set; the model becomes evictable after its last lease.
+class Lease {
+ public:
+  Lease() = default;
+  Lease(Lease&& other) noexcept { *this = std::move(other); }
+  Lease& operator=(Lease&& other) noexcept;
+  Lease(const Lease&) = delete;
+  Lease& operator=(const Lease&) = delete;
+  ~Lease() { Release(); }
+
+  bool valid() const { return manager_ != nullptr; }
+  const std::string& model() const { return model_; }
+  uint64_t working_bytes() const { return working_bytes_; }
+  // Returns the reservation now (one-shot). Safe to call twice.
+  void Release();
+
+ private:
+  friend class ResidencyManager;
+  Lease(ResidencyManager* m, uint64_t id, std::string model, uint64_t working)
+      : manager_(m), id_(id), model_(std::move(model)), working_bytes_(working) {}
+  ResidencyManager* manager_ = nullptr;
+  uint64_t id_ = 0;
+  std::string model_;
+  uint64_t working_bytes_ = 0;
+};
+
+class ResidencyManager {
+ public:
+  struct Options {
+    uint64_t device_budget_bytes = 0;  // initial device budget; SetDeviceBudget changes it
+    uint64_t host_budget_bytes = 0;    // 0 = unbounded host tier
+    std::string policy = "lookahead";  // see eviction_policy.h
+    // Must outlive the manager. Null only while no catalogue is attached: RegisterModel is
+    // then FAILED_PRECONDITION.
+    ModelLoader* loader = nullptr;
+    const FutureReferences* future = nullptr;  // optional; must outlive the manager
+    // A one-shot model is evicted when its last lease ends if a caller waits for memory or
+    // resident + reserved exceed this fraction of the budget.
+    double one_shot_pressure = 0.9;
+#ifdef NDEBUG
+    bool check_invariant = false;
+#else
+    bool check_invariant = true;  // CheckInvariant() after every change; aborts on violation
+#endif
+  };
+
+  // INVALID_ARGUMENT for an unknown policy.
+  static absl::StatusOr<std::unique_ptr<ResidencyManager>> Create(Options options);
+  // Every Lease must be gone first.
+  ~ResidencyManager();
+
+  // Adds a model (ABSENT). ALREADY_EXISTS for a known name, INVALID_ARGUMENT for 0 bytes,
+  // FAILED_PRECONDITION without a loader.
+  absl::Status RegisterModel(const ModelSpec& spec);
+
+  absl::StatusOr<Lease> Acquire(const Owner& owner, const std::string& model,
+                                uint64_t working_bytes, absl::Time deadline);
+  // Uploads and pins; FAILED_PRECONDITION when pinned bytes would exceed the budget.
+  absl::Status Pin(const std::string& model, absl::Time deadline);
+  absl::Status Unpin(const std::string& model);
+  // Uploads without a lease (evictable).
+  absl::Status Load(const std::string& model, absl::Time deadline);
+  // Drops the device and host copies; FAILED_PRECONDITION if pinned, leased or in transit.
+  absl::Status Unload(const std::string& model);
+
+  // Budget re-evaluation (periodic, from the device layer): evicts down to the new budget.
+  void SetDeviceBudget(uint64_t bytes);
+  void SetHostBudget(uint64_t bytes);
+  // fusiond's own device usage (resident + reserved), for EffectiveBudget().
+  uint64_t DeviceUsage() const;
+
+  // Working-set estimate for (model, input-shape bucket): the largest measured peak, or
+  // `fallback` before any. RecordWorkingSetPeak raises it to a measured peak.
+  uint64_t WorkingSetEstimate(const std::string& model, const std::string& bucket,
+                              uint64_t fallback) const;
+  void RecordWorkingSetPeak(const std::string& model, const std::string& bucket, uint64_t peak);
+
+  ResidencySnapshot Snapshot() const;
+  // OK, or INTERNAL naming the broken invariant and the numbers.
+  absl::Status CheckInvariant() const;
+
+ private:
+  struct Model;
+  explicit ResidencyManager(Options options, std::unique_ptr<EvictionPolicy> policy);
+  friend class Lease;
+  void ReleaseLease(uint64_t id);
+
+  absl::Status MakeResident(Model* m, uint64_t working, absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Bring(Model* m, uint64_t working) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Refuse(Model* m, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint64_t EvictableBytes(const Model* except) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Evict(uint64_t bytes, const Model* except) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EvictNow(std::vector<Model*> victims) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EnforceDeviceBudget(const Model* except) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EnforceHostBudget() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Changed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckInvariantLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Touch(Model* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Options options_;
+  const std::unique_ptr<EvictionPolicy> policy_;
+  mutable Mutex mu_;
+  CondVar changed_;  // signalled whenever bytes are freed or a transfer ends
+  absl::flat_hash_map<std::string, std::unique_ptr<Model>> models_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<Model*> resident_ ABSL_GUARDED_BY(mu_);  // device copy exists
+  absl::flat_hash_map<uint64_t, LeaseSnapshot> leases_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, uint64_t> working_sets_ ABSL_GUARDED_BY(mu_);
+  uint64_t device_budget_ ABSL_GUARDED_BY(mu_);
+  uint64_t host_budget_ ABSL_GUARDED_BY(mu_);
+  uint64_t used_ ABSL_GUARDED_BY(mu_) = 0;      // device bytes of resident models
+  uint64_t reserved_ ABSL_GUARDED_BY(mu_) = 0;  // working sets + uploads in flight
+  uint64_t pinned_ ABSL_GUARDED_BY(mu_) = 0;    // device bytes of pinned models
+  uint64_t peak_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t host_used_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t host_peak_ ABSL_GUARDED_BY(mu_) = 0;
+  bool over_budget_ ABSL_GUARDED_BY(mu_) = false;
+  int waiters_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t tick_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_lease_ ABSL_GUARDED_BY(mu_) = 1;
+  ResidencyCounters totals_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace fusion

@@ -1,0 +1,86 @@
+// Value types of the residency manager: model states, owners, counters and snapshots.
+//
+// Model state machine (DESIGN.md §3). Every model starts ABSENT (weights only in STORAGE):
+//
+//        Load/Acquire                 upload                  first lease
+//   ABSENT ---------> LOADING ---> HOST ---------> UPLOADING ---> DEVICE <-----> IN_USE
+//     ^                  |          ^ ^               |             |   last lease
+//     |   load failed    |          | |  upload failed|             | victim chosen
+//     +------------------+          | +---------------+             v
+//     +--- host budget / Unload ----+ <--------------------------- EVICTING
+//                                          device copy released
+//
+// HOST: weights in RAM (host tier). DEVICE: also resident on the device tier, no lease.
+// IN_USE: DEVICE with at least one lease. A pinned model stays DEVICE/IN_USE.
+// Thread-safety: plain value types.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fusion {
+
+enum class ModelState { kAbsent, kLoading, kHost, kUploading, kDevice, kInUse, kEvicting };
+enum class Tier { kStorage, kHost, kDevice };
+
+// "ABSENT", "LOADING", "HOST", "UPLOADING", "DEVICE", "IN_USE", "EVICTING".
+const char* ToString(ModelState state);
+// "storage", "host", "device".
+const char* ToString(Tier tier);
+// The tier holding the model's most useful copy in `state`.
+Tier TierOf(ModelState state);
+
+// Who holds a lease: the job and the uid that submitted it.
+struct Owner {
+  std::string job_id;
+  uint32_t uid = 0;
+};
+
+// Counters, per model and in total. Monotonic.
+struct ResidencyCounters {
+  uint64_t loads = 0;           // STORAGE -> HOST
+  uint64_t uploads = 0;         // HOST -> DEVICE
+  uint64_t evictions = 0;       // DEVICE -> HOST
+  uint64_t hits = 0;            // Acquire found the model on the device
+  uint64_t misses = 0;          // Acquire had to upload it
+  uint64_t bytes_uploaded = 0;  // sum of measured device bytes of each upload
+  uint64_t waits = 0;           // Acquire/Pin calls that had to wait for leases to end
+  uint64_t refusals = 0;        // RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED, FAILED_PRECONDITION
+};
+
+struct ModelSnapshot {
+  std::string name;
+  ModelState state = ModelState::kAbsent;
+  uint64_t bytes = 0;  // measured device bytes once uploaded, else the catalogue's estimate
+  bool measured = false;
+  bool pinned = false;
+  bool one_shot = false;
+  uint32_t leases = 0;
+  int64_t last_use_unix_ms = 0;  // 0 = never used
+  ResidencyCounters counters;
+};
+
+struct LeaseSnapshot {
+  Owner owner;
+  std::string model;
+  uint64_t working_bytes = 0;
+};
+
+struct TierUsage {
+  uint64_t budget_bytes = 0;    // what the tier may hold now (0 for host = unbounded)
+  uint64_t used_bytes = 0;      // resident model bytes (includes models being evicted)
+  uint64_t reserved_bytes = 0;  // working sets of leases + uploads in flight
+  uint64_t peak_bytes = 0;      // high-water mark of used + reserved
+  bool over_budget = false;     // pinned + leased bytes exceed the budget
+};
+
+struct ResidencySnapshot {
+  TierUsage device;
+  TierUsage host;
+  std::vector<ModelSnapshot> models;  // sorted by name
+  std::vector<LeaseSnapshot> leases;
+  ResidencyCounters totals;
+};
+
+}  // namespace fusion

@@ -1,0 +1,92 @@
+// GetMemoryState's source and the budget re-evaluation, over a fake device and a fake loader.
+#include "rpc/memory_state.h"
+
+#include "../memory/fake_loader.h"
+#include "gtest/gtest.h"
+#include "memory/budget_watcher.h"
+
+namespace fusion {
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+
+class FakeDevice final : public Device {
+ public:
+  std::string Kind() const override { return "cpu"; }
+  absl::StatusOr<DeviceMemory> QueryMemory() const override {
+    return DeviceMemory{8192 * kMiB, available};
+  }
+  uint64_t available = 4096 * kMiB;
+};
+
+class MemoryStateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto m = ResidencyManager::Create({.device_budget_bytes = 1024 * kMiB, .loader = &loader_});
+    ASSERT_TRUE(m.ok());
+    manager_ = *std::move(m);
+    for (const char* name : {"detector", "swapper"}) {
+      loader_.SetBytes(name, 300 * kMiB);
+      ASSERT_TRUE(manager_->RegisterModel({name, 300 * kMiB}).ok());
+    }
+  }
+  FakeDevice device_;
+  testing::FakeLoader loader_;
+  std::unique_ptr<ResidencyManager> manager_;
+};
+
+TEST_F(MemoryStateTest, ReportsTiersModelsAndCountersFromTheManager) {
+  auto lease = manager_->Acquire({"job", 1000}, "swapper", 100 * kMiB, absl::Now());
+  ASSERT_TRUE(lease.ok());
+  ResidencyMemoryStateSource source(&device_, manager_.get(), {1024 * kMiB, 0, 0});
+  auto state = source.Snapshot();
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->device().kind(), "cpu");
+  EXPECT_EQ(state->device().budget_bytes(), 1024 * kMiB);
+  EXPECT_EQ(state->device().used_bytes(), 300 * kMiB);
+  EXPECT_EQ(state->device().reserved_bytes(), 100 * kMiB);
+  EXPECT_EQ(state->device().peak_bytes(), 400 * kMiB);
+  EXPECT_EQ(state->device().external_bytes(), (8192 - 4096 - 400) * kMiB);
+  EXPECT_FALSE(state->device().over_budget());
+  ASSERT_EQ(state->models_size(), 2);
+  const v1::ModelInfo& swapper = state->models(1);
+  EXPECT_EQ(swapper.name(), "swapper");
+  EXPECT_EQ(swapper.state(), "IN_USE");
+  EXPECT_EQ(swapper.tier(), "device");
+  EXPECT_EQ(swapper.bytes(), 300 * kMiB);
+  EXPECT_EQ(swapper.leases(), 1u);
+  EXPECT_EQ(swapper.uploads(), 1u);
+  EXPECT_EQ(state->models(0).state(), "ABSENT");
+  EXPECT_EQ(state->models(0).tier(), "storage");
+  EXPECT_EQ(state->counters().bytes_uploaded(), 300 * kMiB);
+  EXPECT_EQ(state->counters().misses(), 1u);
+}
+
+TEST_F(MemoryStateTest, BudgetShrinksAndEvictsWhenAnotherProcessTakesMemory) {
+  ASSERT_TRUE(manager_->Load("detector", absl::Now()).ok());
+  ASSERT_TRUE(manager_->Load("swapper", absl::Now()).ok());
+  auto watcher = BudgetWatcher::Create(&device_, manager_.get(),
+                                       {.device_limit = 1024 * kMiB, .device_reserve = 0,
+                                        .period = absl::Hours(1)});
+  ASSERT_TRUE(watcher.ok());
+  EXPECT_EQ(manager_->Snapshot().device.budget_bytes, 1024 * kMiB);  // the limit binds
+  // Another process takes RAM: free 100 MiB + our 600 MiB = 700 MiB budget.
+  device_.available = 100 * kMiB;
+  ASSERT_TRUE((*watcher)->Refresh().ok());
+  ResidencySnapshot s = manager_->Snapshot();
+  EXPECT_EQ(s.device.budget_bytes, 700 * kMiB);
+  EXPECT_EQ(s.device.used_bytes, 600 * kMiB);
+  // Below what is resident (the reserve now matters too): evicts down to the new budget.
+  auto strict = BudgetWatcher::Create(&device_, manager_.get(),
+                                      {.device_limit = 1024 * kMiB, .device_reserve = 300 * kMiB,
+                                       .period = absl::Hours(1)});
+  ASSERT_TRUE(strict.ok());
+  EXPECT_EQ(manager_->Snapshot().device.budget_bytes, 400 * kMiB);  // 100 + 600 - 300
+  s = manager_->Snapshot();
+  EXPECT_EQ(s.device.used_bytes, 300 * kMiB);
+  EXPECT_EQ(s.totals.evictions, 1u);
+  EXPECT_FALSE(s.device.over_budget);
+}
+
+}  // namespace
+}  // namespace fusion

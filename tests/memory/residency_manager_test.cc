@@ -1,0 +1,311 @@
+// Behaviour of the ResidencyManager with a fake loader: eviction order, pins, leases, refusal
+// codes and messages, waits, measured charges, budget changes, one-shot release, counters.
+#include "memory/residency_manager.h"
+
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "fake_loader.h"
+#include "gtest/gtest.h"
+
+namespace fusion {
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+const Owner kJob{"job-1", 1000};
+
+absl::Time Soon() { return absl::Now() + absl::Milliseconds(50); }
+
+class ResidencyTest : public ::testing::Test {
+ protected:
+  // Models a..e of the given MiB sizes; device budget in MiB.
+  void Make(uint64_t budget_mib, std::string policy = "lru", uint64_t host_mib = 0,
+            const FutureReferences* future = nullptr) {
+    ResidencyManager::Options o;
+    o.device_budget_bytes = budget_mib * kMiB;
+    o.host_budget_bytes = host_mib * kMiB;
+    o.policy = std::move(policy);
+    o.loader = &loader_;
+    o.future = future;
+    o.check_invariant = true;
+    auto m = ResidencyManager::Create(o);
+    ASSERT_TRUE(m.ok()) << m.status();
+    manager_ = *std::move(m);
+  }
+  void Add(const std::string& name, uint64_t mib, bool one_shot = false) {
+    loader_.SetBytes(name, mib * kMiB);
+    ASSERT_TRUE(manager_->RegisterModel({name, mib * kMiB, 0, one_shot}).ok());
+  }
+  // Acquires and immediately releases (a stage that ran).
+  void Use(const std::string& name, uint64_t working_mib = 0) {
+    auto lease = manager_->Acquire(kJob, name, working_mib * kMiB, Soon());
+    ASSERT_TRUE(lease.ok()) << lease.status();
+  }
+  ModelSnapshot Model(const std::string& name) {
+    for (const ModelSnapshot& m : manager_->Snapshot().models) {
+      if (m.name == name) return m;
+    }
+    ADD_FAILURE() << "no model " << name;
+    return {};
+  }
+
+  testing::FakeLoader loader_;
+  std::unique_ptr<ResidencyManager> manager_;
+};
+
+TEST_F(ResidencyTest, LruEvictsLeastRecentlyUsedModel) {
+  Make(300);
+  Add("a", 100), Add("b", 100), Add("c", 100), Add("d", 100);
+  Use("a"), Use("b"), Use("c"), Use("a");  // b is now the least recently used
+  loader_.ClearLog();
+  Use("d");
+  EXPECT_EQ(loader_.log(), (std::vector<std::string>{"release_device b", "load d", "upload d"}));
+  EXPECT_EQ(Model("b").state, ModelState::kHost);
+  EXPECT_EQ(Model("a").state, ModelState::kDevice);
+}
+
+TEST_F(ResidencyTest, EvictedModelStaysOnHostAndIsReuploadedWithoutReload) {
+  Make(100);
+  Add("a", 100), Add("b", 100);
+  Use("a"), Use("b"), Use("a");
+  EXPECT_EQ(loader_.Count("load a"), 1);
+  EXPECT_EQ(loader_.Count("upload a"), 2);
+  EXPECT_EQ(Model("b").state, ModelState::kHost);
+}
+
+TEST_F(ResidencyTest, PinnedModelIsNeverEvicted) {
+  Make(300);
+  Add("p", 100), Add("a", 100), Add("b", 100), Add("c", 100);
+  ASSERT_TRUE(manager_->Pin("p", Soon()).ok());
+  for (int i = 0; i < 5; ++i) Use("a"), Use("b"), Use("c");
+  EXPECT_EQ(loader_.Count("release_device p"), 0);
+  EXPECT_TRUE(Model("p").pinned);
+  EXPECT_EQ(Model("p").state, ModelState::kDevice);
+  ASSERT_TRUE(manager_->Unpin("p").ok());
+  Use("a"), Use("b"), Use("c");
+  EXPECT_EQ(loader_.Count("release_device p"), 1);
+}
+
+TEST_F(ResidencyTest, LeasedModelIsNeverEvicted) {
+  Make(200);
+  Add("a", 100), Add("b", 100), Add("c", 100);
+  auto held = manager_->Acquire(kJob, "a", 0, Soon());  // oldest, but leased
+  ASSERT_TRUE(held.ok());
+  Use("b"), Use("c");
+  EXPECT_EQ(loader_.Count("release_device a"), 0);
+  EXPECT_EQ(loader_.Count("release_device b"), 1);
+  EXPECT_EQ(Model("a").state, ModelState::kInUse);
+}
+
+TEST_F(ResidencyTest, ChargeIsReleasedOnlyAfterLastLease) {
+  Make(1000);
+  Add("a", 100);
+  auto l1 = manager_->Acquire(kJob, "a", 50 * kMiB, Soon());
+  auto l2 = manager_->Acquire({"job-2", 1001}, "a", 30 * kMiB, Soon());
+  ASSERT_TRUE(l1.ok() && l2.ok());
+  EXPECT_EQ(manager_->Snapshot().device.reserved_bytes, 80 * kMiB);
+  EXPECT_EQ(Model("a").leases, 2u);
+  l1->Release();
+  l1->Release();  // one-shot: the second call does nothing
+  EXPECT_EQ(manager_->Snapshot().device.reserved_bytes, 30 * kMiB);
+  EXPECT_EQ(Model("a").state, ModelState::kInUse);
+  Lease moved = *std::move(l2);
+  EXPECT_EQ(Model("a").leases, 1u);
+  moved = Lease();
+  EXPECT_EQ(manager_->Snapshot().device.reserved_bytes, 0u);
+  EXPECT_EQ(Model("a").state, ModelState::kDevice);
+  EXPECT_EQ(manager_->Snapshot().device.used_bytes, 100 * kMiB);
+}
+
+TEST_F(ResidencyTest, RequestThatCanNeverFitIsResourceExhaustedAtOnce) {
+  Make(4096);
+  Add("generator", 1843), Add("p", 2048);
+  ASSERT_TRUE(manager_->Pin("p", Soon()).ok());
+  const absl::Time start = absl::Now();
+  auto lease = manager_->Acquire(kJob, "generator", 300 * kMiB, absl::InfiniteFuture());
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(20));
+  ASSERT_EQ(lease.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(lease.status().message(),
+            "model 'generator' needs 2.1 GiB (model 1.8 GiB + working set 300.0 MiB), 2.0 GiB "
+            "pinned, budget 4.0 GiB: it cannot fit even after every eviction");
+  EXPECT_EQ(manager_->Snapshot().totals.refusals, 1u);
+  EXPECT_EQ(loader_.Count("load generator"), 0);
+}
+
+TEST_F(ResidencyTest, RequestThatFitsOnceLeasesEndWaitsThenDeadlineExceeded) {
+  Make(4096);
+  Add("generator", 1843), Add("enhancer", 3072);
+  auto held = manager_->Acquire(kJob, "enhancer", 0, Soon());
+  ASSERT_TRUE(held.ok());
+  const absl::Time start = absl::Now();
+  auto lease = manager_->Acquire(kJob, "generator", 0, start + absl::Milliseconds(100));
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(100));
+  ASSERT_EQ(lease.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(lease.status().message(),
+            "model 'generator' needs 1.8 GiB, 0 B evictable, 3.0 GiB held by running stages, "
+            "budget 4.0 GiB: waited for memory until the deadline");
+  EXPECT_EQ(manager_->Snapshot().totals.waits, 1u);
+}
+
+TEST_F(ResidencyTest, WaitingAcquireProceedsWhenTheBlockingLeaseEnds) {
+  Make(200);
+  Add("a", 150), Add("b", 150);
+  auto held = manager_->Acquire(kJob, "a", 0, Soon());
+  ASSERT_TRUE(held.ok());
+  std::thread releaser([&] {
+    absl::SleepFor(absl::Milliseconds(30));
+    held->Release();
+  });
+  auto lease = manager_->Acquire(kJob, "b", 0, absl::Now() + absl::Seconds(10));
+  releaser.join();
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_EQ(loader_.log().back(), "upload b");
+  EXPECT_EQ(Model("b").counters.waits, 1u);
+}
+
+TEST_F(ResidencyTest, PinBeyondBudgetIsFailedPrecondition) {
+  Make(1024);
+  Add("a", 600), Add("b", 600);
+  ASSERT_TRUE(manager_->Pin("a", Soon()).ok());
+  absl::Status s = manager_->Pin("b", Soon());
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(), "cannot pin model 'b' (600.0 MiB): 600.0 MiB already pinned, budget 1.0 GiB");
+  EXPECT_EQ(Model("b").state, ModelState::kAbsent);
+}
+
+TEST_F(ResidencyTest, UnloadRefusesPinnedOrLeasedModelAndDropsOthersToStorage) {
+  Make(1000);
+  Add("a", 100), Add("b", 100);
+  ASSERT_TRUE(manager_->Pin("a", Soon()).ok());
+  EXPECT_EQ(manager_->Unload("a").code(), absl::StatusCode::kFailedPrecondition);
+  Use("b");
+  ASSERT_TRUE(manager_->Unload("b").ok());
+  EXPECT_EQ(Model("b").state, ModelState::kAbsent);
+  EXPECT_EQ(loader_.Count("release_host b"), 1);
+  EXPECT_EQ(manager_->Unload("zzz").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(manager_->Acquire(kJob, "zzz", 0, Soon()).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(ResidencyTest, MeasuredBytesReplaceTheCatalogueEstimate) {
+  Make(1000);
+  Add("a", 100);
+  loader_.SetBytes("a", 130 * kMiB);  // the real model is larger than the manifest said
+  Use("a");
+  EXPECT_EQ(Model("a").bytes, 130 * kMiB);
+  EXPECT_TRUE(Model("a").measured);
+  EXPECT_EQ(manager_->Snapshot().device.used_bytes, 130 * kMiB);
+  EXPECT_EQ(manager_->Snapshot().totals.bytes_uploaded, 130 * kMiB);
+}
+
+TEST_F(ResidencyTest, MeasurementAboveEstimateEvictsOthersToStayInBudget) {
+  Make(250);
+  Add("a", 100), Add("b", 100);
+  Use("a");
+  loader_.SetBytes("b", 200 * kMiB);
+  Use("b");
+  EXPECT_EQ(Model("a").state, ModelState::kHost);
+  EXPECT_LE(manager_->Snapshot().device.used_bytes, 250 * kMiB);
+  EXPECT_TRUE(manager_->CheckInvariant().ok());
+}
+
+TEST_F(ResidencyTest, WorkingSetEstimateIsRaisedToMeasuredPeak) {
+  Make(1000);
+  EXPECT_EQ(manager_->WorkingSetEstimate("gen", "512x512", 64 * kMiB), 64 * kMiB);
+  manager_->RecordWorkingSetPeak("gen", "512x512", 90 * kMiB);
+  manager_->RecordWorkingSetPeak("gen", "512x512", 70 * kMiB);  // never lowered
+  EXPECT_EQ(manager_->WorkingSetEstimate("gen", "512x512", 64 * kMiB), 90 * kMiB);
+  EXPECT_EQ(manager_->WorkingSetEstimate("gen", "1024x1024", 64 * kMiB), 64 * kMiB);
+}
+
+TEST_F(ResidencyTest, ShrinkingBudgetEvictsDownAndReportsOverBudgetUntilLeasesEnd) {
+  Make(400);
+  Add("a", 100), Add("b", 100), Add("c", 100);
+  Use("a"), Use("b");
+  auto held = manager_->Acquire(kJob, "c", 50 * kMiB, Soon());
+  ASSERT_TRUE(held.ok());
+  manager_->SetDeviceBudget(120 * kMiB);  // another process took memory
+  ResidencySnapshot s = manager_->Snapshot();
+  EXPECT_EQ(s.device.used_bytes, 100 * kMiB);  // only the leased model is left
+  EXPECT_TRUE(s.device.over_budget);
+  EXPECT_EQ(manager_->Acquire(kJob, "c", 0, absl::Now()).status().code(),
+            absl::StatusCode::kDeadlineExceeded);  // admits nothing new
+  held->Release();
+  s = manager_->Snapshot();
+  EXPECT_FALSE(s.device.over_budget);
+  EXPECT_EQ(s.device.used_bytes, 100 * kMiB);
+  manager_->SetDeviceBudget(50 * kMiB);
+  EXPECT_EQ(manager_->Snapshot().device.used_bytes, 0u);
+}
+
+TEST_F(ResidencyTest, OneShotModelIsReleasedAfterUseUnderPressure) {
+  Make(200);
+  Add("detect", 20, /*one_shot=*/true), Add("gen", 170);
+  Use("detect");
+  EXPECT_EQ(Model("detect").state, ModelState::kDevice);  // no pressure: kept
+  auto gen = manager_->Acquire(kJob, "gen", 0, Soon());
+  ASSERT_TRUE(gen.ok());
+  Use("detect");  // 190 of 200 MiB in use: above 90%, released right after
+  EXPECT_EQ(Model("detect").state, ModelState::kHost);
+}
+
+TEST_F(ResidencyTest, HostBudgetDropsLeastRecentHostCopyToStorage) {
+  Make(100, "lru", /*host_mib=*/250);
+  Add("a", 100), Add("b", 100), Add("c", 100);
+  Use("a"), Use("b"), Use("c");  // a and b were evicted to host; host holds a, b, c = 300
+  EXPECT_EQ(Model("a").state, ModelState::kAbsent);
+  EXPECT_EQ(loader_.Count("release_host a"), 1);
+  EXPECT_LE(manager_->Snapshot().host.used_bytes, 250 * kMiB);
+  Use("a");
+  EXPECT_EQ(loader_.Count("load a"), 2);
+}
+
+TEST_F(ResidencyTest, LoaderFailurePassesThroughAndReturnsTheReservation) {
+  Make(1000);
+  Add("a", 100);
+  loader_.FailUpload("a");
+  auto lease = manager_->Acquire(kJob, "a", 10 * kMiB, Soon());
+  EXPECT_EQ(lease.status().code(), absl::StatusCode::kInternal);
+  ResidencySnapshot s = manager_->Snapshot();
+  EXPECT_EQ(s.device.reserved_bytes, 0u);
+  EXPECT_EQ(s.device.used_bytes, 0u);
+  EXPECT_EQ(Model("a").state, ModelState::kHost);
+}
+
+TEST_F(ResidencyTest, CountersArePerModelAndTotal) {
+  Make(200);
+  Add("a", 100), Add("b", 150);
+  Use("a"), Use("a"), Use("b"), Use("a");
+  EXPECT_EQ(Model("a").counters.uploads, 2u);
+  EXPECT_EQ(Model("a").counters.hits, 1u);
+  EXPECT_EQ(Model("a").counters.misses, 2u);
+  EXPECT_EQ(Model("a").counters.evictions, 1u);
+  EXPECT_EQ(Model("a").counters.loads, 1u);
+  EXPECT_EQ(Model("b").counters.evictions, 1u);
+  ResidencyCounters t = manager_->Snapshot().totals;
+  EXPECT_EQ(t.uploads, 3u);
+  EXPECT_EQ(t.bytes_uploaded, 350 * kMiB);
+  EXPECT_EQ(t.evictions, 2u);
+  EXPECT_EQ(t.loads, 2u);
+}
+
+TEST_F(ResidencyTest, PeakTracksResidentPlusReserved) {
+  Make(1000);
+  Add("a", 100);
+  { auto l = manager_->Acquire(kJob, "a", 300 * kMiB, Soon()); ASSERT_TRUE(l.ok()); }
+  ResidencySnapshot s = manager_->Snapshot();
+  EXPECT_EQ(s.device.peak_bytes, 400 * kMiB);
+  EXPECT_EQ(s.device.used_bytes + s.device.reserved_bytes, 100 * kMiB);
+}
+
+TEST(ModelStateTest, ToStringNamesEveryState) {
+  EXPECT_STREQ(ToString(ModelState::kAbsent), "ABSENT");
+  EXPECT_STREQ(ToString(ModelState::kUploading), "UPLOADING");
+  EXPECT_STREQ(ToString(ModelState::kInUse), "IN_USE");
+  EXPECT_STREQ(ToString(ModelState::kEvicting), "EVICTING");
+  EXPECT_STREQ(ToString(TierOf(ModelState::kHost)), "host");
+  EXPECT_STREQ(ToString(TierOf(ModelState::kInUse)), "device");
+}
+
+}  // namespace
+}  // namespace fusion
