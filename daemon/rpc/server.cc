@@ -10,12 +10,9 @@
 #include "jobs/job_manager.h"
 #include "jobs/journal.h"
 #include "device/device.h"
-<<<<<<< HEAD
 #include "rpc/fd_exchange.h"
-=======
 #include "memory/budget_watcher.h"
 #include "memory/residency_manager.h"
->>>>>>> residency
 #include "rpc/fusion_service.h"
 #include "rpc/memfd_registry.h"
 #include "rpc/memory_state.h"
@@ -33,12 +30,6 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
   auto device = OpenDevice(config.device);
   if (!device.ok()) return device.status();
   self->device_ = *std::move(device);
-<<<<<<< HEAD
-  if (auto probe = self->device_->QueryMemory(); !probe.ok()) return probe.status();
-  self->memory_ = std::make_unique<DeviceMemoryStateSource>(
-      self->device_.get(), TierLimits{config.device_memory_limit, config.device_memory_reserve,
-                                      config.host_memory_limit});
-=======
   // No model loader until the models catalogue attaches one (RegisterModel refuses before).
   auto residency = ResidencyManager::Create({.host_budget_bytes = config.host_memory_limit});
   if (!residency.ok()) return residency.status();
@@ -54,9 +45,6 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
       self->device_.get(), self->residency_.get(),
       TierLimits{config.device_memory_limit, config.device_memory_reserve,
                  config.host_memory_limit});
-  self->service_ = std::make_unique<FusionService>(FusionService::Options{config.allowed_uids},
-                                                   self->memory_.get());
->>>>>>> residency
 
   // Bind first: a second daemon must fail here, before it builds anything else.
   auto listener = UdsListener::Create({.path = config.socket, .group = config.socket_group});
@@ -115,12 +103,9 @@ void DaemonServer::Shutdown(absl::Duration drain) {
     server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(drain));
     server_->Wait();
   }
-<<<<<<< HEAD
   // Running jobs are interrupted and stay RUNNING in the journal: they run again at start.
   if (jobs_) jobs_->Shutdown();
-=======
   if (budget_watcher_) budget_watcher_->Stop();
->>>>>>> residency
 }
 
 }  // namespace fusion

@@ -23,16 +23,13 @@ class Server;
 
 namespace fusion {
 
-<<<<<<< HEAD
 namespace jobs {
 class JobManager;
 class JobRunner;
 class Journal;
 }  // namespace jobs
 
-=======
 class BudgetWatcher;
->>>>>>> residency
 class Device;
 class FusionService;
 class MemoryStateSource;
