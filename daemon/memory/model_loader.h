@@ -3,7 +3,9 @@
 // The models component implements it with LibTorch (load: read + deserialize into host
 // tensors; upload: copy to the device inside the model's device scope; release: drop a copy).
 // Tests and bench/residency_trace use fakes that log calls. The manager never holds its lock
-// across these calls, and never calls two of them concurrently for the same model.
+// across LoadToHost, Upload or ReleaseDevice (on CUDA the latter may call emptyCache), and never
+// calls two of them concurrently for the same model. ReleaseHost (freeing RAM) is called with
+// the manager's lock held: it must not block or call back into the manager.
 // Thread-safety: implementations must accept calls for different models from any thread.
 #pragma once
 

@@ -1,5 +1,10 @@
 #include "rpc/memory_state.h"
 
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+
 #include "absl/time/clock.h"
 #include "device/host_memory.h"
 
@@ -75,6 +80,18 @@ absl::StatusOr<v1::MemoryState> ResidencyMemoryStateSource::Snapshot() const {
   h->set_external_bytes(host_taken > r.host.used_bytes ? host_taken - r.host.used_bytes : 0);
 
   for (const ModelSnapshot& m : r.models) FillModel(m, state.add_models());
+  // Per uid, from the leases held now (queued jobs come with the job queue).
+  std::map<uint32_t, std::pair<std::set<std::string>, uint64_t>> clients;
+  for (const LeaseSnapshot& l : r.leases) {
+    clients[l.owner.uid].first.insert(l.owner.job_id);
+    clients[l.owner.uid].second += l.working_bytes;
+  }
+  for (const auto& [uid, usage] : clients) {
+    v1::ClientUsage* c = state.add_clients();
+    c->set_uid(uid);
+    c->set_jobs_running(static_cast<uint32_t>(usage.first.size()));
+    c->set_working_bytes(usage.second);
+  }
   FillCounters(r.totals, state.mutable_counters());
   return state;
 }

@@ -2,8 +2,8 @@
 //
 // ResidencyMemoryStateSource reports the DESIGN.md §7 fields: the device and host tiers (capacity
 // and availability from the device layer; budget, used, reserved, peak, over_budget from the
-// residency manager), every model and the counters. The per-client list stays empty until the
-// job queue exists.
+// residency manager), every model, the counters, and per uid the running jobs and working bytes
+// of the leases held now (jobs_queued stays 0 until the job queue exists).
 // Thread-safety: Snapshot() may be called from any thread concurrently.
 #pragma once
 

@@ -60,6 +60,10 @@ TEST_F(MemoryStateTest, ReportsTiersModelsAndCountersFromTheManager) {
   EXPECT_EQ(state->models(0).tier(), "storage");
   EXPECT_EQ(state->counters().bytes_uploaded(), 300 * kMiB);
   EXPECT_EQ(state->counters().misses(), 1u);
+  ASSERT_EQ(state->clients_size(), 1);
+  EXPECT_EQ(state->clients(0).uid(), 1000u);
+  EXPECT_EQ(state->clients(0).jobs_running(), 1u);
+  EXPECT_EQ(state->clients(0).working_bytes(), 100 * kMiB);
 }
 
 TEST_F(MemoryStateTest, BudgetShrinksAndEvictsWhenAnotherProcessTakesMemory) {

@@ -23,6 +23,7 @@ absl::StatusOr<uint64_t> FakeLoader::LoadToHost(const std::string& model) {
 
 absl::StatusOr<uint64_t> FakeLoader::Upload(const std::string& model) {
   if (upload_delay_us_ > 0) std::this_thread::sleep_for(std::chrono::microseconds(upload_delay_us_));
+  if (during_upload) during_upload(model);
   std::lock_guard l(mu_);
   log_.push_back("upload " + model);
   if (fail_upload_.contains(model)) return absl::InternalError("fake upload failure: " + model);

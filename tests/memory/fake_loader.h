@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -21,6 +22,8 @@ class FakeLoader final : public ModelLoader {
   void FailUpload(const std::string& model) { std::lock_guard l(mu_); fail_upload_.insert(model); }
   // Sleeps this long in each upload (to widen race windows in concurrent tests).
   void SetUploadDelayMicros(int us) { upload_delay_us_ = us; }
+  // Runs inside every Upload, before it returns (e.g. to call back into the manager).
+  std::function<void(const std::string&)> during_upload;
 
   absl::StatusOr<uint64_t> LoadToHost(const std::string& model) override;
   absl::StatusOr<uint64_t> Upload(const std::string& model) override;

@@ -260,6 +260,22 @@ TEST_F(ResidencyTest, HostBudgetDropsLeastRecentHostCopyToStorage) {
   EXPECT_EQ(loader_.Count("load a"), 2);
 }
 
+TEST_F(ResidencyTest, UploadRunsWithoutTheManagerLockAndReservesItsBytes) {
+  Make(1000);
+  Add("a", 100);
+  ModelState seen = ModelState::kAbsent;
+  uint64_t reserved = 0;
+  // A lock held across Upload would deadlock this callback (the test would time out).
+  loader_.during_upload = [&](const std::string&) {
+    ResidencySnapshot s = manager_->Snapshot();
+    seen = s.models[0].state;
+    reserved = s.device.reserved_bytes;
+  };
+  Use("a", 10);
+  EXPECT_EQ(seen, ModelState::kUploading);
+  EXPECT_EQ(reserved, 110 * kMiB);  // model + working set held while in transit
+}
+
 TEST_F(ResidencyTest, LoaderFailurePassesThroughAndReturnsTheReservation) {
   Make(1000);
   Add("a", 100);
