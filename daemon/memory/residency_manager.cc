@@ -392,6 +392,19 @@ absl::Status ResidencyManager::Unload(const std::string& name) {
   return absl::OkStatus();
 }
 
+uint64_t ResidencyManager::EvictAllEvictable() {
+  MutexLock lock(&mu_);
+  std::vector<Model*> victims;
+  uint64_t bytes = 0;
+  for (Model* r : resident_) {
+    if (!r->Evictable()) continue;
+    victims.push_back(r);
+    bytes += r->device_bytes;
+  }
+  EvictNow(std::move(victims));
+  return bytes;
+}
+
 void ResidencyManager::SetDeviceBudget(uint64_t bytes) {
   MutexLock lock(&mu_);
   device_budget_ = bytes;

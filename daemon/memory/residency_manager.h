@@ -112,6 +112,10 @@ class ResidencyManager {
   // Drops the device and host copies; FAILED_PRECONDITION if pinned, leased or in transit.
   absl::Status Unload(const std::string& model);
 
+  // Evicts every resident model that is neither pinned nor leased (OOM ladder step 2: make all
+  // the room there is before a retry). Returns the device bytes freed.
+  uint64_t EvictAllEvictable();
+
   // Budget re-evaluation (periodic, from the device layer): evicts down to the new budget.
   void SetDeviceBudget(uint64_t bytes);
   void SetHostBudget(uint64_t bytes);

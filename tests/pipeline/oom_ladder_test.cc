@@ -1,0 +1,245 @@
+// The OOM ladder, step by step, with a fake loader, a fake device meter and scripted stage
+// bodies (no LibTorch): every outcome leaves no lease and no reservation behind.
+#include "pipeline/oom_ladder.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "fake_loader.h"
+#include "pipeline/device_oom.h"
+
+namespace fusion {
+namespace {
+
+constexpr uint64_t MiB = 1ull << 20;
+
+// A device meter whose scopes the scripted body charges by hand.
+class FakeMeter final : public DeviceMeter {
+ public:
+  void ResetPeak(ScopeId s) override { usage_[s].peak_bytes = usage_[s].current_bytes; }
+  ScopeUsage Usage(ScopeId s) const override {
+    auto it = usage_.find(s);
+    return it == usage_.end() ? ScopeUsage{} : it->second;
+  }
+  void Forget(ScopeId s) override { usage_.erase(s); }
+  void ReleaseCache() override { ++cache_releases; }
+  uint64_t AllocatedBytes() const override { return 0; }
+  uint64_t ReservedBytes() const override { return 0; }
+  void Charge(ScopeId s, uint64_t bytes) {
+    usage_[s].peak_bytes = std::max(usage_[s].peak_bytes, usage_[s].current_bytes + bytes);
+  }
+  int cache_releases = 0;
+
+ private:
+  std::map<ScopeId, ScopeUsage> usage_;
+};
+
+// Needs `need` bytes untiled (scaled by tile area over 512x512 when tiled); fails with a device
+// OOM when more than `device_free` would be needed. Records what ran.
+class ScriptedBody final : public StageBody {
+ public:
+  ScriptedBody(FakeMeter* meter, uint64_t need, uint64_t device_free)
+      : meter_(meter), need_(need), device_free_(device_free) {}
+  absl::Status RunDevice(int tile_px, ScopeId scope) override {
+    const uint64_t bytes = tile_px == 0 ? need_ : need_ * tile_px * tile_px / (512 * 512);
+    tiles.push_back(tile_px);
+    if (bytes > device_free_) return DeviceOomError("device OOM (scripted)");
+    meter_->Charge(scope, bytes);
+    return error;
+  }
+  absl::Status RunCpu() override {
+    ++cpu_runs;
+    return absl::OkStatus();
+  }
+  std::vector<int> tiles;
+  int cpu_runs = 0;
+  absl::Status error;  // returned by a successful device run when set
+
+ private:
+  FakeMeter* meter_;
+  uint64_t need_, device_free_;
+};
+
+class OomLadderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    loader_.SetBytes("detector", 10 * MiB);
+    loader_.SetBytes("enhancer", 20 * MiB);
+    loader_.SetBytes("other", 30 * MiB);
+    residency_ = *ResidencyManager::Create(
+        {.device_budget_bytes = 100 * MiB, .policy = "lru", .loader = &loader_});
+    for (const char* m : {"detector", "enhancer", "other"}) {
+      ASSERT_TRUE(residency_->RegisterModel({m, loader_bytes(m)}).ok());
+    }
+  }
+  uint64_t loader_bytes(const std::string& m) {
+    return m == "detector" ? 10 * MiB : m == "enhancer" ? 20 * MiB : 30 * MiB;
+  }
+  StageSpec Spec(const std::string& name, const std::string& model, bool tileable,
+                 uint64_t working) {
+    return {name, model, tileable, working, "512x512", 512 * 512, 256, 64};
+  }
+  void ExpectClean() {
+    ResidencySnapshot s = residency_->Snapshot();
+    EXPECT_TRUE(s.leases.empty());
+    EXPECT_EQ(s.device.reserved_bytes, 0u);
+    EXPECT_TRUE(residency_->CheckInvariant().ok());
+  }
+  ModelState StateOf(const std::string& m) {
+    for (const auto& s : residency_->Snapshot().models) {
+      if (s.name == m) return s.state;
+    }
+    return ModelState::kAbsent;
+  }
+
+  testing::FakeLoader loader_;
+  FakeMeter meter_;
+  FaultInjector faults_;
+  std::unique_ptr<ResidencyManager> residency_;
+  Owner owner_{"j-1", 1000};
+};
+
+TEST_F(OomLadderTest, NormalRunIsOneDeviceAttemptAndTeachesTheEstimate) {
+  OomLadder ladder(residency_.get(), &meter_, &faults_, {});
+  ScriptedBody body(&meter_, 12 * MiB, 60 * MiB);
+  auto out = ladder.Run(owner_, Spec("detect", "detector", false, 4 * MiB), body);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->mode, StageMode::kDevice);
+  EXPECT_EQ(out->attempts, 1u);
+  EXPECT_EQ(out->peak_bytes, 12 * MiB);
+  EXPECT_TRUE(out->degradations.empty());
+  EXPECT_EQ(residency_->WorkingSetEstimate("detector", "512x512", 0), 12 * MiB);
+  ExpectClean();
+}
+
+TEST_F(OomLadderTest, FirstDeviceFailureIsRecoveredByEvictAndRetry) {
+  ASSERT_TRUE(residency_->Load("other", absl::InfiniteFuture()).ok());
+  faults_.Set("enhance", FaultMode::kFailFirstDevice);
+  OomLadder ladder(residency_.get(), &meter_, &faults_, {});
+  ScriptedBody body(&meter_, 8 * MiB, 60 * MiB);
+  auto out = ladder.Run(owner_, Spec("enhance", "enhancer", true, 4 * MiB), body);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->mode, StageMode::kDevice);
+  EXPECT_EQ(out->attempts, 2u);
+  EXPECT_EQ(out->recovered_by, "evict_retry");
+  EXPECT_EQ(StateOf("other"), ModelState::kHost);  // everything evictable was evicted
+  EXPECT_EQ(meter_.cache_releases, 1);
+  // The failed attempt raised the estimate: at least twice what it was admitted with.
+  EXPECT_GE(residency_->WorkingSetEstimate("enhancer", "512x512", 0), 8 * MiB);
+  ExpectClean();
+}
+
+TEST_F(OomLadderTest, UntiledFailureOfATileableStageRunsInTiles) {
+  faults_.Set("enhance", FaultMode::kFailUntiled);
+  OomLadder ladder(residency_.get(), &meter_, &faults_, {});
+  ScriptedBody body(&meter_, 8 * MiB, 60 * MiB);
+  auto out = ladder.Run(owner_, Spec("enhance", "enhancer", true, 4 * MiB), body);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->mode, StageMode::kTiled);
+  EXPECT_EQ(out->tile_px, 256);
+  EXPECT_EQ(out->attempts, 3u);  // untiled, untiled retry, 256px tiles
+  EXPECT_EQ(out->recovered_by, "tiled");
+  EXPECT_EQ(body.tiles, (std::vector<int>{256}));  // the untiled ones were injected
+  ExpectClean();
+}
+
+TEST_F(OomLadderTest, TilesHalveUntilOneFits) {
+  OomLadder ladder(residency_.get(), &meter_, &faults_, {});
+  // Needs 80 MiB untiled; 256 tiles need 20 MiB, 128 tiles 5 MiB; only 6 MiB free on device.
+  ScriptedBody body(&meter_, 80 * MiB, 6 * MiB);
+  auto out = ladder.Run(owner_, Spec("enhance", "enhancer", true, 4 * MiB), body);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->mode, StageMode::kTiled);
+  EXPECT_EQ(out->tile_px, 128);
+  EXPECT_EQ(body.tiles, (std::vector<int>{0, 0, 256, 128}));
+  ExpectClean();
+}
+
+TEST_F(OomLadderTest, EveryDeviceAttemptFailingFallsBackToTheCpu) {
+  faults_.Set("generate", FaultMode::kFailDevice);
+  OomLadder ladder(residency_.get(), &meter_, &faults_, {});
+  ScriptedBody body(&meter_, 8 * MiB, 60 * MiB);
+  auto out = ladder.Run(owner_, Spec("generate", "other", true, 4 * MiB), body);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->mode, StageMode::kCpuFallback);
+  EXPECT_EQ(out->recovered_by, "cpu_fallback");
+  EXPECT_EQ(body.cpu_runs, 1);
+  EXPECT_EQ(out->attempts, 6u);  // untiled x2, tiles 256/128/64, CPU
+  ASSERT_FALSE(out->degradations.empty());
+  EXPECT_NE(out->degradations.back().find("ran on the CPU"), std::string::npos);
+  ExpectClean();
+}
+
+TEST_F(OomLadderTest, NonTileableStageSkipsTiles) {
+  faults_.Set("landmarks", FaultMode::kFailUntiled);
+  OomLadder ladder(residency_.get(), &meter_, &faults_, {});
+  ScriptedBody body(&meter_, 1 * MiB, 60 * MiB);
+  auto out = ladder.Run(owner_, Spec("landmarks", "detector", false, 1 * MiB), body);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->mode, StageMode::kCpuFallback);
+  EXPECT_TRUE(body.tiles.empty());
+  ExpectClean();
+}
+
+TEST_F(OomLadderTest, EverythingFailingIsResourceExhaustedNamingStageModelAndBytes) {
+  faults_.Set("enhance", FaultMode::kFailAll);
+  OomLadder ladder(residency_.get(), &meter_, &faults_, {});
+  ScriptedBody body(&meter_, 8 * MiB, 60 * MiB);
+  auto out = ladder.Run(owner_, Spec("enhance", "enhancer", true, 4 * MiB), body);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(out.status().message().find("stage 'enhance' (model 'enhancer') does not fit"),
+            std::string::npos) << out.status();
+  EXPECT_NE(out.status().message().find("device budget 100.0 MiB"), std::string::npos);
+  ExpectClean();
+}
+
+TEST_F(OomLadderTest, AdmissionThatCanNeverFitGoesStraightToTiles) {
+  OomLadder ladder(residency_.get(), &meter_, &faults_, {});
+  ScriptedBody body(&meter_, 8 * MiB, 60 * MiB);
+  // 200 MiB of working set can never fit a 100 MiB budget; 256px tiles (2.25*256^2 of 512^2
+  // pixels) need 225 MiB * ... = 112.5 MiB: refused too; 128px tiles fit.
+  auto out = ladder.Run(owner_, Spec("enhance", "enhancer", true, 200 * MiB), body);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->mode, StageMode::kTiled);
+  EXPECT_EQ(out->tile_px, 128);
+  EXPECT_EQ(body.tiles, (std::vector<int>{128}));  // no untiled attempt, no retry
+  EXPECT_EQ(out->attempts, 1u);
+  ExpectClean();
+}
+
+TEST_F(OomLadderTest, OtherErrorsEndTheLadderAtOnce) {
+  OomLadder ladder(residency_.get(), &meter_, &faults_, {});
+  ScriptedBody body(&meter_, 1 * MiB, 60 * MiB);
+  body.error = absl::InvalidArgumentError("target image: undecodable");
+  auto out = ladder.Run(owner_, Spec("detect", "detector", true, 1 * MiB), body);
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(body.tiles.size(), 1u);
+  EXPECT_EQ(body.cpu_runs, 0);
+  ExpectClean();
+}
+
+TEST(FaultInjector, ParsesSpecsAndRejectsBadOnes) {
+  auto f = FaultInjector::Parse("detect=fail_first_device,enhance=fail_untiled");
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_TRUE(f->FailDevice("detect", 0));
+  EXPECT_FALSE(f->FailDevice("detect", 0));
+  EXPECT_TRUE(f->FailDevice("enhance", 0));
+  EXPECT_FALSE(f->FailDevice("enhance", 128));
+  EXPECT_FALSE(f->FailDevice("blend", 0));
+  EXPECT_FALSE(f->FailCpu("enhance"));
+  auto bad = FaultInjector::Parse("detect=explode");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("'detect=explode'"), std::string::npos);
+  EXPECT_FALSE(FaultInjector::Parse("=fail_all").ok());
+}
+
+TEST(DeviceOom, IsDistinctFromOtherResourceExhausted) {
+  EXPECT_TRUE(IsDeviceOom(DeviceOomError("x")));
+  EXPECT_FALSE(IsDeviceOom(absl::ResourceExhaustedError("x")));
+  EXPECT_EQ(DeviceOomError("x").code(), absl::StatusCode::kResourceExhausted);
+}
+
+}  // namespace
+}  // namespace fusion
