@@ -91,6 +91,8 @@ extract_models() {
   local sum path pkg member tmp
   tmp=$(mktemp -d); trap 'rm -rf "$tmp"' RETURN
   while read -r sum path pkg member; do
+    [ -f "$CACHE_DIR/$pkg" ] ||
+      die "models/manifest.json: $path comes from $pkg, which is not among PACKAGES in $0"
     mkdir -p "$(dirname "$MODELS_DIR/$path")"
     tar -xzf "$CACHE_DIR/$pkg" -C "$tmp" "$member" || die "$pkg has no $member"
     mv -f "$tmp/$member" "$MODELS_DIR/$path"
