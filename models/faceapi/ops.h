@@ -1,6 +1,8 @@
 // Internal building blocks of the face-api port (TF semantics on NCHW at::Tensors).
 // TF "SAME" padding is asymmetric (MODELS.md §2.3): out = ceil(in/s),
 // total = max((out-1)*s + k - in, 0), before = total/2, after = the rest.
+// Thread-safety: pure functions. They may throw LibTorch exceptions; the networks' high-level
+// calls (Detect, Compute) catch them and return INTERNAL naming the network.
 #pragma once
 
 #include <ATen/core/Tensor.h>
