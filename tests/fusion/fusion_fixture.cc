@@ -14,13 +14,21 @@ namespace fusion::testing {
 std::string TestDataPath(const std::string& rel) { return std::string(FUSION_TEST_DATA_DIR) + "/" + rel; }
 
 std::string FacePath(const std::string& name) {
-  std::vector<std::string> dirs{TestDataPath("faces")};
-  if (const char* env = std::getenv("FUSION_FACES_DIR")) dirs.emplace_back(env);
-  dirs.emplace_back(std::string(FUSION_MODELS_DIR) + "/faces");
-  for (const std::string& d : dirs) {
-    if (std::filesystem::exists(d + "/" + name)) return d + "/" + name;
+  // The fetch step names the group photos sample<N>.jpg (shared/data/faces: faceapi_group_...).
+  const std::string prefix = "faceapi_group_";
+  const std::string fetched = name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
+  std::vector<std::string> candidates{TestDataPath("faces/" + name)};
+  if (const char* env = std::getenv("FUSION_TESTDATA_DIR")) candidates.push_back(std::string(env) + "/faces/" + fetched);
+  candidates.push_back(std::string(FUSION_FETCHED_TESTDATA_DIR) + "/faces/" + fetched);
+  for (const std::string& c : candidates) {
+    if (std::filesystem::exists(c)) return c;
   }
   return "";
+}
+
+std::string ModelsDir() {
+  if (const char* env = std::getenv("FUSION_MODELS_DIR")) return env;
+  return FUSION_MODELS_DIR;
 }
 
 std::vector<std::vector<cv::Point2f>> CommittedLandmarks(const std::string& image) {

@@ -12,9 +12,11 @@ namespace fusion::testing {
 
 // tests/data/<rel> in the source tree.
 std::string TestDataPath(const std::string& rel);
-// A face photo: tests/data/faces/<name>, else the fetch step's faces directory
-// ($FUSION_FACES_DIR or <build>/models/faces). Empty when absent.
+// A face photo: tests/data/faces/<name>, else the fetch step's test-data faces directory
+// ($FUSION_TESTDATA_DIR or <build>/fetched/testdata). Empty when absent.
 std::string FacePath(const std::string& name);
+// The fetched models directory ($FUSION_MODELS_DIR or <build>/fetched/models).
+std::string ModelsDir();
 // The 68-point landmarks of every face of `image` (tests/data/fusion/landmarks68.json, made by
 // scripts/make-fusion-landmarks.py), left to right.
 std::vector<std::vector<cv::Point2f>> CommittedLandmarks(const std::string& image);
