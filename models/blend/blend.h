@@ -27,7 +27,7 @@ enum class BlendMode { kSimple, kFull };
 struct BlendOptions {
   BlendMode mode = BlendMode::kFull;
   // Feather radius r in pixels = max(1, round(feather_fraction * sqrt(hull area in px^2))).
-  double feather_fraction = 0.06;
+  double feather_fraction = 0.03;
   bool colour_correction = true;  // full mode only
 };
 
