@@ -14,8 +14,13 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
 
 #include "models/blend/blend.h"
+#include "models/catalogue/catalogue.h"
+#include "models/faceapi/face_landmark_68.h"
+#include "models/faceapi/face_recognition.h"
+#include "models/faceapi/tiny_face_detector.h"
 #include "models/generator/classical_generator.h"
 #include "models/generator/face_crop.h"
 #include "models/keras/enhancer.h"
@@ -61,6 +66,27 @@ T Must(absl::StatusOr<T> v) {
     std::exit(1);
   }
   return std::move(*v);
+}
+
+// Detector (input 416), landmarks and descriptor for the target face.
+void FaceApiStages(const cv::Mat& bgr, const std::string& models_dir, int runs) {
+  auto cat = models::ModelCatalogue::Create({FUSION_SOURCE_DIR "/models/manifest.json", models_dir});
+  if (!cat.ok()) return;
+  auto det = faceapi::TinyFaceDetector::Load(**cat, {});
+  auto lm = faceapi::FaceLandmark68Net::Load(**cat);
+  auto rec = faceapi::FaceRecognitionNet::Load(**cat);
+  if (!det.ok() || !lm.ok() || !rec.ok()) {
+    std::printf("face-api stages skipped: run scripts/fetch-models.sh\n");
+    return;
+  }
+  cv::Mat rgb;
+  cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
+  std::vector<faceapi::FaceBox> boxes;
+  faceapi::Landmarks68 pts;
+  Measure("detect: tiny_face_detector @416", runs, [&] { boxes = Must((*det)->Detect(rgb)); });
+  if (boxes.empty()) return;
+  Measure("landmarks: face_landmark_68", runs, [&] { pts = Must((*lm)->Detect(rgb, boxes[0])); });
+  Measure("encode: face_recognition", runs, [&] { Must((*rec)->Compute(rgb, pts)); });
 }
 
 }  // namespace
@@ -112,6 +138,7 @@ int main(int argc, char** argv) {
     });
     if (!out.empty() && mode == models::BlendMode::kFull) cv::imwrite(out, frame);
   }
+  FaceApiStages(dst, models_dir, runs);
   const at::Tensor crop = at::upsample_bilinear2d(in.target, {esrgan_px, esrgan_px}, false);
   for (const char* rel : {"esrgan-slim/x2", "esrgan-slim/x4", "esrgan-medium/x4"}) {
     auto model = keras::KerasModel::Load(models_dir + "/" + rel + "/model.json");

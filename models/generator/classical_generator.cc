@@ -80,6 +80,26 @@ at::Tensor RasteriseAffines(const std::vector<Triangle>& tris, const std::vector
   return at::from_blob(affines.data(), {n, 2, 3}, at::kFloat).clone();
 }
 
+// Samples `source` [1,3,S,S] through the per-pixel affine of its triangle (ids: S x S CV_16U,
+// 0 = uncovered) on the source's device. Returns the warp and the coverage [1,1,S,S] (0/1).
+std::pair<at::Tensor, at::Tensor> PiecewiseAffineWarp(const at::Tensor& source, const at::Tensor& affines,
+                                                      const cv::Mat& ids) {
+  const int64_t size = ids.rows;
+  const at::Tensor id = at::from_blob(ids.data, {size * size}, at::kShort).to(source.device(), at::kLong);
+  const at::Tensor a = affines.to(source.device()).index_select(0, id);  // [P,2,3]
+  const at::Tensor ramp = at::arange(size, source.options());
+  const at::Tensor xs = ramp.view({1, size}).expand({size, size}).reshape({-1});
+  const at::Tensor ys = ramp.view({size, 1}).expand({size, size}).reshape({-1});
+  const at::Tensor row0 = a.select(1, 0), row1 = a.select(1, 1);
+  const at::Tensor sx = row0.select(1, 0) * xs + row0.select(1, 1) * ys + row0.select(1, 2);
+  const at::Tensor sy = row1.select(1, 0) * xs + row1.select(1, 1) * ys + row1.select(1, 2);
+  // align_corners=true: -1 and +1 are the centres of pixels 0 and S-1.
+  const at::Tensor grid = (at::stack({sx, sy}, 1) * (2.0 / (size - 1)) - 1.0).view({1, size, size, 2});
+  const at::Tensor warped = at::grid_sampler(source.contiguous(), grid, /*bilinear*/ 0,
+                                             /*border*/ 1, /*align_corners=*/true);
+  return {warped, id.gt(0).to(source.scalar_type()).view({1, 1, size, size})};
+}
+
 // Per-channel mean and std over the pixels where cov == 1; tensors [1,C,1,1].
 std::pair<at::Tensor, at::Tensor> MaskedMoments(const at::Tensor& x, const at::Tensor& cov) {
   const at::Tensor n = cov.sum().clamp_min(1.0);
@@ -135,22 +155,7 @@ absl::StatusOr<at::Tensor> ClassicalGenerator::Fuse(const GeneratorInputs& in) c
   try {
     cv::Mat ids;
     const at::Tensor affines = RasteriseAffines(*tris, src, dst, size, &ids);
-    const at::Device dev = in.target.device();
-    const at::Tensor id =
-        at::from_blob(ids.data, {int64_t{size} * size}, at::kShort).to(dev, at::kLong);
-    const at::Tensor a = affines.to(dev).index_select(0, id);  // [P,2,3]
-    const at::Tensor ramp = at::arange(size, in.target.options());
-    const at::Tensor xs = ramp.view({1, size}).expand({size, size}).reshape({-1});
-    const at::Tensor ys = ramp.view({size, 1}).expand({size, size}).reshape({-1});
-    const at::Tensor sx = a.select(1, 0).select(1, 0) * xs + a.select(1, 0).select(1, 1) * ys +
-                          a.select(1, 0).select(1, 2);
-    const at::Tensor sy = a.select(1, 1).select(1, 0) * xs + a.select(1, 1).select(1, 1) * ys +
-                          a.select(1, 1).select(1, 2);
-    // align_corners=true: -1 and +1 are the centres of pixels 0 and S-1.
-    const at::Tensor grid = (at::stack({sx, sy}, 1) * (2.0 / (size - 1)) - 1.0).view({1, size, size, 2});
-    const at::Tensor warped = at::grid_sampler(in.source.contiguous(), grid, /*bilinear*/ 0,
-                                               /*border*/ 1, /*align_corners=*/true);
-    const at::Tensor cov = id.gt(0).to(in.target.scalar_type()).view({1, 1, size, size});
+    const auto [warped, cov] = PiecewiseAffineWarp(in.source, affines, ids);
     at::Tensor face = warped;
     if (options_.colour_transfer) {
       const at::Tensor src_lab = RgbToLab(warped), dst_lab = RgbToLab(in.target);
