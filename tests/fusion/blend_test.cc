@@ -18,6 +18,8 @@ struct Case {
 
 std::string ModeName(BlendMode m) { return m == BlendMode::kFull ? "full" : "simple"; }
 
+void PrintTo(const Case& c, std::ostream* os) { *os << c.target << " " << ModeName(c.mode); }
+
 cv::Mat Load(const std::string& name) {
   const std::string path = testing::FacePath(name);
   EXPECT_FALSE(path.empty()) << name << " missing: run scripts/fetch-models.sh (the setup's fetch step)";
