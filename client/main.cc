@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
   std::string socket;
   int64_t timeout_ms = 2000;
   app.add_option("--socket", socket, "fusiond socket (default $FUSIOND_SOCKET or /run/fusiond/fusiond.sock)");
-  app.add_option("--timeout-ms", timeout_ms, "deadline of each call in ms")->check(CLI::PositiveNumber);
+  app.add_option("--timeout-ms", timeout_ms, "deadline of each call in ms (1..86400000)")
+      ->check(CLI::Range(int64_t{1}, int64_t{86400000}).description(""));
 
   CLI::App* health = app.add_subcommand("health", "check that fusiond serves (exit 0 if SERVING)");
   CLI::App* mem = app.add_subcommand("mem", "show device and host memory, models and clients");

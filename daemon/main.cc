@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -38,7 +39,12 @@ int main(int argc, char** argv) {
   sd_notify(0, "READY=1");
 
   int signo = 0;
-  sigwait(&stop_signals, &signo);
+  for (;;) {
+    sigwait(&stop_signals, &signo);
+    if (signo != SIGHUP) break;
+    // systemd's `reload` and closing terminals send SIGHUP: keep serving.
+    spdlog::warn("SIGHUP: configuration reload is not supported; restart fusiond to apply changes");
+  }
   spdlog::info("received {}, draining (up to {} ms)", signo == SIGTERM ? "SIGTERM" : "SIGINT",
                config->drain_ms);
   sd_notify(0, "STOPPING=1");

@@ -23,9 +23,11 @@ inline constexpr size_t kMaxLine = 256;
 // as SCM_RIGHTS when >= 0. Returns 0 or an errno value.
 int SendLine(int sock, const std::string& line, int fd_to_send = -1);
 
-// Receives one line (without its '\n') and, if one came, an fd (else -1) from `sock`.
-// Returns 0, an errno value, or EPROTO for a line longer than kMaxLine / a short read.
-int RecvLine(int sock, std::string& line, int& received_fd);
+// Receives one line (without its '\n') and, if one came, an fd (else -1) from `sock`, within
+// `timeout_ms` in total (<= 0: no limit beyond the socket's own). Extra fds a peer sends are
+// closed at once (never kept). Returns 0, an errno value (ETIMEDOUT when the time ran out),
+// or EPROTO for a line longer than kMaxLine or a peer that closed early.
+int RecvLine(int sock, std::string& line, int& received_fd, int timeout_ms = 0);
 
 // Creates a memfd holding a copy of data[0..size) sealed with F_SEAL_SHRINK|F_SEAL_GROW|
 // F_SEAL_WRITE|F_SEAL_SEAL. Returns the fd (close-on-exec), or -errno.

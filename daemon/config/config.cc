@@ -1,6 +1,8 @@
 #include "config/config.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -10,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "fusion/size.h"
 
@@ -30,7 +33,8 @@ absl::Status ReadString(const toml::node& node, const std::string& origin, const
 
 absl::Status ReadSize(const toml::node& node, const std::string& origin, const std::string& key,
                       uint64_t& out) {
-  if (auto i = node.value<int64_t>()) {
+  if (node.is_boolean()) return KeyError(origin, key, "must be a size string like \"512MiB\" or an integer");
+  if (auto i = node.value_exact<int64_t>()) {
     if (*i < 0) return KeyError(origin, key, "a size cannot be negative");
     out = static_cast<uint64_t>(*i);
     return absl::OkStatus();
@@ -49,8 +53,10 @@ absl::Status ReadUids(const toml::node& node, const std::string& origin, const s
   if (arr == nullptr) return KeyError(origin, key, "must be an array of uids");
   out.clear();
   for (const toml::node& e : *arr) {
-    auto i = e.value<int64_t>();
-    if (!i || *i < 0) return KeyError(origin, key, "every uid must be a non-negative integer");
+    auto i = e.value_exact<int64_t>();
+    if (!i || *i < 0 || *i >= 4294967295) {
+      return KeyError(origin, key, "every uid must be an integer in [0, 4294967294]");
+    }
     out.push_back(static_cast<uid_t>(*i));
   }
   return absl::OkStatus();
@@ -92,8 +98,8 @@ absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
     else if (key == "log_level") st = ReadString(node, origin, key, config.log_level);
     else if (key == "allowed_uids") st = ReadUids(node, origin, key, config.allowed_uids);
     else if (key == "drain_ms") {
-      auto i = node.value<int64_t>();
-      if (!i || *i < 0) st = KeyError(origin, key, "must be a non-negative integer (ms)");
+      auto i = node.value_exact<int64_t>();
+      if (!i || *i < 0 || *i > 600000) st = KeyError(origin, key, "must be an integer in [0, 600000] (ms)");
       else config.drain_ms = static_cast<uint64_t>(*i);
     } else {
       st = KeyError(origin, key, "unknown key");
@@ -105,10 +111,17 @@ absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
 
 absl::Status ValidateConfig(const DaemonConfig& config) {
   if (config.socket.empty()) return absl::InvalidArgumentError("socket: must not be empty");
+  // sun_path holds 107 bytes; the companion socket adds ".fd".
+  if (config.socket.size() + 3 > 107) {
+    return absl::InvalidArgumentError(absl::StrCat("socket: '", config.socket, "' is ",
+                                                   config.socket.size(),
+                                                   " bytes; at most 104 fit a Unix socket path (with the \".fd\" companion)"));
+  }
   if (config.device != "cpu") {
     uint32_t index = 0;
-    if (!absl::StartsWith(config.device, "cuda:") ||
-        !absl::SimpleAtoi(config.device.substr(5), &index)) {
+    const std::string digits = absl::StartsWith(config.device, "cuda:") ? config.device.substr(5) : "";
+    if (digits.empty() || !std::all_of(digits.begin(), digits.end(), absl::ascii_isdigit) ||
+        !absl::SimpleAtoi(digits, &index)) {
       return absl::InvalidArgumentError(
           absl::StrCat("device: '", config.device, "' is not 'cpu' or 'cuda:N'"));
     }
@@ -148,7 +161,16 @@ absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const*
   }
 
   DaemonConfig config;
+  if (app.count("--config") > 0 && config_path.empty()) {
+    return absl::InvalidArgumentError("--config: empty path");
+  }
+  if (app.count("--socket") > 0 && socket.empty()) {
+    return absl::InvalidArgumentError("--socket: empty path");
+  }
   if (!config_path.empty()) {
+    if (std::filesystem::is_directory(config_path)) {
+      return absl::InvalidArgumentError(absl::StrCat("--config: '", config_path, "' is a directory"));
+    }
     std::ifstream in(config_path);
     if (!in) {
       return absl::InvalidArgumentError(absl::StrCat("--config: cannot read '", config_path, "'"));

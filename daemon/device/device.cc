@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -43,8 +44,9 @@ class CudaDevice final : public Device {
 absl::StatusOr<std::unique_ptr<Device>> OpenDevice(const std::string& spec) {
   if (spec == "cpu") return std::unique_ptr<Device>(new CpuDevice());
   int index = -1;
-  if (!absl::StartsWith(spec, "cuda:") || !absl::SimpleAtoi(spec.substr(5), &index) ||
-      index < 0) {
+  const std::string digits = absl::StartsWith(spec, "cuda:") ? spec.substr(5) : "";
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), absl::ascii_isdigit) ||
+      !absl::SimpleAtoi(digits, &index)) {
     return absl::InvalidArgumentError(absl::StrCat("device '", spec, "' is not cpu or cuda:N"));
   }
   CudaProbe probe = ProbeCuda();

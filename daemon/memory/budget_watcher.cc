@@ -24,8 +24,13 @@ absl::Status BudgetWatcher::Refresh() {
       EffectiveBudget(options_.device_limit, dev->available_bytes,
                       s.device.used_bytes + s.device.reserved_bytes, options_.device_reserve);
   if (budget != s.device.budget_bytes) {
-    spdlog::info("device budget {} -> {} bytes (available {} bytes)", s.device.budget_bytes, budget,
-                 dev->available_bytes);
+    // Free memory moves a little all the time: log only changes of 1% or more.
+    const uint64_t delta = budget > s.device.budget_bytes ? budget - s.device.budget_bytes
+                                                          : s.device.budget_bytes - budget;
+    if (delta * 100 >= s.device.budget_bytes) {
+      spdlog::info("device budget {} -> {} bytes (available {} bytes)", s.device.budget_bytes,
+                   budget, dev->available_bytes);
+    }
     manager_->SetDeviceBudget(budget);
   }
   const uint64_t host_budget =

@@ -4,6 +4,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <thread>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -32,26 +35,51 @@ absl::StatusOr<std::unique_ptr<FdExchange>> FdExchange::Create(const std::string
   if (!listener.ok()) return listener.status();
   std::unique_ptr<FdExchange> self(
       new FdExchange(*std::move(listener), std::move(allowed_uids), registry));
-  const FdExchange* raw = self.get();
-  self->listener_->Start([raw](int conn) {
-    raw->Serve(conn);
-    close(conn);
-  });
+  FdExchange* raw = self.get();
+  self->listener_->Start([raw](int conn) { raw->Dispatch(conn); });
   return self;
 }
 
+void FdExchange::Dispatch(int conn) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (in_flight_ >= kMaxInFlight) {
+      close(conn);  // the client sees a reset and may retry
+      return;
+    }
+    ++in_flight_;
+  }
+  std::thread([this, conn] {
+    Serve(conn);
+    close(conn);
+    absl::MutexLock lock(&mu_);
+    --in_flight_;
+  }).detach();
+}
+
+void FdExchange::Stop() {
+  listener_->Stop();
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](int* n) { return *n == 0; }, &in_flight_));
+}
+
 void FdExchange::Serve(int conn) const {
-  // Blocking with timeouts: one short request per connection.
+  // Blocking sends with a timeout; the receive is bounded by RecvLine's total deadline.
   fcntl(conn, F_SETFL, fcntl(conn, F_GETFL) & ~O_NONBLOCK);
-  timeval tv{2, 0};
-  setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  timeval tv{kRequestTimeoutMs / 1000, 0};
   setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 
   auto cred = PeerCredFromGrpcPeer(absl::StrCat("fd:", conn));
+  if (!cred.ok()) return;
   std::string line;
   int fd = -1;
-  if (!cred.ok() || fdproto::RecvLine(conn, line, fd) != 0) {
-    if (fd >= 0) close(fd);
+  if (int rc = fdproto::RecvLine(conn, line, fd, kRequestTimeoutMs); rc != 0) {
+    if (rc == EPROTO || rc == ETIMEDOUT) {
+      fdproto::SendLine(conn, ErrLine(absl::InvalidArgumentError(
+                                  rc == ETIMEDOUT ? "request not received within 2000 ms"
+                                                  : "request line missing or longer than 256 bytes")));
+    }
     return;
   }
   if (absl::Status st = CheckUidAllowed(cred->uid, allowed_); !st.ok()) {

@@ -105,9 +105,7 @@ absl::StatusOr<std::string> FusionService::ImageBytes(const v1::ImageData& image
       if (!memfd.ok()) {
         return absl::InvalidArgumentError(absl::StrCat(what, " image: ", memfd.status().message()));
       }
-      std::string bytes((*memfd)->bytes());
-      memfds_->Remove(image.memfd().token());  // one use per token
-      return bytes;
+      return std::string((*memfd)->bytes());  // the token is dropped when the call ends
     }
     default:
       break;
@@ -119,6 +117,18 @@ grpc::ServerUnaryReactor* FusionService::SubmitJob(grpc::CallbackServerContext* 
                                                    const v1::SubmitJobRequest* request,
                                                    v1::SubmitJobResponse* response) {
   auto* reactor = ctx->DefaultReactor();
+  // Whatever happens, memfd tokens named by this request are used up: a refused submit must
+  // not leave the client's images registered (they count against its memfd quota).
+  struct DropTokens {
+    MemfdRegistry* memfds;
+    const v1::SubmitJobRequest* request;
+    ~DropTokens() {
+      for (const v1::ImageData* image : {&request->source(), &request->target(),
+                                         &request->options().reference()}) {
+        if (image->has_memfd()) memfds->Remove(image->memfd().token());
+      }
+    }
+  } drop_tokens{memfds_, request};
   auto cred = Authorize(ctx);
   if (!cred.ok() || jobs_ == nullptr) {
     reactor->Finish(cred.ok() ? UnimplementedStatus("SubmitJob", kNoPipeline)

@@ -97,8 +97,18 @@ absl::StatusOr<std::string> MemfdRegistry::Insert(std::shared_ptr<MappedMemfd> m
         "memfd: ", size, " more bytes would exceed the ", options_.max_total_bytes,
         "-byte limit of registered memfds (", total_bytes_, " bytes registered)"));
   }
+  UidShare& share = per_uid_[uid];
+  if (share.bytes + size > options_.max_bytes_per_uid ||
+      share.entries + 1 > options_.max_entries_per_uid) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "memfd: uid ", uid, " already has ", share.entries, " memfds of ", share.bytes,
+        " bytes registered (limits ", options_.max_entries_per_uid, " memfds, ",
+        options_.max_bytes_per_uid, " bytes)"));
+  }
   std::string token = NewToken();
   total_bytes_ += size;
+  share.bytes += size;
+  ++share.entries;
   entries_[token] = Entry{std::move(memfd), uid, now + options_.ttl};
   return token;
 }
@@ -117,8 +127,17 @@ absl::StatusOr<std::shared_ptr<MappedMemfd>> MemfdRegistry::Get(const std::strin
 void MemfdRegistry::Remove(const std::string& token) {
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(token);
-  if (it == entries_.end()) return;
-  total_bytes_ -= it->second.memfd->bytes().size();
+  if (it != entries_.end()) EraseLocked(it);
+}
+
+void MemfdRegistry::EraseLocked(absl::flat_hash_map<std::string, Entry>::iterator it) {
+  const uint64_t size = it->second.memfd->bytes().size();
+  total_bytes_ -= size;
+  auto share = per_uid_.find(it->second.uid);
+  if (share != per_uid_.end()) {
+    share->second.bytes -= size;
+    if (--share->second.entries == 0) per_uid_.erase(share);
+  }
   entries_.erase(it);
 }
 
@@ -130,8 +149,7 @@ uint64_t MemfdRegistry::total_bytes() const {
 void MemfdRegistry::ExpireLocked(absl::Time now) {
   for (auto it = entries_.begin(); it != entries_.end();) {
     if (it->second.expires <= now) {
-      total_bytes_ -= it->second.memfd->bytes().size();
-      entries_.erase(it++);
+      EraseLocked(it++);
     } else {
       ++it;
     }

@@ -6,7 +6,9 @@
 // way before a client gets them. Each token belongs to one uid: another uid's lookup is
 // NOT_FOUND (its existence is never revealed). Tokens expire after `ttl`.
 // Bounds: INVALID_ARGUMENT for an unsealed fd, a non-memfd or an empty one;
-// RESOURCE_EXHAUSTED past `max_bytes_per_fd` or `max_total_bytes` (message has the numbers).
+// RESOURCE_EXHAUSTED past `max_bytes_per_fd`, `max_total_bytes`, or a uid's own share
+// (`max_bytes_per_uid`, `max_entries_per_uid`), so one client cannot exhaust it for others
+// (message has the numbers).
 // Thread-safety: all methods may be called concurrently (one mutex; no I/O under it).
 #pragma once
 
@@ -52,6 +54,8 @@ class MemfdRegistry {
   struct Options {
     uint64_t max_bytes_per_fd = 1ull << 30;  // 1 GiB
     uint64_t max_total_bytes = 4ull << 30;   // all registered memfds together
+    uint64_t max_bytes_per_uid = 2ull << 30; // one uid's registered memfds together
+    size_t max_entries_per_uid = 64;         // one uid's tokens
     absl::Duration ttl = absl::Minutes(10);  // unused tokens are dropped after this
   };
   explicit MemfdRegistry(Options options) : options_(options) {}
@@ -79,6 +83,13 @@ class MemfdRegistry {
   const Options options_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  struct UidShare {
+    uint64_t bytes = 0;
+    size_t entries = 0;
+  };
+  absl::flat_hash_map<uid_t, UidShare> per_uid_ ABSL_GUARDED_BY(mu_);
+  void EraseLocked(absl::flat_hash_map<std::string, Entry>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t total_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -78,6 +78,8 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
   builder.RegisterService(self->service_.get());
   builder.SetMaxReceiveMessageSize(static_cast<int>(config.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(config.max_message_bytes));
+  // Idle clients do not keep connections (and their fds) forever.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 10 * 60 * 1000);
   self->server_ = builder.BuildAndStart();
   if (self->server_ == nullptr) return absl::InternalError("gRPC server failed to start");
   self->server_->GetHealthCheckService()->SetServingStatus(kServiceName, true);

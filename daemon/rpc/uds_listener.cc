@@ -13,6 +13,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "spdlog/spdlog.h"
 
 namespace fusion {
@@ -122,9 +123,17 @@ void UdsListener::AcceptLoop() {
     if ((fds[0].revents & POLLIN) == 0) continue;
     int cfd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (cfd < 0) {
-      if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
-        spdlog::warn("accept loop: {}", Errno("accept4"));
+      if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED) continue;
+      // Out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM): the pending connection
+      // stays queued and poll() would wake at once, so back off instead of spinning, and say
+      // so at most once a minute.
+      const absl::Time now = absl::Now();
+      if (now - last_accept_warning_ > absl::Minutes(1)) {
+        spdlog::warn("{}: {}; backing off 100 ms per attempt", options_.path, Errno("accept4"));
+        last_accept_warning_ = now;
       }
+      pollfd wake{wake_read_, POLLIN, 0};
+      if (poll(&wake, 1, 100) > 0) return;  // Stop() during the back-off
       continue;
     }
     on_connection_(cfd);

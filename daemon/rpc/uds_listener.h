@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace fusion {
 
@@ -55,6 +56,7 @@ class UdsListener {
   std::function<void(int)> on_connection_;
   std::thread thread_;
   bool stopped_ = false;
+  absl::Time last_accept_warning_ = absl::InfinitePast();  // accept thread only
 };
 
 // True when something accepts connections on the Unix socket `path` right now.

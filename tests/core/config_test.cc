@@ -104,6 +104,31 @@ TEST_F(ConfigTest, BadValuesNameTheKey) {
   EXPECT_NE(st.message().find("negative"), std::string::npos) << st;
 }
 
+TEST_F(ConfigTest, BooleansAndOutOfRangeNumbersAreRefused) {
+  DaemonConfig c;
+  for (const char* bad : {"device_memory_limit = true\n", "allowed_uids = [true]\n",
+                          "allowed_uids = [4294967296]\n", "drain_ms = true\n",
+                          "drain_ms = 99999999\n", "host_memory_limit = false\n"}) {
+    absl::Status st = ApplyToml(bad, "f.toml", c);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  for (const char* bad : {"cuda: 1", "cuda:+1", "cuda:", "cuda:1x"}) {
+    c.device = bad;
+    EXPECT_EQ(ValidateConfig(c).code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  c.device = "cpu";
+  c.socket = "/tmp/" + std::string(100, 's');
+  absl::Status st = ValidateConfig(c);
+  EXPECT_NE(st.message().find("at most 104 fit"), std::string::npos) << st;
+}
+
+TEST_F(ConfigTest, EmptyOrDirectoryPathsAreErrors) {
+  EXPECT_NE(Parse({"--config", ""}).status().message().find("--config: empty path"), std::string::npos);
+  EXPECT_NE(Parse({"--socket", ""}).status().message().find("--socket: empty path"), std::string::npos);
+  auto dir = Parse({"--config", dir_.path()});
+  EXPECT_NE(dir.status().message().find("is a directory"), std::string::npos) << dir.status();
+}
+
 TEST_F(ConfigTest, TomlSyntaxErrorGivesLine) {
   DaemonConfig c;
   absl::Status st = ApplyToml("socket = \"/x\"\n= broken\n", "f.toml", c);

@@ -77,6 +77,12 @@ TEST_F(DaemonProcessTest, ServesMemJsonWithBudgetAndStopsCleanlyOnSigterm) {
   EXPECT_NE(second.err.find("another fusiond is serving"), std::string::npos) << second.err;
   EXPECT_EQ(Ctl({"health"}).exit_code, 0);
 
+  // SIGHUP (systemd reload, a closed terminal) does not stop it.
+  daemon->Signal(SIGHUP);
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_TRUE(daemon->Running());
+  EXPECT_EQ(Ctl({"health"}).exit_code, 0);
+
   daemon->Signal(SIGTERM);
   RunResult stopped = daemon->Wait(absl::Seconds(15));
   EXPECT_FALSE(stopped.timed_out);
@@ -127,6 +133,11 @@ TEST_F(DaemonProcessTest, BadFlagsAndConfigExit2NamingTheKey) {
   EXPECT_NE(no_gpu.err.find("cuda:7"), std::string::npos) << no_gpu.err;
   EXPECT_FALSE(Exists(socket_));
 
+  for (const char* t : {"0", "-5", "9223372036854775807"}) {
+    RunResult timeout = Ctl({"--timeout-ms", t, "health"});
+    EXPECT_EQ(timeout.exit_code, 2) << t;
+    EXPECT_NE(timeout.err.find("--timeout-ms"), std::string::npos) << timeout.err;
+  }
   RunResult usage = Ctl({"frobnicate"});
   EXPECT_EQ(usage.exit_code, 2);
   RunResult help = RunProcess({FUSIONCTL_BIN, "--help"}, dir_.path());

@@ -52,7 +52,7 @@ TEST(Device, CpuReportsHostRam) {
 }
 
 TEST(Device, MalformedSpecIsInvalidArgument) {
-  for (const char* spec : {"gpu", "cuda", "cuda:x", "cuda:-1", ""}) {
+  for (const char* spec : {"gpu", "cuda", "cuda:x", "cuda:-1", "", "cuda: 1", "cuda:+1"}) {
     EXPECT_EQ(OpenDevice(spec).status().code(), absl::StatusCode::kInvalidArgument) << spec;
   }
 }

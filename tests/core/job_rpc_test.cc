@@ -151,6 +151,21 @@ TEST_F(JobRpcTest, ListAndCancel) {
   EXPECT_EQ(listed.jobs(0).job_id(), ids.back());
 }
 
+TEST_F(JobRpcTest, RefusedSubmitStillUsesUpItsMemfdTokens) {
+  auto token = internal::PutMemfd(config_.socket, std::string(1000, 'x'));
+  ASSERT_TRUE(token.ok());
+  v1::SubmitJobRequest r = Inline("s", "t");
+  r.mutable_target()->mutable_memfd()->set_token(*token);
+  r.mutable_options()->set_ratio(7);  // refused: invalid option
+  grpc::Status st;
+  Submit(r, &st);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  r.mutable_options()->set_ratio(0.5f);
+  Submit(r, &st);  // the token is gone
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("not found"), std::string::npos) << st.error_message();
+}
+
 TEST(JobRpcWithoutPipeline, JobMethodsAreUnimplemented) {
   testing::TempDir dir;
   DaemonConfig config;

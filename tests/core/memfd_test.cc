@@ -7,10 +7,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <filesystem>
+
 #include "fd_protocol.h"
 #include "memfd_transfer.h"
 #include "rpc/fd_exchange.h"
 #include "rpc/memfd_registry.h"
+#include "process.h"
 #include "temp_dir.h"
 
 namespace fusion {
@@ -105,6 +109,82 @@ TEST_F(MemfdTest, SizeLimitsAreResourceExhaustedWithTheNumbers) {
   auto over_total = internal::PutMemfd(socket_, Pattern(7 << 20));
   EXPECT_EQ(over_total.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(registry_.total_bytes(), 7u << 20);  // the refused one left nothing behind
+}
+
+int OpenFdCount() {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    (void)e;
+    ++n;
+  }
+  return n;
+}
+
+TEST_F(MemfdTest, ExtraFdsInARequestAreClosedNotLeaked) {
+  int sock = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", exchange_->path().c_str());
+  ASSERT_EQ(connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const int before = OpenFdCount();
+  // Five fds on one GET line (sent by hand: SendLine sends one).
+  int fds[5];
+  for (int& fd : fds) fd = open("/dev/null", O_RDONLY);
+  std::string line = "GET x\n";
+  iovec iov{line.data(), line.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof fds)] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof fds);
+  std::memcpy(CMSG_DATA(c), fds, sizeof fds);
+  ASSERT_GT(sendmsg(sock, &msg, 0), 0);
+  for (int fd : fds) close(fd);
+  std::string reply;
+  int unused;
+  ASSERT_EQ(fdproto::RecvLine(sock, reply, unused, 5000), 0);
+  EXPECT_EQ(reply.rfind("ERR 5 ", 0), 0u) << reply;
+  close(sock);
+  // The daemon side (this process) kept no copy of the five fds: once our socket is closed
+  // too, one fewer is open than before.
+  EXPECT_TRUE(testing::WaitFor([&] { return OpenFdCount() <= before - 1; }, absl::Seconds(5)))
+      << OpenFdCount() << " vs " << before;
+}
+
+TEST_F(MemfdTest, ASlowClientDoesNotDelayOthers) {
+  int slow = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", exchange_->path().c_str());
+  ASSERT_EQ(connect(slow, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(write(slow, "G", 1), 1);  // and nothing more
+  const absl::Time start = absl::Now();
+  auto token = internal::PutMemfd(socket_, Pattern(1000));
+  EXPECT_TRUE(token.ok()) << token.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  std::string reply;
+  int unused;
+  ASSERT_EQ(fdproto::RecvLine(slow, reply, unused, 5000), 0);  // cut off after 2 s
+  EXPECT_EQ(reply, "ERR 3 request not received within 2000 ms");
+  close(slow);
+}
+
+TEST(MemfdRegistryQuota, OneUidCannotTakeEveryonesShare) {
+  MemfdRegistry registry({.max_bytes_per_fd = 1 << 20, .max_total_bytes = 8 << 20,
+                          .max_bytes_per_uid = 3000, .max_entries_per_uid = 2});
+  ASSERT_TRUE(registry.Publish(Pattern(1000), 1).ok());
+  ASSERT_TRUE(registry.Publish(Pattern(1000), 1).ok());
+  auto third = registry.Publish(Pattern(10), 1);
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(third.status().message().find("uid 1 already has 2 memfds of 2000 bytes"),
+            std::string::npos) << third.status();
+  EXPECT_TRUE(registry.Publish(Pattern(2500), 2).ok());  // another uid is unaffected
+  EXPECT_FALSE(registry.Publish(Pattern(600), 2).ok());  // 3100 > 3000 bytes
 }
 
 TEST(MemfdClient, NoDaemonIsUnavailable) {
