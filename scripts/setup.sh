@@ -9,7 +9,7 @@ PACKAGES=(
   libtorch-dev libopencv-dev opencv-data libabsl-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libspdlog-dev libsystemd-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev
-  libsqlite3-dev npm python3-numpy
+  libsqlite3-dev npm python3-numpy python3-opencv libssl-dev
 )
 
 missing=()

@@ -20,5 +20,8 @@ TSAN_OPTIONS="halt_on_error=1 ${TSAN_OPTIONS:-}" "$TSAN_DIR/tests/memory/memory_
   --gtest_brief=1
 echo "memory_tests under ThreadSanitizer: passed"
 
+# Pretrained weights and tier-B test photos (models tests need them; a no-op when verified).
+FUSION_TESTDATA_DIR=${FUSION_TESTDATA_DIR:-$BUILD_DIR/fetched/testdata} \
+  bash scripts/fetch-models.sh "${FUSION_MODELS_DIR:-$BUILD_DIR/fetched/models}"
 cd "$BUILD_DIR"
 ctest -j "${JOBS:-$(nproc)}" --output-on-failure "$@"

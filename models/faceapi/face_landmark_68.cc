@@ -1,0 +1,98 @@
+#include "models/faceapi/face_landmark_68.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "models/faceapi/image.h"
+#include "models/faceapi/ops.h"
+
+namespace fusion::faceapi {
+
+absl::StatusOr<std::unique_ptr<FaceLandmark68Net>> FaceLandmark68Net::Create(const tfjs::WeightMap& w) {
+  std::unique_ptr<FaceLandmark68Net> net(new FaceLandmark68Net());
+  Params& p = net->params_;
+  absl::Status s;
+  const int64_t ch[5] = {3, 32, 64, 128, 256};
+  for (int k = 0; k < 4; ++k) {
+    const std::string d = absl::StrCat("dense", k);
+    const int64_t cin = ch[k], cout = ch[k + 1];
+    if (k == 0) {
+      s.Update(p.Take(w, d + "/conv0/filters", {3, 3, cin, cout}, Layout::kConv));
+      s.Update(p.Take(w, d + "/conv0/bias", {cout}, Layout::kAsIs));
+    }
+    for (int j = k == 0 ? 1 : 0; j < 4; ++j) {
+      const std::string c = absl::StrCat(d, "/conv", j);
+      const int64_t in = j == 0 ? cin : cout;
+      s.Update(p.Take(w, c + "/depthwise_filter", {3, 3, in, 1}, Layout::kDepthwise));
+      s.Update(p.Take(w, c + "/pointwise_filter", {1, 1, in, cout}, Layout::kConv));
+      s.Update(p.Take(w, c + "/bias", {cout}, Layout::kAsIs));
+    }
+  }
+  s.Update(p.Take(w, "fc/weights", {256, 136}, Layout::kLinear));
+  s.Update(p.Take(w, "fc/bias", {136}, Layout::kAsIs));
+  if (!s.ok()) return s;
+  return net;
+}
+
+absl::StatusOr<std::unique_ptr<FaceLandmark68Net>> FaceLandmark68Net::Load(
+    const models::ModelCatalogue& catalogue) {
+  absl::StatusOr<const models::ModelSpec*> spec = catalogue.Get(kModelName);
+  if (!spec.ok()) return spec.status();
+  if (absl::Status s = catalogue.Verify(kModelName); !s.ok()) return s;
+  absl::StatusOr<tfjs::WeightMap> w = tfjs::LoadWeights(catalogue.PathOf((*spec)->files[0]));
+  if (!w.ok()) return w.status();
+  return Create(*w);
+}
+
+at::Tensor FaceLandmark68Net::DenseBlock(const at::Tensor& x, const std::string& d, bool first) const {
+  const Params& p = params_;
+  auto sep = [&](const at::Tensor& in, const std::string& c, int stride) {
+    return ops::SeparableConv(in, p[d + c + "/depthwise_filter"], p[d + c + "/pointwise_filter"],
+                              p[d + c + "/bias"], stride);
+  };
+  at::Tensor o1 = at::relu(first ? ops::Conv(x, p[d + "/conv0/filters"], p[d + "/conv0/bias"], 2, true)
+                                 : sep(x, "/conv0", 2));
+  at::Tensor o2 = sep(o1, "/conv1", 1);
+  at::Tensor o3 = sep(at::relu(o1 + o2), "/conv2", 1);
+  at::Tensor o4 = sep(at::relu(o1 + o2 + o3), "/conv3", 1);
+  return at::relu(o1 + o2 + o3 + o4);
+}
+
+at::Tensor FaceLandmark68Net::Forward(const at::Tensor& input) const {
+  const at::Tensor mean = at::tensor({122.782f, 117.001f, 104.298f}, input.options()).view({1, 3, 1, 1});
+  at::Tensor x = (input - mean) / 255.f;
+  x = DenseBlock(x, "dense0", true);
+  for (int k = 1; k < 4; ++k) x = DenseBlock(x, absl::StrCat("dense", k), false);
+  x = at::avg_pool2d(x, {7, 7}, {2, 2});  // VALID: 7x7 -> 1x1
+  return at::linear(x.flatten(1), params_["fc/weights"], params_["fc/bias"]);
+}
+
+absl::StatusOr<Landmarks68> FaceLandmark68Net::Detect(const cv::Mat& rgb, const FaceBox& box) const {
+  Point origin;
+  cv::Mat face = CropBox(rgb, box, &origin);
+  if (face.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("face_landmark_68: box (", box.x, ",", box.y, " ",
+                                                   box.w, "x", box.h, ") lies outside the image"));
+  }
+  at::Tensor out;
+  try {
+    out = Forward(ToBatchTensor(face, kInputSize, /*center=*/true).to(params_.device())).to(at::kCPU);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("face_landmark_68: ", e.what()));
+  }
+  // postProcess: undo the centred padding of the crop, then scale to crop pixels.
+  const double w = face.cols, h = face.rows, s = kInputSize / std::max(w, h);
+  const double iw = w * s, ih = h * s;
+  const double pad_x = iw < ih ? std::abs(iw - ih) / 2 : 0, pad_y = ih < iw ? std::abs(iw - ih) / 2 : 0;
+  const auto a = out.accessor<float, 2>();
+  Landmarks68 pts;
+  for (int i = 0; i < 68; ++i) {
+    pts[i].x = static_cast<float>((a[0][2 * i] * kInputSize - pad_x) / iw * w + origin.x);
+    pts[i].y = static_cast<float>((a[0][2 * i + 1] * kInputSize - pad_y) / ih * h + origin.y);
+  }
+  return pts;
+}
+
+}  // namespace fusion::faceapi

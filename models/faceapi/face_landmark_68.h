@@ -1,0 +1,50 @@
+// FaceLandmark68Net: face-api's 68-point landmark regressor (4 dense blocks of separable
+// convolutions + FC), ported to LibTorch.
+//
+// Source: @vladmandic/face-api 1.7.15 src/faceLandmarkNet, src/faceFeatureExtractor (MIT);
+// weights package/model/face_landmark_68_model.bin. MODELS.md §2.4(b).
+// Forward input:  [N,3,112,112] float32 RGB, 0..255 (a face crop padded centred to a square).
+// Forward output: [N,136] = x0,y0,x1,y1,... relative to the 112x112 padded square (0..1).
+// Detect(): 68 points in image pixels for a detection box (crop clipped, not enlarged).
+// Device bytes: 1,427,360 (356,840 fp32 parameters). Tileable: no (one face crop).
+// Thread-safety: const methods may run concurrently; To() must not overlap them.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+
+#include <opencv2/core/mat.hpp>
+
+#include "absl/status/statusor.h"
+#include "models/catalogue/catalogue.h"
+#include "models/faceapi/params.h"
+#include "models/faceapi/types.h"
+
+namespace fusion::faceapi {
+
+class FaceLandmark68Net {
+ public:
+  static constexpr char kModelName[] = "face_landmark_68";
+  static constexpr int kInputSize = 112;
+
+  static absl::StatusOr<std::unique_ptr<FaceLandmark68Net>> Create(const tfjs::WeightMap& weights);
+  static absl::StatusOr<std::unique_ptr<FaceLandmark68Net>> Load(const models::ModelCatalogue& catalogue);
+
+  at::Tensor Forward(const at::Tensor& x) const;
+  // Landmarks of the face in `box` of `rgb` (CV_8UC3), in pixels of `rgb`.
+  // INVALID_ARGUMENT when the box lies outside the image; INTERNAL on a LibTorch failure.
+  absl::StatusOr<Landmarks68> Detect(const cv::Mat& rgb, const FaceBox& box) const;
+
+  void To(const c10::Device& device) { params_.To(device); }
+  uint64_t DeviceBytes() const { return params_.DeviceBytes(); }
+  static InputContract Input() { return {{-1, 3, kInputSize, kInputSize}, "float32", "0..255", "RGB"}; }
+  static constexpr bool kTileable = false;
+
+ private:
+  FaceLandmark68Net() = default;
+  at::Tensor DenseBlock(const at::Tensor& x, const std::string& prefix, bool first) const;
+  Params params_;
+};
+
+}  // namespace fusion::faceapi

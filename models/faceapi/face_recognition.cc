@@ -1,0 +1,125 @@
+#include "models/faceapi/face_recognition.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "models/faceapi/align.h"
+#include "models/faceapi/image.h"
+#include "models/faceapi/ops.h"
+
+namespace fusion::faceapi {
+namespace {
+
+struct Block {
+  const char* name;
+  int64_t cin, cout;
+  bool down;
+};
+// The ResNet-29 sequence after conv32_down + max pool (face-api faceRecognitionNet).
+constexpr Block kBlocks[] = {
+    {"conv32_1", 32, 32, false},      {"conv32_2", 32, 32, false},     {"conv32_3", 32, 32, false},
+    {"conv64_down", 32, 64, true},    {"conv64_1", 64, 64, false},     {"conv64_2", 64, 64, false},
+    {"conv64_3", 64, 64, false},      {"conv128_down", 64, 128, true}, {"conv128_1", 128, 128, false},
+    {"conv128_2", 128, 128, false},   {"conv256_down", 128, 256, true}, {"conv256_1", 256, 256, false},
+    {"conv256_2", 256, 256, false},   {"conv256_down_out", 256, 256, true}};
+
+absl::Status TakeConvLayer(Params& p, const tfjs::WeightMap& w, const std::string& prefix, int64_t k,
+                           int64_t cin, int64_t cout) {
+  absl::Status s;
+  s.Update(p.Take(w, prefix + "/conv/filters", {k, k, cin, cout}, Layout::kConv));
+  s.Update(p.Take(w, prefix + "/conv/bias", {cout}, Layout::kAsIs));
+  s.Update(p.Take(w, prefix + "/scale/weights", {cout}, Layout::kAsIs));
+  s.Update(p.Take(w, prefix + "/scale/biases", {cout}, Layout::kAsIs));
+  return s;
+}
+
+}  // namespace
+
+float DescriptorDistance(const Descriptor& a, const Descriptor& b) {
+  double sum = 0;
+  for (size_t i = 0; i < a.size(); ++i) sum += (a[i] - b[i]) * static_cast<double>(a[i] - b[i]);
+  return static_cast<float>(std::sqrt(sum));
+}
+
+absl::StatusOr<std::unique_ptr<FaceRecognitionNet>> FaceRecognitionNet::Create(const tfjs::WeightMap& w) {
+  std::unique_ptr<FaceRecognitionNet> net(new FaceRecognitionNet());
+  Params& p = net->params_;
+  absl::Status s = TakeConvLayer(p, w, "conv32_down", 7, 3, 32);
+  for (const Block& b : kBlocks) {
+    s.Update(TakeConvLayer(p, w, absl::StrCat(b.name, "/conv1"), 3, b.cin, b.cout));
+    s.Update(TakeConvLayer(p, w, absl::StrCat(b.name, "/conv2"), 3, b.cout, b.cout));
+  }
+  s.Update(p.Take(w, "fc", {256, 128}, Layout::kAsIs));  // used as x @ fc
+  if (!s.ok()) return s;
+  return net;
+}
+
+absl::StatusOr<std::unique_ptr<FaceRecognitionNet>> FaceRecognitionNet::Load(
+    const models::ModelCatalogue& catalogue) {
+  absl::StatusOr<const models::ModelSpec*> spec = catalogue.Get(kModelName);
+  if (!spec.ok()) return spec.status();
+  if (absl::Status s = catalogue.Verify(kModelName); !s.ok()) return s;
+  absl::StatusOr<tfjs::WeightMap> w = tfjs::LoadWeights(catalogue.PathOf((*spec)->files[0]));
+  if (!w.ok()) return w.status();
+  return Create(*w);
+}
+
+at::Tensor FaceRecognitionNet::ConvLayer(const at::Tensor& x, const std::string& prefix, int stride,
+                                         bool relu, bool same) const {
+  const Params& p = params_;
+  at::Tensor y = ops::Conv(x, p[prefix + "/conv/filters"], p[prefix + "/conv/bias"], stride, same);
+  y = ops::ChannelAffine(y, p[prefix + "/scale/weights"], p[prefix + "/scale/biases"]);
+  return relu ? at::relu(y) : y;
+}
+
+at::Tensor FaceRecognitionNet::Residual(const at::Tensor& x, const std::string& prefix) const {
+  at::Tensor o = ConvLayer(x, prefix + "/conv1", 1, true, true);
+  o = ConvLayer(o, prefix + "/conv2", 1, false, true);
+  return at::relu(o + x);
+}
+
+at::Tensor FaceRecognitionNet::ResidualDown(const at::Tensor& x, const std::string& prefix) const {
+  at::Tensor o = ConvLayer(x, prefix + "/conv1", 2, true, /*same=*/false);
+  o = ConvLayer(o, prefix + "/conv2", 1, false, true);
+  at::Tensor pooled = at::avg_pool2d(x, {2, 2}, {2, 2});
+  // dlib's shortcut: the pooled input can be one larger than the strided-VALID branch; the
+  // branch then gets a zero row at the bottom and a zero column at the right.
+  if (pooled.size(2) != o.size(2)) o = at::constant_pad_nd(o, {0, 1, 0, 1}, 0.0);
+  if (pooled.size(1) != o.size(1)) pooled = at::cat({pooled, at::zeros_like(pooled)}, 1);
+  return at::relu(pooled + o);
+}
+
+at::Tensor FaceRecognitionNet::Forward(const at::Tensor& input) const {
+  const at::Tensor mean = at::tensor({122.782f, 117.001f, 104.298f}, input.options()).view({1, 3, 1, 1});
+  at::Tensor x = (input - mean) / 255.f;
+  x = ConvLayer(x, "conv32_down", 2, true, /*same=*/false);
+  x = at::max_pool2d(x, {3, 3}, {2, 2});
+  for (const Block& b : kBlocks) x = b.down ? ResidualDown(x, b.name) : Residual(x, b.name);
+  return at::matmul(x.mean({2, 3}), params_["fc"]);
+}
+
+absl::StatusOr<Descriptor> FaceRecognitionNet::Compute(const cv::Mat& rgb, const Landmarks68& pts) const {
+  const FaceBox box = DlibAlignBox(pts);
+  Point origin;
+  cv::Mat face = CropBox(rgb, box, &origin);
+  if (face.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("face_recognition: aligned box (", box.x, ",", box.y,
+                                                   " ", box.w, "x", box.h, ") lies outside the image"));
+  }
+  at::Tensor out;
+  try {
+    out = Forward(ToBatchTensor(face, kInputSize, /*center=*/true).to(params_.device())).to(at::kCPU);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("face_recognition: ", e.what()));
+  }
+  Descriptor d;
+  const auto a = out.accessor<float, 2>();
+  for (int i = 0; i < 128; ++i) d[i] = a[0][i];
+  return d;
+}
+
+}  // namespace fusion::faceapi

@@ -1,0 +1,56 @@
+// FaceRecognitionNet: dlib's face recognition ResNet-29 (dlib_face_recognition_resnet_model_v1,
+// public domain, Davis King) as ported by face-api, in LibTorch.
+//
+// Source: @vladmandic/face-api 1.7.15 src/faceRecognitionNet (MIT); weights
+// package/model/face_recognition_model.bin. MODELS.md §2.4(c).
+// Forward input:  [N,3,150,150] float32 RGB, 0..255: the dlib-aligned crop (DlibAlignBox)
+//                 padded centred to a square.
+// Forward output: [N,128] descriptor, not normalised (norm ~1.4). Euclidean distance < 0.6
+//                 means the same person (dlib's convention).
+// Device bytes: 22,458,368 (5,614,592 fp32 parameters). Tileable: no.
+// Thread-safety: const methods may run concurrently; To() must not overlap them.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <array>
+#include <memory>
+
+#include <opencv2/core/mat.hpp>
+
+#include "absl/status/statusor.h"
+#include "models/catalogue/catalogue.h"
+#include "models/faceapi/params.h"
+#include "models/faceapi/types.h"
+
+namespace fusion::faceapi {
+
+using Descriptor = std::array<float, 128>;
+float DescriptorDistance(const Descriptor& a, const Descriptor& b);
+
+class FaceRecognitionNet {
+ public:
+  static constexpr char kModelName[] = "face_recognition";
+  static constexpr int kInputSize = 150;
+
+  static absl::StatusOr<std::unique_ptr<FaceRecognitionNet>> Create(const tfjs::WeightMap& weights);
+  static absl::StatusOr<std::unique_ptr<FaceRecognitionNet>> Load(const models::ModelCatalogue& catalogue);
+
+  at::Tensor Forward(const at::Tensor& x) const;
+  // Descriptor of the face with landmarks `pts` in `rgb` (CV_8UC3): crops DlibAlignBox(pts).
+  absl::StatusOr<Descriptor> Compute(const cv::Mat& rgb, const Landmarks68& pts) const;
+
+  void To(const c10::Device& device) { params_.To(device); }
+  uint64_t DeviceBytes() const { return params_.DeviceBytes(); }
+  static InputContract Input() { return {{-1, 3, kInputSize, kInputSize}, "float32", "0..255", "RGB"}; }
+  static constexpr bool kTileable = false;
+
+ private:
+  FaceRecognitionNet() = default;
+  at::Tensor ConvLayer(const at::Tensor& x, const std::string& prefix, int stride, bool relu, bool same) const;
+  at::Tensor Residual(const at::Tensor& x, const std::string& prefix) const;
+  at::Tensor ResidualDown(const at::Tensor& x, const std::string& prefix) const;
+  Params params_;
+};
+
+}  // namespace fusion::faceapi

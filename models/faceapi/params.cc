@@ -1,0 +1,41 @@
+#include "models/faceapi/params.h"
+
+#include <ATen/ATen.h>
+
+#include <stdexcept>
+
+namespace fusion::faceapi {
+
+absl::Status Params::Take(const tfjs::WeightMap& w, const std::string& name,
+                          std::vector<int64_t> tf_shape, Layout layout) {
+  absl::StatusOr<at::Tensor> t = w.Get(name, std::move(tf_shape));
+  if (!t.ok()) return t.status();
+  at::Tensor v = *t;
+  switch (layout) {
+    case Layout::kAsIs: break;
+    case Layout::kConv: v = v.permute({3, 2, 0, 1}); break;
+    case Layout::kDepthwise: v = v.permute({2, 3, 0, 1}); break;
+    case Layout::kLinear: v = v.t(); break;
+  }
+  tensors_[name] = v.contiguous().to(device_);
+  return absl::OkStatus();
+}
+
+const at::Tensor& Params::operator[](std::string_view name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) throw std::out_of_range("faceapi::Params: no tensor " + std::string(name));
+  return it->second;
+}
+
+void Params::To(const c10::Device& device) {
+  for (auto& [name, t] : tensors_) t = t.to(device);
+  device_ = device;
+}
+
+uint64_t Params::DeviceBytes() const {
+  uint64_t total = 0;
+  for (const auto& [name, t] : tensors_) total += t.nbytes();
+  return total;
+}
+
+}  // namespace fusion::faceapi

@@ -1,0 +1,44 @@
+// Params: the weights of one face-api network, converted once from TF layout to LibTorch layout
+// and kept by name, on one device.
+//
+// Layouts (TF.js -> LibTorch): kConv HWIO [kh,kw,I,O] -> OIHW; kDepthwise [kh,kw,C,1] -> [C,1,kh,kw]
+// (groups = C); kLinear [in,out] -> [out,in]; kAsIs unchanged (biases, per-channel scales).
+// Invariant: every tensor is contiguous fp32 on device(). DeviceBytes() = sum of nbytes.
+// Thread-safety: const methods are safe concurrently; To() must not run concurrently with use.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "models/tfjs/weights.h"
+
+namespace fusion::faceapi {
+
+enum class Layout { kAsIs, kConv, kDepthwise, kLinear };
+
+class Params {
+ public:
+  // Copies tensor `name` from `w`, checking its TF shape, converted to `layout`.
+  // NOT_FOUND / INVALID_ARGUMENT naming the tensor and both shapes.
+  absl::Status Take(const tfjs::WeightMap& w, const std::string& name,
+                    std::vector<int64_t> tf_shape, Layout layout);
+  // The converted tensor; `name` must have been taken (a programming error otherwise: throws).
+  const at::Tensor& operator[](std::string_view name) const;
+  // Moves every tensor to `device` (e.g. CUDA after a CPU load).
+  void To(const c10::Device& device);
+  c10::Device device() const { return device_; }
+  uint64_t DeviceBytes() const;
+  size_t size() const { return tensors_.size(); }
+
+ private:
+  std::map<std::string, at::Tensor, std::less<>> tensors_;
+  c10::Device device_ = c10::Device(c10::kCPU);
+};
+
+}  // namespace fusion::faceapi

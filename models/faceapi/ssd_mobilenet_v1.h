@@ -1,0 +1,63 @@
+// SsdMobilenetV1: face-api's "accurate" face detector (MobileNetV1 backbone + SSD box
+// predictors at 6 scales, 5118 prior boxes), ported to LibTorch.
+//
+// Source: @vladmandic/face-api 1.7.15 src/ssdMobilenetv1 (MIT); weights
+// package/model/ssd_mobilenetv1_model.bin, trained on WIDER FACE by yeephycho/tensorflow-face-
+// detection. MODELS.md §2.4(d).
+// Forward input:  [N,3,512,512] float32 RGB, 0..255 (the image zero-padded at the bottom/right to
+//                 a square, resized to 512); normalised inside to x/127.5 - 1.
+// Forward output: {boxes [N,5118,4] as (ymin,xmin,ymax,xmax) relative to the padded square,
+//                  scores [N,5118] = sigmoid of the face class}.
+// Detect(): score > min_confidence (0.5), greedy NMS at IoU 0.5, at most max_results boxes,
+//           clipped to the square and scaled to image pixels.
+// Device bytes: DeviceBytes() (fp32 parameters + the prior boxes buffer). Tileable: yes.
+// Thread-safety: see FaceDetector.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "models/catalogue/catalogue.h"
+#include "models/faceapi/detector.h"
+#include "models/faceapi/params.h"
+
+namespace fusion::faceapi {
+
+class SsdMobilenetV1 : public FaceDetector {
+ public:
+  struct Options {
+    float min_confidence = 0.5f;  // face-api's default
+    float nms_iou = 0.5f;         // face-api's value
+    int max_results = 100;
+  };
+  static constexpr char kModelName[] = "ssd_mobilenetv1";
+  static constexpr int kInputSize = 512;
+
+  static absl::StatusOr<std::unique_ptr<SsdMobilenetV1>> Create(const tfjs::WeightMap& weights, Options options);
+  static absl::StatusOr<std::unique_ptr<SsdMobilenetV1>> Load(const models::ModelCatalogue& catalogue,
+                                                               Options options);
+
+  // Returns {boxes [N,5118,4], scores [N,5118]} on the weights' device.
+  std::pair<at::Tensor, at::Tensor> Forward(const at::Tensor& x) const;
+  absl::StatusOr<std::vector<FaceBox>> Detect(const cv::Mat& rgb, int input_size = 0) const override;
+  int DefaultInputSize() const override { return kInputSize; }
+  bool FreeInputSize() const override { return false; }
+
+  void To(const c10::Device& device) { params_.To(device); }
+  uint64_t DeviceBytes() const { return params_.DeviceBytes(); }
+  static InputContract Input() { return {{-1, 3, kInputSize, kInputSize}, "float32", "0..255", "RGB"}; }
+  static constexpr bool kTileable = true;
+
+ private:
+  explicit SsdMobilenetV1(Options options) : options_(options) {}
+  at::Tensor Pointwise(const at::Tensor& x, const std::string& prefix, int stride) const;
+  at::Tensor Depthwise(const at::Tensor& x, const std::string& prefix, int stride) const;
+  std::pair<at::Tensor, at::Tensor> BoxPredictor(const at::Tensor& x, int index) const;
+  Params params_;
+  const Options options_;
+};
+
+}  // namespace fusion::faceapi

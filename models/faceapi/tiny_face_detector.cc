@@ -1,0 +1,130 @@
+#include "models/faceapi/tiny_face_detector.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "models/faceapi/image.h"
+#include "models/faceapi/ops.h"
+
+namespace fusion::faceapi {
+namespace {
+
+constexpr float kAnchors[5][2] = {{1.603231f, 2.094468f}, {6.041143f, 7.080126f}, {2.882459f, 3.518061f},
+                                  {4.266906f, 5.178857f}, {9.041765f, 10.66308f}};
+constexpr int kChannels[6] = {16, 32, 64, 128, 256, 512};
+
+float Sigmoid(float v) { return 1.f / (1.f + std::exp(-v)); }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TinyFaceDetector>> TinyFaceDetector::Create(const tfjs::WeightMap& w,
+                                                                           Options options) {
+  if (options.input_size <= 0 || options.input_size % 32 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tiny_face_detector: input_size ", options.input_size, " is not a multiple of 32"));
+  }
+  std::unique_ptr<TinyFaceDetector> net(new TinyFaceDetector(options));
+  Params& p = net->params_;
+  absl::Status s;
+  s.Update(p.Take(w, "conv0/filters", {3, 3, 3, 16}, Layout::kConv));
+  s.Update(p.Take(w, "conv0/bias", {16}, Layout::kAsIs));
+  for (int i = 1; i <= 5; ++i) {
+    const int64_t cin = kChannels[i - 1], cout = kChannels[i];
+    const std::string c = absl::StrCat("conv", i);
+    s.Update(p.Take(w, c + "/depthwise_filter", {3, 3, cin, 1}, Layout::kDepthwise));
+    s.Update(p.Take(w, c + "/pointwise_filter", {1, 1, cin, cout}, Layout::kConv));
+    s.Update(p.Take(w, c + "/bias", {cout}, Layout::kAsIs));
+  }
+  s.Update(p.Take(w, "conv8/filters", {1, 1, 512, 25}, Layout::kConv));
+  s.Update(p.Take(w, "conv8/bias", {25}, Layout::kAsIs));
+  if (!s.ok()) return s;
+  return net;
+}
+
+absl::StatusOr<std::unique_ptr<TinyFaceDetector>> TinyFaceDetector::Load(
+    const models::ModelCatalogue& catalogue, Options options) {
+  absl::StatusOr<const models::ModelSpec*> spec = catalogue.Get(kModelName);
+  if (!spec.ok()) return spec.status();
+  if (absl::Status s = catalogue.Verify(kModelName); !s.ok()) return s;
+  absl::StatusOr<tfjs::WeightMap> w = tfjs::LoadWeights(catalogue.PathOf((*spec)->files[0]));
+  if (!w.ok()) return w.status();
+  return Create(*w, options);
+}
+
+at::Tensor TinyFaceDetector::Forward(const at::Tensor& input) const {
+  const Params& p = params_;
+  const at::Tensor mean = at::tensor({117.001f, 114.697f, 97.404f}, input.options()).view({1, 3, 1, 1});
+  at::Tensor x = (input - mean) / 255.f;
+  x = at::leaky_relu(ops::Conv(x, p["conv0/filters"], p["conv0/bias"], 1, /*same=*/false), 0.1);
+  // 2x2/2 "SAME" max pool: pads bottom/right with -inf on odd sizes, which ceil_mode reproduces.
+  x = at::max_pool2d(x, {2, 2}, {2, 2}, {0, 0}, {1, 1}, /*ceil_mode=*/true);
+  for (int i = 1; i <= 5; ++i) {
+    const std::string c = absl::StrCat("conv", i);
+    x = at::constant_pad_nd(x, {1, 1, 1, 1}, 0.0);
+    x = at::conv2d(x, p[c + "/depthwise_filter"], at::Tensor(), at::IntArrayRef{1, 1}, at::IntArrayRef{0, 0},
+                   at::IntArrayRef{1, 1}, x.size(1));
+    x = at::leaky_relu(at::conv2d(x, p[c + "/pointwise_filter"], p[c + "/bias"]), 0.1);
+    if (i < 5) {
+      x = at::max_pool2d(x, {2, 2}, {2, 2}, {0, 0}, {1, 1}, /*ceil_mode=*/true);
+    } else {  // 2x2 stride 1 "SAME": one -inf row/column at the bottom/right
+      x = at::max_pool2d(ops::PadSame(x, 2, 1, -std::numeric_limits<double>::infinity()), {2, 2}, {1, 1});
+    }
+  }
+  return at::conv2d(x, p["conv8/filters"], p["conv8/bias"]);
+}
+
+std::vector<FaceBox> DecodeTinyYolo(const at::Tensor& out_any, int image_w, int image_h, int input_size,
+                                    float score_threshold) {
+  const at::Tensor out = out_any.to(at::kCPU).contiguous();
+  const int64_t g = out.size(2);
+  const auto a = out.accessor<float, 4>();
+  const double scale = static_cast<double>(input_size) / std::max(image_w, image_h);
+  const double cfx = input_size / std::round(image_w * scale);
+  const double cfy = input_size / std::round(image_h * scale);
+  std::vector<FaceBox> boxes;
+  for (int64_t r = 0; r < g; ++r) {
+    for (int64_t c = 0; c < g; ++c) {
+      for (int k = 0; k < 5; ++k) {
+        const float score = Sigmoid(a[0][k * 5 + 4][r][c]);
+        if (score <= score_threshold) continue;
+        const double cx = (c + Sigmoid(a[0][k * 5 + 0][r][c])) / g * cfx;
+        const double cy = (r + Sigmoid(a[0][k * 5 + 1][r][c])) / g * cfy;
+        const double bw = std::exp(a[0][k * 5 + 2][r][c]) * kAnchors[k][0] / g * cfx;
+        const double bh = std::exp(a[0][k * 5 + 3][r][c]) * kAnchors[k][1] / g * cfy;
+        boxes.push_back({static_cast<float>(cx - bw / 2), static_cast<float>(cy - bh / 2),
+                         static_cast<float>(bw), static_cast<float>(bh), score});
+      }
+    }
+  }
+  return boxes;
+}
+
+absl::StatusOr<std::vector<FaceBox>> TinyFaceDetector::Detect(const cv::Mat& rgb, int input_size) const {
+  const int size = input_size == 0 ? options_.input_size : input_size;
+  if (rgb.empty() || rgb.type() != CV_8UC3) {
+    return absl::InvalidArgumentError("tiny_face_detector: input must be a non-empty CV_8UC3 RGB image");
+  }
+  if (size <= 0 || size % 32 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("tiny_face_detector: input size ", size,
+                                                   " is not a positive multiple of 32"));
+  }
+  try {
+    at::Tensor out = Forward(ToBatchTensor(rgb, size, /*center=*/false).to(params_.device()));
+    std::vector<FaceBox> rel = DecodeTinyYolo(out, rgb.cols, rgb.rows, size, options_.score_threshold);
+    std::vector<FaceBox> kept = Nms(std::move(rel), options_.nms_iou);
+    for (FaceBox& b : kept) {
+      b.x *= rgb.cols; b.w *= rgb.cols;
+      b.y *= rgb.rows; b.h *= rgb.rows;
+    }
+    return kept;
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("tiny_face_detector at input ", size, ": ", e.what()));
+  }
+}
+
+InputContract TinyFaceDetector::Input() { return {{-1, 3, -1, -1}, "float32", "0..255", "RGB"}; }
+
+}  // namespace fusion::faceapi

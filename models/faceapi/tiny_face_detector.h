@@ -1,0 +1,64 @@
+// TinyFaceDetector: face-api's light face detector (Tiny-YOLOv2 style, separable convolutions),
+// ported to LibTorch with functional at:: ops.
+//
+// Source: @vladmandic/face-api 1.7.15 src/tinyFaceDetector, src/tinyYolov2 (identical logic to
+// face-api.js 0.22.2); weights package/model/tiny_face_detector_model.bin (MIT). Architecture
+// and decoding: shared/docs/MODELS.md §2.4(a).
+//
+// Forward input:  [N,3,S,S] float32 RGB, 0..255, S a multiple of 32 (default 416), square image
+//                 zero-padded at the bottom/right (face-api toBatchTensor(S, center=false)).
+// Forward output: [N,25,S/32,S/32]: per cell 5 anchors x (tx, ty, tw, th, objectness).
+// Detect(): boxes in image pixels, score = sigmoid(objectness) > score_threshold, greedy NMS.
+// Device bytes: 773,284 (193,321 fp32 parameters). Tileable: yes (a fully convolutional net).
+// Thread-safety: see FaceDetector.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "models/catalogue/catalogue.h"
+#include "models/faceapi/detector.h"
+#include "models/faceapi/params.h"
+
+namespace fusion::faceapi {
+
+class TinyFaceDetector : public FaceDetector {
+ public:
+  struct Options {
+    float score_threshold = 0.5f;  // face-api's default
+    float nms_iou = 0.4f;          // face-api's default
+    int input_size = 416;          // multiple of 32
+  };
+  static constexpr char kModelName[] = "tiny_face_detector";
+
+  // From decoded weights; INVALID_ARGUMENT/NOT_FOUND naming a missing or misshapen tensor.
+  static absl::StatusOr<std::unique_ptr<TinyFaceDetector>> Create(const tfjs::WeightMap& weights,
+                                                                   Options options);
+  // Verifies the catalogue's files for kModelName, reads them and calls Create().
+  static absl::StatusOr<std::unique_ptr<TinyFaceDetector>> Load(const models::ModelCatalogue& catalogue,
+                                                                 Options options);
+
+  at::Tensor Forward(const at::Tensor& x) const;
+  absl::StatusOr<std::vector<FaceBox>> Detect(const cv::Mat& rgb, int input_size = 0) const override;
+  int DefaultInputSize() const override { return options_.input_size; }
+  bool FreeInputSize() const override { return true; }
+
+  void To(const c10::Device& device) { params_.To(device); }
+  uint64_t DeviceBytes() const { return params_.DeviceBytes(); }
+  static InputContract Input();
+  static constexpr bool kTileable = true;
+
+ private:
+  explicit TinyFaceDetector(Options options) : options_(options) {}
+  Params params_;
+  const Options options_;
+};
+
+// Decodes a Forward() output [1,25,g,g] into boxes relative to the image (0..1), before NMS.
+// image_w/h: original size; input_size: S. Exposed for tests.
+std::vector<FaceBox> DecodeTinyYolo(const at::Tensor& out, int image_w, int image_h, int input_size,
+                                    float score_threshold);
+
+}  // namespace fusion::faceapi

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# The project's fetch step for pretrained weights and tier-B test photos (issue 4).
+#
+#   scripts/fetch-models.sh [MODELS_DIR]
+#
+# MODELS_DIR defaults to $FUSION_MODELS_DIR, else build/fetched/models. Test data (the MIT group photos
+# of @vladmandic/face-api and the 3840x2896 mosaic made from them) goes to $FUSION_TESTDATA_DIR,
+# else build/fetched/testdata. Tarballs are cached in $FUSION_NPM_CACHE (default ~/.cache/fusiond/npm).
+#
+# What it does: `npm pack` of the pinned package versions (their npm dist.integrity is checked),
+# extraction of the files models/manifest.json names, sha256 of every file against the catalogue
+# (the catalogue is the single source of the hashes) and against the test-data list below.
+# Idempotent: when every file is present and verifies, it does nothing and asks no registry.
+# Weights are never committed (see docs in models/README.md).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+MODELS_DIR=${1:-${FUSION_MODELS_DIR:-$ROOT/build/fetched/models}}
+TESTDATA_DIR=${FUSION_TESTDATA_DIR:-$ROOT/build/fetched/testdata}
+CACHE_DIR=${FUSION_NPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fusiond/npm}
+CATALOGUE="$ROOT/models/manifest.json"
+PY=/usr/bin/python3   # Debian's python3 (python3-opencv lives there), not a pyenv shim.
+
+# package spec | tarball name | npm dist.integrity (sha512, base64)
+PACKAGES=(
+  "@vladmandic/face-api@1.7.15|vladmandic-face-api-1.7.15.tgz|WDMmK3CfNLo8jylWqMoQgf4nIst3M0fzx1dnac96wv/dvMTN4DxC/Pq1DGtduDk1lktCamQ3MIDXFnvrdHTXDw=="
+  "@upscalerjs/esrgan-slim@1.0.0|upscalerjs-esrgan-slim-1.0.0.tgz|DXtwn5SE71+pZKluN/hGeLaZv6ZylyFQYSvMqU08kKCEA5Y9Q1cIIk4EvPTPZw8VqGi2C6F02c8OjhtId4BK2w=="
+  "@upscalerjs/esrgan-medium@1.0.0|upscalerjs-esrgan-medium-1.0.0.tgz|Z8JnR87sgetPABKevasXST3FdnXhaoTu9zpXnu3KLaHYpYStVt0FD1VZS9c6jhSGMBC0H929gN9RbWl+MeisKA=="
+)
+# Test data: sha256 | path under TESTDATA_DIR. The samples are byte copies of package/demo/;
+# the mosaic is what OpenCV 4.6 (libjpeg-turbo, Debian 12) writes for the grid below.
+TESTDATA=(
+  "8ecae4b267b2d3169e06e00c7dee97097aa2a94635d45216f7732a5f4943cb51|faces/sample1.jpg"
+  "7d2b60ae6f13bf30f422e04df87451081a02c83de469056f25afb44b7000c691|faces/sample2.jpg"
+  "8eb081c9efb14370fa94d9feab9e5fbeafd19a627491853a80c2bf67f7ffa936|faces/sample3.jpg"
+  "729efa5923061d40eb4ed5f267a18cc7b8ba6f852bb2757b16d8b7e4937476fc|faces/sample4.jpg"
+  "6d45095ebb182d8f975c0790e0e4eefd86fbb40609cf4b271776d92e12662938|faces/sample5.jpg"
+  "9baad80f9d5e306fb9b8c0913d44445f1e95848df317530efb03d0934c57ba87|faces/sample6.jpg"
+  "d3c8afbf65df934604ea3c46ccbb4e94956fbc8225209262a719f71ebe4a9043|faces/mosaic_3840x2896.jpg"
+)
+
+die() { echo "fetch-models: $*" >&2; exit 1; }
+integrity() {  # npm's dist.integrity form of a file: base64 of its sha512
+  "$PY" -c 'import base64,hashlib,sys; print(base64.b64encode(hashlib.sha512(open(sys.argv[1],"rb").read()).digest()).decode())' "$1"
+}
+
+# Lines "sha256 relpath tarball member" for every file of the catalogue.
+catalogue_files() {
+  "$PY" - "$CATALOGUE" <<'PYEOF'
+import json, sys
+cat = json.load(open(sys.argv[1]))
+seen = set()
+for m in cat["models"]:
+    for f in m["files"]:
+        if f["path"] not in seen:
+            seen.add(f["path"])
+            print(f["sha256"], f["path"], f["package"], f["member"])
+PYEOF
+}
+
+verify_all() {  # exit status 0 when every model and test-data file is present and matches
+  local sum path rest
+  while read -r sum path rest; do
+    [ -f "$MODELS_DIR/$path" ] || return 1
+    echo "$sum  $MODELS_DIR/$path"
+  done < <(catalogue_files) | sha256sum --check --quiet --status || return 1
+  for entry in "${TESTDATA[@]}"; do
+    sum=${entry%%|*}; path=${entry#*|}
+    [ -f "$TESTDATA_DIR/$path" ] || return 1
+    echo "$sum  $TESTDATA_DIR/$path"
+  done | sha256sum --check --quiet --status
+}
+
+fetch_tarballs() {
+  mkdir -p "$CACHE_DIR"
+  local entry spec tgz integ have
+  for entry in "${PACKAGES[@]}"; do
+    IFS='|' read -r spec tgz integ <<<"$entry"
+    if [ -f "$CACHE_DIR/$tgz" ]; then
+      have=$(integrity "$CACHE_DIR/$tgz")
+      [ "$have" = "$integ" ] && continue
+      rm -f "$CACHE_DIR/$tgz"
+    fi
+    command -v npm >/dev/null || die "npm is needed to fetch $spec (run scripts/setup.sh)"
+    (cd "$CACHE_DIR" && npm pack --silent "$spec" >/dev/null) || die "npm pack $spec failed"
+    have=$(integrity "$CACHE_DIR/$tgz")
+    [ "$have" = "$integ" ] || die "$tgz: sha512 $have does not match the pinned integrity $integ"
+  done
+}
+
+extract_models() {
+  local sum path pkg member tmp
+  tmp=$(mktemp -d); trap 'rm -rf "$tmp"' RETURN
+  while read -r sum path pkg member; do
+    mkdir -p "$(dirname "$MODELS_DIR/$path")"
+    tar -xzf "$CACHE_DIR/$pkg" -C "$tmp" "$member" || die "$pkg has no $member"
+    mv -f "$tmp/$member" "$MODELS_DIR/$path"
+    echo "$sum  $MODELS_DIR/$path" | sha256sum --check --quiet --status ||
+      die "$MODELS_DIR/$path: sha256 differs from models/manifest.json ($sum)"
+  done < <(catalogue_files)
+}
+
+extract_testdata() {
+  local tgz="$CACHE_DIR/vladmandic-face-api-1.7.15.tgz" i
+  mkdir -p "$TESTDATA_DIR/faces"
+  for i in 1 2 3 4 5 6; do
+    tar -xzf "$tgz" -O "package/demo/sample$i.jpg" >"$TESTDATA_DIR/faces/sample$i.jpg"
+  done
+  # The mosaic of shared/data/faces/LICENSES.md: a 2x2 grid of samples 1-4 (row-major), each
+  # centred on a black 1920x1448 cell (an odd remainder puts the extra row on top), no
+  # resampling, JPEG quality 90.
+  "$PY" - "$TESTDATA_DIR/faces" <<'PYEOF' || die "building the mosaic needs python3-opencv (scripts/setup.sh)"
+import sys, cv2, numpy as np
+d = sys.argv[1]
+grid = np.zeros((2 * 1448, 2 * 1920, 3), np.uint8)
+for i in range(4):
+    img = cv2.imread(f"{d}/sample{i + 1}.jpg", cv2.IMREAD_COLOR)
+    h, w = img.shape[:2]
+    y = (i // 2) * 1448 + (1448 - h + 1) // 2
+    x = (i % 2) * 1920 + (1920 - w + 1) // 2
+    grid[y:y + h, x:x + w] = img
+ok = cv2.imwrite(f"{d}/mosaic_3840x2896.jpg", grid, [cv2.IMWRITE_JPEG_QUALITY, 90])
+sys.exit(0 if ok else 1)
+PYEOF
+  local entry sum path
+  for entry in "${TESTDATA[@]}"; do
+    sum=${entry%%|*}; path=${entry#*|}
+    echo "$sum  $TESTDATA_DIR/$path" | sha256sum --check --quiet --status ||
+      die "$TESTDATA_DIR/$path: sha256 $(sha256sum "$TESTDATA_DIR/$path" | cut -d' ' -f1) differs from $sum"
+  done
+}
+
+[ -f "$CATALOGUE" ] || die "no catalogue at $CATALOGUE"
+if verify_all 2>/dev/null; then
+  exit 0
+fi
+start=$(date +%s%N)
+fetch_tarballs
+mkdir -p "$MODELS_DIR"
+extract_models
+extract_testdata
+verify_all || die "verification failed after extraction"
+echo "fetch-models: models in $MODELS_DIR, test data in $TESTDATA_DIR" \
+  "($(( ($(date +%s%N) - start) / 1000000 )) ms)" >&2

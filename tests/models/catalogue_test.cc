@@ -1,0 +1,134 @@
+// The model catalogue: parsing models/manifest.json, and the integrity check of fetched files.
+#include "models/catalogue/catalogue.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+
+#include "temp_dir.h"
+#include "test_paths.h"
+
+namespace fusion::models {
+namespace {
+
+std::unique_ptr<ModelCatalogue> LoadProjectCatalogue(std::filesystem::path models_dir) {
+  auto cat = ModelCatalogue::Create({.manifest = testing::CatalogueJson(), .models_dir = models_dir});
+  EXPECT_TRUE(cat.ok()) << cat.status();
+  return cat.ok() ? std::move(*cat) : nullptr;
+}
+
+TEST(ModelCatalogue, ProjectManifestListsTheFaceAndEnhanceNetworks) {
+  auto cat = LoadProjectCatalogue(testing::ModelsDir());
+  ASSERT_NE(cat, nullptr);
+  std::set<std::string> names;
+  for (const ModelSpec& m : cat->models()) names.insert(m.name);
+  for (const char* n : {"tiny_face_detector", "ssd_mobilenetv1", "face_landmark_68", "face_recognition",
+                        "esrgan-slim-x2", "esrgan-slim-x4", "esrgan-medium-x2", "esrgan-medium-x4"}) {
+    EXPECT_TRUE(names.count(n)) << n;
+  }
+  // device_bytes are fp32 parameters + buffers, counted from the TF.js manifests.
+  EXPECT_EQ((*cat->Get("tiny_face_detector"))->device_bytes, 773284u);
+  EXPECT_EQ((*cat->Get("face_landmark_68"))->device_bytes, 1427360u);
+  EXPECT_EQ((*cat->Get("face_recognition"))->device_bytes, 22458368u);
+  // SSD: all 151 manifest tensors are 22,222,164 bytes; the net keeps 22,222,076 (it drops the
+  // 22 int32 shape constants and preprocessor scalars that TF.js graphs carried).
+  EXPECT_EQ((*cat->Get("ssd_mobilenetv1"))->device_bytes, 22222076u);
+  EXPECT_EQ((*cat->Get("esrgan-slim-x4"))->device_bytes, 933804u);
+  const ModelSpec* tiny = *cat->Get("tiny_face_detector");
+  EXPECT_EQ(tiny->stage, "detect");
+  EXPECT_TRUE(tiny->one_shot);
+  EXPECT_EQ(tiny->files[1].sha256, "b7503ce7df31039b1c43316a9b865cab6a70dd748cc602d3fa28b551503c3871");
+  EXPECT_EQ(tiny->TotalFileBytes(), 3219u + 193321u + 1067u);
+}
+
+TEST(ModelCatalogue, FetchedFilesOfEveryModelVerify) {
+  auto cat = LoadProjectCatalogue(testing::ModelsDir());
+  ASSERT_NE(cat, nullptr);
+  for (const ModelSpec& m : cat->models()) EXPECT_TRUE(cat->Verify(m.name).ok()) << cat->Verify(m.name);
+}
+
+TEST(ModelCatalogue, UnknownModelIsNotFoundAndListsKnownNames) {
+  auto cat = LoadProjectCatalogue(testing::ModelsDir());
+  ASSERT_NE(cat, nullptr);
+  absl::StatusOr<const ModelSpec*> m = cat->Get("inswapper");
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(m.status().message().find("tiny_face_detector"), std::string::npos);
+}
+
+constexpr char kOneModel[] = R"({"schema":1,"models":[{"name":"m","stage":"detect","format":"tfjs-weights",
+  "files":[{"path":"d/w.bin","sha256":"2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824","file_bytes":5}],
+  "device_bytes":20,"working_set_bytes_per_pixel":8,"default_precision":"fp32","pinned_by_default":true,
+  "one_shot":false,"tileable":true,"license":"MIT","source":"test"}]})";
+
+TEST(ModelCatalogue, MissingFileErrorNamesTheFileAndTheFetchCommand) {
+  fusion::testing::TempDir dir;
+  auto cat = ModelCatalogue::FromJson(kOneModel, "inline", std::filesystem::path(dir.path()));
+  ASSERT_TRUE(cat.ok()) << cat.status();
+  absl::Status s = (*cat)->Verify("m");
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(s.message().find((std::filesystem::path(dir.path()) / "d/w.bin").string()), std::string::npos) << s;
+  EXPECT_NE(s.message().find("scripts/fetch-models.sh"), std::string::npos) << s;
+}
+
+TEST(ModelCatalogue, CorruptFileIsDataLossNamingBothHashes) {
+  fusion::testing::TempDir dir;
+  std::filesystem::create_directories(std::filesystem::path(dir.path()) / "d");
+  auto cat = ModelCatalogue::FromJson(kOneModel, "inline", std::filesystem::path(dir.path()));
+  ASSERT_TRUE(cat.ok());
+  std::ofstream(std::filesystem::path(dir.path()) / "d/w.bin") << "hello";
+  EXPECT_TRUE((*cat)->Verify("m").ok()) << (*cat)->Verify("m");  // sha256("hello")
+  std::ofstream(std::filesystem::path(dir.path()) / "d/w.bin") << "jello";
+  absl::Status s = (*cat)->Verify("m");
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(s.message().find("2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"),
+            std::string::npos) << s;
+  EXPECT_NE(s.message().find("scripts/fetch-models.sh"), std::string::npos) << s;
+  std::ofstream(std::filesystem::path(dir.path()) / "d/w.bin") << "hello!";
+  EXPECT_EQ((*cat)->Verify("m").code(), absl::StatusCode::kDataLoss);  // size differs
+}
+
+TEST(ModelCatalogue, ParsedFlagsAndSizesAreKept) {
+  auto cat = ModelCatalogue::FromJson(kOneModel, "inline", "/nonexistent");
+  ASSERT_TRUE(cat.ok());
+  const ModelSpec* m = *(*cat)->Get("m");
+  EXPECT_TRUE(m->pinned_by_default);
+  EXPECT_TRUE(m->tileable);
+  EXPECT_FALSE(m->one_shot);
+  EXPECT_EQ(m->device_bytes, 20u);
+  EXPECT_EQ(m->working_set_bytes_per_pixel, 8u);
+  EXPECT_EQ((*cat)->PathOf(m->files[0]), std::filesystem::path("/nonexistent/d/w.bin"));
+}
+
+TEST(ModelCatalogue, MalformedEntriesAreRejectedNamingModelAndKey) {
+  std::string bad_hash = kOneModel;
+  bad_hash.replace(bad_hash.find("2cf24d"), 6, "XYZ");
+  auto a = ModelCatalogue::FromJson(bad_hash, "inline", "/x");
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(a.status().message().find("d/w.bin"), std::string::npos) << a.status();
+
+  std::string no_stage = kOneModel;
+  no_stage.replace(no_stage.find("\"stage\""), 7, "\"stag\"");
+  auto b = ModelCatalogue::FromJson(no_stage, "inline", "/x");
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(b.status().message().find("model 'm'"), std::string::npos) << b.status();
+  EXPECT_NE(b.status().message().find("stage"), std::string::npos) << b.status();
+
+  std::string escape = kOneModel;
+  escape.replace(escape.find("d/w.bin"), 7, "../w.bin");
+  EXPECT_EQ(ModelCatalogue::FromJson(escape, "inline", "/x").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ModelCatalogue::FromJson("{", "inline", "/x").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Sha256OfFile, MatchesKnownDigestAndReportsMissingFile) {
+  fusion::testing::TempDir dir;
+  std::ofstream(std::filesystem::path(dir.path()) / "abc") << "abc";
+  EXPECT_EQ(*Sha256OfFile(std::filesystem::path(dir.path()) / "abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(Sha256OfFile(std::filesystem::path(dir.path()) / "none").status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace fusion::models

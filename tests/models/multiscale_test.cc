@@ -1,0 +1,133 @@
+// Multi-scale detection with the real detectors on the MIT group photos (fetched), the mosaic
+// and no-face images, scored against tests/data/faces/ground_truth.json (see ground_truth.h).
+#include <gtest/gtest.h>
+
+#include <opencv2/imgproc.hpp>
+
+#include "faceapi_fixture.h"
+#include "ground_truth.h"
+#include "models/faceapi/multiscale.h"
+#include "models/faceapi/ssd_mobilenet_v1.h"
+
+namespace fusion::faceapi {
+namespace {
+
+const SsdMobilenetV1& Ssd() {
+  static SsdMobilenetV1& n = LoadedOrDie(SsdMobilenetV1::Load(Catalogue(), {}));
+  return n;
+}
+
+Score ScoreGroups(const FaceDetector& det, const char* label) {
+  Score total;
+  for (const Truth& t : GroupPhotos()) {
+    auto dets = DetectMultiScale(det, t.rgb);
+    EXPECT_TRUE(dets.ok()) << dets.status();
+    const Score s = ScoreDetections(t, *dets);
+    std::printf("%s %s: %d of %d faces, %d false boxes%s\n", label, t.name.c_str(), s.found, s.faces,
+                s.false_boxes, s.false_list.c_str());
+    total.found += s.found;
+    total.faces += s.faces;
+    total.false_boxes += s.false_boxes;
+  }
+  std::printf("%s group photos: %d of %d faces, %d false boxes\n", label, total.found, total.faces, total.false_boxes);
+  return total;
+}
+
+TEST(MultiScaleDetection, TinyFaceDetectorFinds20Of21GroupFacesWithoutFalseBoxes) {
+  const Score s = ScoreGroups(Tiny(), "tiny");
+  EXPECT_EQ(s.faces, 21);
+  EXPECT_GE(s.found, 20);
+  EXPECT_EQ(s.false_boxes, 0);
+}
+
+TEST(MultiScaleDetection, SsdMobilenetV1Finds19Of21GroupFacesWithoutFalseBoxes) {
+  const Score s = ScoreGroups(Ssd(), "ssd");
+  EXPECT_GE(s.found, 19);
+  EXPECT_EQ(s.false_boxes, 0);
+}
+
+TEST(MultiScaleDetection, TinyFaceDetectorFinds12Of13MosaicFaces) {
+  const Truth m = Mosaic(GroupPhotos());
+  auto dets = DetectMultiScale(Tiny(), m.rgb);
+  ASSERT_TRUE(dets.ok()) << dets.status();
+  const Score s = ScoreDetections(m, *dets);
+  // 13 people: 12 required faces plus one too occluded to require (an ignore region).
+  std::printf("tiny mosaic: %d of %d required faces (+%zu ignore), %d false boxes%s\n", s.found, s.faces,
+              m.ignore.size(), s.false_boxes, s.false_list.c_str());
+  EXPECT_EQ(s.faces + static_cast<int>(m.ignore.size()), 13);
+  EXPECT_GE(s.found, 12);
+  EXPECT_EQ(s.false_boxes, 0);
+}
+
+// Deterministic no-face images: a smooth colour gradient and a crop of a group photo below
+// the faces (clothes and background).
+std::vector<cv::Mat> NoFaceImages() {
+  cv::Mat gradient(720, 1280, CV_8UC3);
+  for (int y = 0; y < gradient.rows; ++y) {
+    for (int x = 0; x < gradient.cols; ++x) {
+      gradient.at<cv::Vec3b>(y, x) = cv::Vec3b(x * 255 / 1279, y * 255 / 719, (x + y) * 255 / 1998);
+    }
+  }
+  const cv::Mat sample1 = GroupPhotos()[0].rgb;
+  return {gradient, sample1(cv::Rect(0, 760, 1920, 520)).clone()};
+}
+
+TEST(MultiScaleDetection, NoFaceImagesGiveNoDetection) {
+  for (const cv::Mat& img : NoFaceImages()) {
+    auto tiny = DetectMultiScale(Tiny(), img);
+    ASSERT_TRUE(tiny.ok()) << tiny.status();
+    EXPECT_TRUE(tiny->empty()) << img.cols << "x" << img.rows << ": tiny found " << tiny->size();
+    auto ssd = DetectMultiScale(Ssd(), img);
+    ASSERT_TRUE(ssd.ok()) << ssd.status();
+    EXPECT_TRUE(ssd->empty()) << img.cols << "x" << img.rows << ": ssd found " << ssd->size();
+  }
+}
+
+TEST(MultiScaleDetection, ScalesFollowTheImageSizeAndNeverGoBelow416) {
+  auto sizes = [](int w, int h) {
+    std::vector<int> out;
+    for (const DetectionPass& p : PlanPasses(Tiny(), w, h, {})) {
+      EXPECT_EQ(p.region, cv::Rect(0, 0, w, h));
+      out.push_back(p.input_size);
+    }
+    return out;
+  };
+  EXPECT_EQ(sizes(512, 512), std::vector<int>{416});
+  EXPECT_EQ(sizes(1920, 1280), (std::vector<int>{512, 640}));
+  EXPECT_EQ(sizes(3840, 2896), (std::vector<int>{832, 1024}));
+  EXPECT_EQ(sizes(100, 80), std::vector<int>{416});
+}
+
+TEST(MultiScaleDetection, SsdTilesCoverTheImageAtTheFixedInput) {
+  const std::vector<DetectionPass> passes = PlanPasses(Ssd(), 3840, 2896, {});
+  cv::Mat covered = cv::Mat::zeros(2896, 3840, CV_8U);
+  for (const DetectionPass& p : passes) {
+    EXPECT_EQ(p.input_size, 512);
+    EXPECT_EQ(p.region & cv::Rect(0, 0, 3840, 2896), p.region);
+    covered(p.region).setTo(1);
+  }
+  EXPECT_EQ(cv::countNonZero(covered), 3840 * 2896);
+  EXPECT_EQ(PlanPasses(Ssd(), 512, 512, {}).size(), 1u);
+}
+
+TEST(SsdMobilenetV1, FindsTheAstronautAndGraceHopperWhereTinyDoes) {
+  for (const auto& [file, key] : {std::pair{"astronaut_eileen_collins_512.png", "astronaut.png"},
+                                  std::pair{"grace_hopper_512x600.jpg", "grace_hopper.jpg"}}) {
+    auto boxes = Ssd().Detect(Face(file));
+    ASSERT_TRUE(boxes.ok()) << boxes.status();
+    ASSERT_EQ(boxes->size(), 1u) << file;
+    std::printf("ssd %s: (%.1f, %.1f, %.1f, %.1f) score %.3f, IoU vs tiny golden %.3f\n", file, (*boxes)[0].x,
+                (*boxes)[0].y, (*boxes)[0].w, (*boxes)[0].h, (*boxes)[0].score, IoU((*boxes)[0], GoldenBox(key)));
+    EXPECT_GT((*boxes)[0].score, 0.9f);
+    EXPECT_GT(IoU((*boxes)[0], GoldenBox(key)), 0.5f);  // a different box convention, same face
+  }
+}
+
+TEST(SsdMobilenetV1, DeviceBytesEqualTheCatalogueAndInputIsFixed) {
+  EXPECT_EQ(Ssd().DeviceBytes(), (*Catalogue().Get("ssd_mobilenetv1"))->device_bytes);
+  EXPECT_EQ(Ssd().Detect(Face("astronaut_eileen_collins_512.png"), 416).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace fusion::faceapi
