@@ -1,0 +1,147 @@
+// Feathered / Poisson face blending (blend.h).
+#include "models/blend/blend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <opencv2/imgproc.hpp>
+#include <opencv2/photo.hpp>
+
+#include "absl/strings/str_cat.h"
+
+namespace fusion::models {
+namespace {
+
+constexpr int kNumLandmarks = 68;
+constexpr int kClonePad = 2;  // seamlessClone zeroes the mask's outer pixel; keep the hull inside
+
+std::vector<cv::Point> HullPoints(const std::vector<cv::Point2f>& landmarks) {
+  std::vector<cv::Point2f> hull;
+  cv::convexHull(landmarks, hull);
+  std::vector<cv::Point> out;
+  for (const cv::Point2f& p : hull) out.emplace_back(cvRound(p.x), cvRound(p.y));
+  return out;
+}
+
+absl::Status Validate(const BlendInput& in, const cv::Mat* frame) {
+  if (frame == nullptr || frame->type() != CV_8UC3 || frame->empty()) {
+    return absl::InvalidArgumentError("blend: frame must be a non-empty CV_8UC3 image");
+  }
+  if (in.fused_crop.type() != CV_32FC3 || in.target_crop.type() != CV_32FC3 ||
+      in.fused_crop.size() != in.target_crop.size() || in.fused_crop.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "blend: fused_crop and target_crop must be CV_32FC3 of one size, got types ",
+        in.fused_crop.type(), "/", in.target_crop.type(), " sizes ", in.fused_crop.cols, "x",
+        in.fused_crop.rows, "/", in.target_crop.cols, "x", in.target_crop.rows));
+  }
+  if (in.landmarks.size() != kNumLandmarks) {
+    return absl::InvalidArgumentError(absl::StrCat("blend: need 68 landmarks, got ", in.landmarks.size()));
+  }
+  return absl::OkStatus();
+}
+
+// The crop's change (fused - target), BGR in 0-255 units, warped into the frame ROI.
+cv::Mat ChangeInRoi(const BlendInput& in, const cv::Rect& roi) {
+  cv::Mat change_rgb = in.fused_crop - in.target_crop, change;
+  cv::cvtColor(change_rgb, change, cv::COLOR_RGB2BGR);
+  change *= 255.0;
+  cv::Matx23d m = in.frame_to_crop;  // crop = m * (roi_px + roi.tl)
+  m(0, 2) += m(0, 0) * roi.x + m(0, 1) * roi.y;
+  m(1, 2) += m(1, 0) * roi.x + m(1, 1) * roi.y;
+  cv::Mat out;
+  cv::warpAffine(change, out, cv::Mat(m), roi.size(), cv::INTER_LINEAR | cv::WARP_INVERSE_MAP,
+                 cv::BORDER_CONSTANT, cv::Scalar::all(0));
+  return out;
+}
+
+// Feathered weight in [0,1], > 0 only inside the hull: erode by r, blur with support r.
+cv::Mat FeatherWeight(const cv::Mat& hull_roi, int r) {
+  cv::Mat inner, weight;
+  cv::erode(hull_roi, inner, cv::getStructuringElement(cv::MORPH_RECT, cv::Size(2 * r + 1, 2 * r + 1)));
+  inner.convertTo(weight, CV_32F, 1.0 / 255.0);
+  cv::GaussianBlur(weight, weight, cv::Size(2 * r + 1, 2 * r + 1), r / 2.0, r / 2.0, cv::BORDER_REPLICATE);
+  weight.setTo(0.0f, hull_roi == 0);
+  return weight;
+}
+
+// Matches the face's Lab mean/std to the target's over the hull (both BGR float 0-255).
+cv::Mat ColourCorrect(const cv::Mat& face, const cv::Mat& target, const cv::Mat& hull_roi) {
+  cv::Mat face_lab, target_lab;
+  cv::cvtColor(face / 255.0, face_lab, cv::COLOR_BGR2Lab);
+  cv::cvtColor(target / 255.0, target_lab, cv::COLOR_BGR2Lab);
+  cv::Scalar mf, sf, mt, st;
+  cv::meanStdDev(face_lab, mf, sf, hull_roi);
+  cv::meanStdDev(target_lab, mt, st, hull_roi);
+  std::vector<cv::Mat> ch;
+  cv::split(face_lab, ch);
+  for (int c = 0; c < 3; ++c) {
+    const double gain = st[c] / std::max(sf[c], 1e-3);
+    ch[c].convertTo(ch[c], CV_32F, gain, mt[c] - mf[c] * gain);
+  }
+  cv::Mat merged, bgr;
+  cv::merge(ch, merged);
+  cv::cvtColor(merged, bgr, cv::COLOR_Lab2BGR);
+  return bgr * 255.0;
+}
+
+cv::Mat PoissonClone(const cv::Mat& face, const cv::Mat& target8, const cv::Mat& hull_roi) {
+  cv::Mat face8, src, dst, mask, cloned;
+  face.convertTo(face8, CV_8U);
+  cv::copyMakeBorder(face8, src, kClonePad, kClonePad, kClonePad, kClonePad, cv::BORDER_REPLICATE);
+  cv::copyMakeBorder(target8, dst, kClonePad, kClonePad, kClonePad, kClonePad, cv::BORDER_REPLICATE);
+  cv::copyMakeBorder(hull_roi, mask, kClonePad, kClonePad, kClonePad, kClonePad, cv::BORDER_CONSTANT, 0);
+  const cv::Rect b = cv::boundingRect(mask);
+  // With src and dst aligned, this centre maps the mask onto itself (OpenCV 4.6 seamlessClone).
+  cv::seamlessClone(src, dst, mask, cv::Point(b.x + b.width / 2, b.y + b.height / 2), cloned,
+                    cv::NORMAL_CLONE);
+  cv::Mat out;
+  cloned(cv::Rect(kClonePad, kClonePad, target8.cols, target8.rows)).convertTo(out, CV_32F);
+  return out;
+}
+
+}  // namespace
+
+cv::Mat FaceHullMask(const std::vector<cv::Point2f>& landmarks, cv::Size frame_size) {
+  cv::Mat mask = cv::Mat::zeros(frame_size, CV_8U);
+  if (landmarks.size() >= 3) cv::fillConvexPoly(mask, HullPoints(landmarks), cv::Scalar(255), cv::LINE_8);
+  return mask;
+}
+
+int FeatherRadiusPx(const std::vector<cv::Point2f>& landmarks, const BlendOptions& options) {
+  const double area = landmarks.size() >= 3 ? cv::contourArea(HullPoints(landmarks)) : 0.0;
+  return std::max(1, static_cast<int>(std::lround(options.feather_fraction * std::sqrt(area))));
+}
+
+absl::Status BlendFace(const BlendInput& in, const BlendOptions& options, cv::Mat* frame_bgr) {
+  if (auto s = Validate(in, frame_bgr); !s.ok()) return s;
+  cv::Mat& frame = *frame_bgr;
+  const cv::Mat hull = FaceHullMask(in.landmarks, frame.size());
+  const cv::Rect roi = cv::boundingRect(hull);
+  if (roi.empty()) return absl::OkStatus();  // hull entirely outside the frame
+  try {
+    const cv::Mat hull_roi = hull(roi);
+    const cv::Mat weight = FeatherWeight(hull_roi, FeatherRadiusPx(in.landmarks, options));
+    cv::Mat target8 = frame(roi);
+    cv::Mat target, result;
+    target8.convertTo(target, CV_32F);
+    const cv::Mat face = target + ChangeInRoi(in, roi);
+    cv::Mat blended = face;
+    if (options.mode == BlendMode::kFull) {
+      // seamlessClone is biased (an unchanged source comes back up to 1-2 levels off), so the
+      // target cloned onto itself is subtracted: an unchanged face then yields exactly zero.
+      const cv::Mat corrected = options.colour_correction ? ColourCorrect(face, target, hull_roi) : face;
+      blended = target + PoissonClone(corrected, target8, hull_roi) - PoissonClone(target, target8, hull_roi);
+    }
+    cv::Mat weight3;
+    cv::merge(std::vector<cv::Mat>{weight, weight, weight}, weight3);
+    result = target + weight3.mul(blended - target);
+    cv::Mat result8;
+    result.convertTo(result8, CV_8U);  // rounds and saturates
+    result8.copyTo(target8, weight > 0.0f);  // pixels with zero weight keep their bytes
+    return absl::OkStatus();
+  } catch (const cv::Exception& e) {
+    return absl::InternalError(absl::StrCat("blend (", options.mode == BlendMode::kFull ? "full" : "simple",
+                                            ") on ", roi.width, "x", roi.height, " region: ", e.what()));
+  }
+}
+
+}  // namespace fusion::models

@@ -1,0 +1,50 @@
+// The blend stage: pastes a generator result (generator.h) back into the decoded target frame.
+//
+// The generator works on an aligned crop; blending pastes only its *change*
+// (fused_crop - target_crop), warped back to the frame with the inverse crop transform, so an
+// unchanged crop (ratio 0) leaves the frame unchanged: exactly in simple mode, within 1 level in
+// full mode (the Lab colour correction's float round-off; the Poisson solver's own bias is
+// cancelled by subtracting the target cloned onto itself).
+// Mask: the convex hull of the 68 target landmarks (frame pixels), eroded by the feather radius r
+// and Gaussian-blurred with a (2r+1)^2 kernel, so the feathered weight is > 0 only inside the hull.
+//   simple mode: out = target + weight * change.
+//   full mode:   colour correction (the changed face's Lab mean/std matched to the target's over
+//                the hull), then Poisson blending (cv::seamlessClone, NORMAL_CLONE, Perez et al.
+//                2003) into the target over the hull, then the same feathered weight.
+// Invariant: every pixel outside FaceHullMask() is byte-identical to the input frame.
+// Thread-safety: free functions, no shared state. Host (OpenCV) code; no LibTorch.
+#pragma once
+
+#include <opencv2/core.hpp>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace fusion::models {
+
+enum class BlendMode { kSimple, kFull };
+
+struct BlendOptions {
+  BlendMode mode = BlendMode::kFull;
+  // Feather radius r in pixels = max(1, round(feather_fraction * sqrt(hull area in px^2))).
+  double feather_fraction = 0.03;
+  bool colour_correction = true;  // full mode only
+};
+
+struct BlendInput {
+  cv::Mat fused_crop;                  // CV_32FC3 RGB [0,1], S x S: generator output
+  cv::Mat target_crop;                 // CV_32FC3 RGB [0,1], S x S: the generator's target input
+  cv::Matx23d frame_to_crop;           // the crop's transform (face_crop.h FaceCrop)
+  std::vector<cv::Point2f> landmarks;  // 68 target landmarks in frame pixels
+};
+
+// CV_8U mask of the frame, 255 inside the convex hull of the landmarks (LINE_8 fill).
+cv::Mat FaceHullMask(const std::vector<cv::Point2f>& landmarks, cv::Size frame_size);
+
+int FeatherRadiusPx(const std::vector<cv::Point2f>& landmarks, const BlendOptions& options);
+
+// Blends one face into `frame_bgr` (CV_8UC3) in place. Errors: InvalidArgument naming the input
+// whose type/size is wrong; Internal with OpenCV's message if seamlessClone fails.
+absl::Status BlendFace(const BlendInput& in, const BlendOptions& options, cv::Mat* frame_bgr);
+
+}  // namespace fusion::models

@@ -1,0 +1,263 @@
+// Keras layers-model interpreter (keras_model.h).
+#include "models/keras/keras_model.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "models/tfjs/weights.h"
+
+namespace fusion::keras {
+
+enum class Op { kInput, kConv, kRelu, kConcat, kAdd, kUpsample, kMultiplyBeta, kPixelShuffle };
+
+struct Layer {
+  std::string name;
+  Op op = Op::kInput;
+  std::vector<int> inputs;  // indices of earlier layers
+  at::Tensor weight, bias;  // conv: OIHW, [O] (bias may be undefined)
+  int kernel = 1, stride = 1, factor = 1;
+  bool same = true, relu = false;
+  double halo = 0;  // receptive-field radius so far, input pixels
+  int scale = 1;    // spatial scale so far
+};
+
+namespace {
+
+using json = nlohmann::json;
+
+absl::Status LayerError(std::string_view origin, const std::string& layer, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(std::string(origin), ": layer '", layer, "': ", what));
+}
+
+// TF "SAME": out = ceil(in/s), total = max((out-1)*s + k - in, 0), before = total/2.
+std::pair<int64_t, int64_t> SamePad(int64_t in, int k, int s) {
+  const int64_t out = (in + s - 1) / s;
+  const int64_t total = std::max<int64_t>((out - 1) * s + k - in, 0);
+  return {total / 2, total - total / 2};
+}
+
+absl::Status ParseConv(const json& c, const tfjs::WeightMap& w, std::string_view origin, Layer* l) {
+  const auto ks = c.at("kernel_size").get<std::vector<int>>();
+  const auto st = c.at("strides").get<std::vector<int>>();
+  const auto dil = c.value("dilation_rate", std::vector<int>{1, 1});
+  const std::string pad = c.at("padding"), act = c.value("activation", "linear");
+  if (ks.size() != 2 || ks[0] != ks[1] || st.size() != 2 || st[0] != st[1]) {
+    return LayerError(origin, l->name, "only square kernels and strides are supported");
+  }
+  if (dil != std::vector<int>{1, 1} || c.value("groups", 1) != 1) {
+    return LayerError(origin, l->name, "dilation and groups must be 1");
+  }
+  if ((pad != "same" && pad != "valid") || (act != "linear" && act != "relu")) {
+    return LayerError(origin, l->name, absl::StrCat("unsupported padding '", pad, "' or activation '", act, "'"));
+  }
+  l->kernel = ks[0], l->stride = st[0], l->same = pad == "same", l->relu = act == "relu";
+  const int64_t filters = c.at("filters").get<int64_t>();
+  auto kernel = w.Get(l->name + "/kernel");
+  if (!kernel.ok()) return LayerError(origin, l->name, std::string(kernel.status().message()));
+  if (kernel->dim() != 4 || kernel->size(0) != ks[0] || kernel->size(1) != ks[1] || kernel->size(3) != filters) {
+    return LayerError(origin, l->name, "kernel shape does not match kernel_size/filters");
+  }
+  l->weight = kernel->permute({3, 2, 0, 1}).contiguous();  // HWIO -> OIHW
+  if (c.value("use_bias", true)) {
+    auto bias = w.Get(l->name + "/bias", {filters});
+    if (!bias.ok()) return LayerError(origin, l->name, std::string(bias.status().message()));
+    l->bias = *bias;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseLayer(const json& j, const tfjs::WeightMap& w, std::string_view origin, Layer* l) {
+  const std::string cls = j.at("class_name");
+  const json& c = j.at("config");
+  if (cls == "InputLayer") {
+    l->op = Op::kInput;
+  } else if (cls == "Conv2D") {
+    l->op = Op::kConv;
+    return ParseConv(c, w, origin, l);
+  } else if (cls == "Activation") {
+    if (c.value("activation", "") != "relu") return LayerError(origin, l->name, "only relu activations are supported");
+    l->op = Op::kRelu;
+  } else if (cls == "Concatenate") {
+    const int axis = c.value("axis", -1);
+    if (axis != 3 && axis != -1) return LayerError(origin, l->name, "only channel-axis concatenation is supported");
+    l->op = Op::kConcat;
+  } else if (cls == "Add") {
+    l->op = Op::kAdd;
+  } else if (cls == "UpSampling2D") {
+    const auto size = c.at("size").get<std::vector<int>>();
+    if (c.value("interpolation", "nearest") != "nearest" || size.size() != 2 || size[0] != size[1] || size[0] < 1) {
+      return LayerError(origin, l->name, "only nearest, square, integer upsampling is supported");
+    }
+    l->op = Op::kUpsample, l->factor = size[0];
+  } else if (cls == "MultiplyBeta") {
+    l->op = Op::kMultiplyBeta;
+  } else if (cls.rfind("PixelShuffle", 0) == 0) {
+    l->op = Op::kPixelShuffle, l->factor = c.at("scale").get<int>();
+  } else {
+    return LayerError(origin, l->name, absl::StrCat("unsupported layer class '", cls, "'"));
+  }
+  return absl::OkStatus();
+}
+
+// Receptive-field bookkeeping for tiling (keras_model.h).
+void Propagate(const std::vector<std::unique_ptr<Layer>>& layers, Layer* l, bool* tileable) {
+  for (int i : l->inputs) {
+    l->halo = std::max(l->halo, layers[i]->halo);
+    l->scale = std::max(l->scale, layers[i]->scale);
+  }
+  if (l->op == Op::kConv) {
+    if (l->stride != 1 || (!l->same && l->kernel != 1)) *tileable = false;
+    l->halo += (l->kernel - 1) / 2.0 / l->scale;
+  } else if (l->op == Op::kUpsample || l->op == Op::kPixelShuffle) {
+    l->scale *= l->factor;
+  }
+}
+
+at::Tensor RunConv(const Layer& l, const at::Tensor& x) {
+  at::Tensor in = x;
+  if (l.same && l.kernel > 1) {
+    const auto [top, bottom] = SamePad(x.size(2), l.kernel, l.stride);
+    const auto [left, right] = SamePad(x.size(3), l.kernel, l.stride);
+    in = at::constant_pad_nd(x, {left, right, top, bottom}, 0.0);
+  }
+  at::Tensor y = at::conv2d(in, l.weight, l.bias, {l.stride, l.stride});
+  return l.relu ? at::relu(y) : y;
+}
+
+at::Tensor RunLayer(const Layer& l, const std::vector<at::Tensor>& in, const at::Tensor& x) {
+  switch (l.op) {
+    case Op::kInput: return x;
+    case Op::kConv: return RunConv(l, in[0]);
+    case Op::kRelu: return at::relu(in[0]);
+    case Op::kConcat: return at::cat(in, 1);
+    case Op::kAdd: {
+      at::Tensor sum = in[0];
+      for (size_t i = 1; i < in.size(); ++i) sum = sum + in[i];
+      return sum;
+    }
+    case Op::kUpsample: {
+      const int64_t f = l.factor;
+      return at::upsample_nearest2d(in[0], {in[0].size(2) * f, in[0].size(3) * f});
+    }
+    case Op::kMultiplyBeta: return in[0] * 0.2;
+    case Op::kPixelShuffle: {
+      // depthToSpace DCR: out[c, h*s+i, w*s+j] = in[(i*s+j)*C' + c, h, w].
+      const int64_t s = l.factor, n = in[0].size(0), h = in[0].size(2), w = in[0].size(3);
+      const int64_t co = in[0].size(1) / (s * s);
+      return in[0].view({n, s, s, co, h, w}).permute({0, 3, 4, 1, 5, 2}).reshape({n, co, h * s, w * s});
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+KerasModel::~KerasModel() = default;
+
+absl::StatusOr<std::unique_ptr<KerasModel>> KerasModel::Load(const std::filesystem::path& model_json) {
+  std::ifstream f(model_json);
+  if (!f) return absl::NotFoundError(absl::StrCat("Keras model not found: ", model_json.string()));
+  std::stringstream text;
+  text << f.rdbuf();
+  auto weights = tfjs::LoadWeights(model_json);
+  if (!weights.ok()) return weights.status();
+  return FromJson(text.str(), *weights, model_json.string());
+}
+
+absl::StatusOr<std::unique_ptr<KerasModel>> KerasModel::FromJson(std::string_view model_json,
+                                                                 const tfjs::WeightMap& weights,
+                                                                 std::string_view origin) {
+  std::unique_ptr<KerasModel> m(new KerasModel());
+  m->origin_ = std::string(origin);
+  std::map<std::string, int> index;
+  std::string current = "(topology)";
+  try {
+    const json doc = json::parse(model_json);
+    const json& cfg = doc.at("modelTopology").at("model_config").at("config");
+    for (const json& j : cfg.at("layers")) {
+      auto l = std::make_unique<Layer>();
+      l->name = current = j.at("name").get<std::string>();
+      for (const json& node : j.at("inbound_nodes")) {
+        for (const json& ref : node) {
+          auto it = index.find(ref.at(0).get<std::string>());
+          if (it == index.end()) return LayerError(origin, l->name, absl::StrCat("unknown inbound layer '", ref.at(0).get<std::string>(), "'"));
+          l->inputs.push_back(it->second);
+        }
+      }
+      if (auto s = ParseLayer(j, weights, origin, l.get()); !s.ok()) return s;
+      if (l->op != Op::kInput && l->inputs.empty()) return LayerError(origin, l->name, "has no inbound layer");
+      if (l->op == Op::kInput) {
+        const auto shape = j.at("config").at("batch_input_shape");
+        if (shape.size() == 4 && shape[3].is_number()) m->input_channels_ = shape[3].get<int>();
+      }
+      Propagate(m->layers_, l.get(), &m->tileable_);
+      index[l->name] = static_cast<int>(m->layers_.size());
+      m->layers_.push_back(std::move(l));
+    }
+    current = "(output_layers)";
+    const std::string out = cfg.at("output_layers").at(0).at(0);
+    if (!index.count(out)) return LayerError(origin, out, "output layer is not defined");
+    m->output_layer_ = index[out];
+  } catch (const std::exception& e) {
+    return LayerError(origin, current, absl::StrCat("malformed model.json: ", e.what()));
+  }
+  m->last_use_.assign(m->layers_.size(), -1);
+  for (size_t i = 0; i < m->layers_.size(); ++i) {
+    for (int k : m->layers_[i]->inputs) m->last_use_[k] = static_cast<int>(i);
+  }
+  const Layer& out = *m->layers_[m->output_layer_];
+  m->scale_ = out.scale;
+  m->halo_px_ = static_cast<int>(std::ceil(out.halo));
+  return m;
+}
+
+absl::StatusOr<at::Tensor> KerasModel::Forward(const at::Tensor& x) const {
+  if (!x.defined() || x.dim() != 4 || x.size(1) != input_channels_ || x.scalar_type() != at::kFloat) {
+    return absl::InvalidArgumentError(absl::StrCat(origin_, ": input must be [N,", input_channels_, ",H,W] float32"));
+  }
+  std::vector<at::Tensor> values(layers_.size());
+  size_t i = 0;
+  try {
+    for (; i < layers_.size(); ++i) {
+      std::vector<at::Tensor> in;
+      for (int k : layers_[i]->inputs) in.push_back(values[k]);
+      values[i] = RunLayer(*layers_[i], in, x);
+      // Drop activations nobody reads any more: the working set is the live frontier only.
+      for (int k : layers_[i]->inputs) {
+        if (last_use_[k] == static_cast<int>(i) && k != output_layer_) values[k] = at::Tensor();
+      }
+    }
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(origin_, ": layer '", layers_[i]->name, "' failed: ", e.what()));
+  }
+  return values[output_layer_];
+}
+
+absl::Status KerasModel::MoveTo(const at::Device& device) {
+  try {
+    for (auto& l : layers_) {
+      if (l->weight.defined()) l->weight = l->weight.to(device);
+      if (l->bias.defined()) l->bias = l->bias.to(device);
+    }
+    return absl::OkStatus();
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(origin_, ": copy to ", device.str(), " failed: ", e.what()));
+  }
+}
+
+uint64_t KerasModel::parameter_bytes() const {
+  uint64_t bytes = 0;
+  for (const auto& l : layers_) {
+    if (l->weight.defined()) bytes += l->weight.numel() * 4;
+    if (l->bias.defined()) bytes += l->bias.numel() * 4;
+  }
+  return bytes;
+}
+
+}  // namespace fusion::keras

@@ -1,0 +1,72 @@
+// Keras layers-model interpreter: runs a TF.js "layers-model" (model.json: Keras Functional
+// topology + weightsManifest, read by tfjs/weights.h) as LibTorch ops on any device.
+// Written for the UpscalerJS ESRGAN models (MODELS.md §3; reference: shared/reference/
+// upscaler_ref.py): layer types InputLayer, Conv2D (stride s, dilation 1, groups 1, padding
+// "same" (TF asymmetric) or "valid", activation linear|relu, bias optional), Activation(relu),
+// Concatenate (channel axis), Add, UpSampling2D (nearest, integer size), and the two custom
+// layers of esrgan-thick: MultiplyBeta (x0.2) and PixelShuffle<s>x (tf.depthToSpace, DCR order).
+//
+// Tensors: Forward takes [N,C,H,W] float32 (NCHW; the model's NHWC input transposed) in the
+// model's own range (ESRGAN slim/medium: RGB 0-255) and returns the single output [N,C',sH,sW]
+// float32, raw (not clipped). Kernels are stored once as OIHW (from HWIO).
+// Tiling: the model is tileable when every conv has stride 1 and keeps the size ("same", or
+// "valid" 1x1); halo_px() is then its receptive-field radius in input pixels, so a tile run with
+// that many context pixels on each side gives the whole-image result in its interior.
+// Errors: parse errors are InvalidArgument naming the model and the layer (unknown class,
+// unsupported option, unknown inbound layer, missing or mis-shaped weight).
+// Thread-safety: immutable after Load() except MoveTo(); Forward() may run concurrently.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace fusion::tfjs {
+class WeightMap;
+}
+
+namespace fusion::keras {
+
+struct Layer;  // keras_model.cc
+
+class KerasModel {
+ public:
+  // Reads model.json and its weight shards (same directory) onto the CPU.
+  static absl::StatusOr<std::unique_ptr<KerasModel>> Load(const std::filesystem::path& model_json);
+  // From model.json text and already decoded weights; `origin` names the model in errors.
+  static absl::StatusOr<std::unique_ptr<KerasModel>> FromJson(std::string_view model_json,
+                                                              const tfjs::WeightMap& weights,
+                                                              std::string_view origin);
+  ~KerasModel();
+
+  // Errors: InvalidArgument naming the model when x is not [N,C,H,W] float32 with the input's C;
+  // Internal naming the layer when a LibTorch op fails.
+  absl::StatusOr<at::Tensor> Forward(const at::Tensor& x) const;
+  // Copies every weight to `device` (HOST->DEVICE). Not thread-safe with Forward().
+  absl::Status MoveTo(const at::Device& device);
+
+  const std::string& origin() const { return origin_; }
+  int input_channels() const { return input_channels_; }
+  int scale() const { return scale_; }             // output side / input side
+  bool tileable() const { return tileable_; }
+  int halo_px() const { return halo_px_; }         // input pixels; meaningful when tileable
+  uint64_t parameter_bytes() const;                // numel * 4 over all weights
+  size_t num_layers() const { return layers_.size(); }
+
+ private:
+  KerasModel() = default;
+  std::string origin_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<int> last_use_;  // per layer: index of the last layer reading it
+  int input_channels_ = 3, output_layer_ = 0, scale_ = 1, halo_px_ = 0;
+  bool tileable_ = true;
+};
+
+}  // namespace fusion::keras

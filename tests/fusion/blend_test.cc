@@ -1,0 +1,118 @@
+// End-to-end classical swap (generator + blend) on real faces: the byte-exact and ratio-0
+// guarantees of issue 4, in both blend modes.
+#include <gtest/gtest.h>
+
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "fusion_fixture.h"
+#include "models/blend/blend.h"
+
+namespace fusion::models {
+namespace {
+
+struct Case {
+  std::string target;
+  BlendMode mode;
+};
+
+std::string ModeName(BlendMode m) { return m == BlendMode::kFull ? "full" : "simple"; }
+
+cv::Mat Load(const std::string& name) {
+  const std::string path = testing::FacePath(name);
+  EXPECT_FALSE(path.empty()) << name << " missing: run scripts/fetch-models.sh (the setup's fetch step)";
+  return path.empty() ? cv::Mat() : cv::imread(path, cv::IMREAD_COLOR);
+}
+
+// Max abs difference per region: outside the 3x3-dilated hull, and inside it.
+struct Diff {
+  double outside = 0, inside = 0, mean_inside = 0;
+};
+
+Diff Compare(const cv::Mat& a, const cv::Mat& b, const cv::Mat& hull) {
+  cv::Mat dilated, d;
+  cv::dilate(hull, dilated, cv::Mat());
+  cv::absdiff(a, b, d);
+  Diff r;
+  cv::Mat dmax = d.reshape(1, d.rows * d.cols);  // per-pixel channels as columns
+  cv::reduce(dmax, dmax, 1, cv::REDUCE_MAX);
+  dmax = dmax.reshape(1, d.rows);
+  cv::minMaxLoc(dmax, nullptr, &r.outside, nullptr, nullptr, dilated == 0);
+  cv::minMaxLoc(dmax, nullptr, &r.inside, nullptr, nullptr, dilated);
+  r.mean_inside = cv::mean(dmax, hull)[0];
+  return r;
+}
+
+class SwapTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(SwapTest, OutsideTheFaceMaskOutputIsByteIdenticalAndRatioZeroKeepsTheTarget) {
+  const cv::Mat source = Load("astronaut_eileen_collins_512.png");
+  const cv::Mat target = Load(GetParam().target);
+  ASSERT_FALSE(source.empty() || target.empty());
+  const auto src_lm = testing::CommittedLandmarks("astronaut_eileen_collins_512.png")[0];
+  const auto faces = testing::CommittedLandmarks(GetParam().target);
+  ASSERT_FALSE(faces.empty());
+  for (double ratio : {1.0, 0.0}) {
+    cv::Mat frame = target.clone();
+    cv::Mat hulls = cv::Mat::zeros(target.size(), CV_8U);
+    for (const auto& face : faces) {
+      ASSERT_TRUE(testing::SwapFace(source, src_lm, face, ratio, GetParam().mode, &frame).ok());
+      hulls |= FaceHullMask(face, target.size());
+    }
+    const Diff d = Compare(testing::PngRoundTrip(frame), target, hulls);
+    std::printf("%s %s ratio %.0f: max diff outside %.0f, inside %.0f, mean inside %.2f\n",
+                GetParam().target.c_str(), ModeName(GetParam().mode).c_str(), ratio, d.outside,
+                d.inside, d.mean_inside);
+    EXPECT_EQ(d.outside, 0.0);
+    if (ratio == 0.0) {
+      EXPECT_LE(d.inside, 1.0);
+    } else {
+      EXPECT_GT(d.mean_inside, 8.0);  // the face really changed
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AstronautOnto, SwapTest,
+    ::testing::Values(Case{"grace_hopper_512x600.jpg", BlendMode::kFull},
+                      Case{"grace_hopper_512x600.jpg", BlendMode::kSimple},
+                      Case{"faceapi_group_sample1.jpg", BlendMode::kFull},
+                      Case{"faceapi_group_sample1.jpg", BlendMode::kSimple}),
+    [](const auto& info) {
+      return (info.param.target.rfind("grace", 0) == 0 ? std::string("Grace") : std::string("Sample1")) +
+             (info.param.mode == BlendMode::kFull ? "Full" : "Simple");
+    });
+
+TEST(Blend, FeatherWeightIsZeroOutsideTheHullAndOneDeepInside) {
+  // A constant change of +40/255 in simple mode: pixels deep in the face get all of it.
+  const auto lm = testing::CommittedLandmarks("grace_hopper_512x600.jpg")[0];
+  cv::Mat frame(600, 512, CV_8UC3, cv::Scalar(100, 100, 100));
+  BlendInput in{cv::Mat(64, 64, CV_32FC3, cv::Scalar::all(140 / 255.0)),
+                cv::Mat(64, 64, CV_32FC3, cv::Scalar::all(100 / 255.0)),
+                cv::Matx23d(0.1, 0, 0, 0, 0.1, 0), lm};  // whole frame maps into the crop
+  BlendOptions simple;
+  simple.mode = BlendMode::kSimple;
+  ASSERT_TRUE(BlendFace(in, simple, &frame).ok());
+  const cv::Mat hull = FaceHullMask(lm, frame.size());
+  const int r = FeatherRadiusPx(lm, simple);
+  cv::Mat deep;
+  cv::erode(hull, deep, cv::getStructuringElement(cv::MORPH_RECT, cv::Size(4 * r + 3, 4 * r + 3)));
+  double lo, hi;
+  cv::minMaxLoc(frame.reshape(1), &lo, &hi);
+  EXPECT_EQ(lo, 100.0);
+  EXPECT_EQ(hi, 140.0);
+  EXPECT_EQ(cv::mean(frame, deep)[0], 140.0);
+  EXPECT_EQ(cv::mean(frame, hull == 0)[0], 100.0);
+  std::printf("feather radius %d px for a %d px^2 hull\n", r, cv::countNonZero(hull));
+}
+
+TEST(Blend, RejectsMismatchedCrops) {
+  cv::Mat frame(32, 32, CV_8UC3);
+  BlendInput in{cv::Mat(8, 8, CV_32FC3), cv::Mat(9, 9, CV_32FC3), cv::Matx23d(), {}};
+  const absl::Status s = BlendFace(in, {}, &frame);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("fused_crop"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace fusion::models

@@ -1,0 +1,126 @@
+// Keras interpreter + ESRGAN: goldens from scripts/make-esrgan-goldens.py (numpy reference),
+// tiling, and parse errors that name the layer.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "fusion_fixture.h"
+#include "models/keras/enhancer.h"
+#include "models/keras/keras_model.h"
+#include "models/tfjs/weights.h"
+
+namespace fusion::keras {
+namespace {
+
+using json = nlohmann::json;
+
+const json& Goldens() {
+  static const json j = [] {
+    std::ifstream f(testing::TestDataPath("fusion/esrgan_goldens.json"));
+    return json::parse(f);
+  }();
+  return j;
+}
+
+// The golden 32x32 crop as [1,3,32,32] float32 RGB 0-255.
+at::Tensor GoldenCrop() {
+  std::vector<float> hwc = Goldens().at("crop_hwc_rgb_u8").get<std::vector<float>>();
+  return at::from_blob(hwc.data(), {1, 32, 32, 3}, at::kFloat).permute({0, 3, 1, 2}).contiguous();
+}
+
+std::unique_ptr<KerasModel> LoadModel(const std::string& rel) {
+  auto m = KerasModel::Load(testing::ModelsDir() + "/" + rel + "/model.json");
+  EXPECT_TRUE(m.ok()) << m.status() << " (run scripts/fetch-models.sh)";
+  return m.ok() ? std::move(*m) : nullptr;
+}
+
+struct EsrganCase {
+  std::string key, rel;
+};
+
+class EsrganGolden : public ::testing::TestWithParam<EsrganCase> {};
+
+TEST_P(EsrganGolden, MatchesTheNumpyReferenceWithinATenthOfALevel) {
+  auto model = LoadModel(GetParam().rel);
+  ASSERT_NE(model, nullptr);
+  const json& g = Goldens().at("models").at(GetParam().key);
+  const int s = g.at("scale");
+  EXPECT_EQ(model->scale(), s);
+  auto y = model->Forward(GoldenCrop());
+  ASSERT_TRUE(y.ok()) << y.status();
+  ASSERT_EQ(y->sizes(), (at::IntArrayRef{1, 3, 32 * s, 32 * s}));
+  const auto ys = g.at("sample_ys").get<std::vector<int64_t>>(), xs = g.at("sample_xs").get<std::vector<int64_t>>();
+  const at::Tensor picked = y->index_select(2, at::tensor(ys)).index_select(3, at::tensor(xs));  // [1,3,32,32]
+  std::vector<float> want = g.at("samples_hwc").get<std::vector<float>>();
+  const at::Tensor golden = at::from_blob(want.data(), {1, 32, 32, 3}, at::kFloat).permute({0, 3, 1, 2});
+  const float max_diff = (picked - golden).abs().max().item<float>();
+  const auto mean = g.at("channel_mean").get<std::vector<float>>();
+  const at::Tensor channel_mean = y->mean({0, 2, 3});
+  std::printf("%s: max |diff| %.5f over %d samples; halo %d px, tileable %d, %zu layers, %llu parameter bytes\n",
+              GetParam().key.c_str(), max_diff, 32 * 32 * 3, model->halo_px(), model->tileable(),
+              model->num_layers(), static_cast<unsigned long long>(model->parameter_bytes()));
+  EXPECT_LE(max_diff, 0.1f);
+  for (int c = 0; c < 3; ++c) EXPECT_NEAR(channel_mean[c].item<float>(), mean[c], 0.01f) << "channel " << c;
+  EXPECT_TRUE(model->tileable());
+}
+
+INSTANTIATE_TEST_SUITE_P(UpscalerJs, EsrganGolden,
+                         ::testing::Values(EsrganCase{"esrgan-slim-x2", "esrgan-slim/x2"},
+                                           EsrganCase{"esrgan-slim-x4", "esrgan-slim/x4"},
+                                           EsrganCase{"esrgan-medium-x4", "esrgan-medium/x4"}),
+                         [](const auto& info) {
+                           std::string n = info.param.key;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+TEST(Enhancer, TiledRunEqualsTheWholeImageRun) {
+  auto model = LoadModel("esrgan-slim/x4");
+  ASSERT_NE(model, nullptr);
+  auto whole = Enhancer::Create(LoadModel("esrgan-slim/x4"), {});
+  auto tiled = Enhancer::Create(std::move(model), {.tile_px = 12});
+  ASSERT_TRUE(whole.ok() && tiled.ok());
+  const at::Tensor x = GoldenCrop() / 255.0;
+  auto a = (*whole)->Run(x);
+  auto b = (*tiled)->Run(x);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->sizes(), (at::IntArrayRef{1, 3, 128, 128}));
+  EXPECT_GE(a->min().item<float>(), 0.0f);
+  EXPECT_LE(a->max().item<float>(), 1.0f);
+  EXPECT_LT((*a - *b).abs().max().item<float>(), 1e-5f);
+}
+
+// A two-layer model.json around `layer` (a JSON object), input named "in" with 4 channels.
+std::string TinyModel(const std::string& layer) {
+  return R"({"modelTopology":{"model_config":{"class_name":"Functional","config":{"layers":[
+    {"class_name":"InputLayer","name":"in","config":{"batch_input_shape":[null,null,null,4]},"inbound_nodes":[]},
+    )" + layer + R"(],"input_layers":[["in",0,0]],"output_layers":[["out",0,0]]}}}})";
+}
+
+TEST(KerasModel, ParseErrorsNameTheLayer) {
+  const tfjs::WeightMap none({}, "test");
+  auto r = KerasModel::FromJson(TinyModel(R"({"class_name":"Lambda","name":"out","config":{},"inbound_nodes":[[["in",0,0,{}]]]})"), none, "tiny");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("layer 'out'"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("Lambda"), std::string::npos) << r.status();
+  r = KerasModel::FromJson(TinyModel(R"({"class_name":"Conv2D","name":"out","config":{"filters":2,"kernel_size":[3,3],"strides":[1,1],"padding":"same","activation":"linear"},"inbound_nodes":[[["in",0,0,{}]]]})"), none, "tiny");
+  EXPECT_NE(r.status().message().find("layer 'out'"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("out/kernel"), std::string::npos) << r.status();
+  r = KerasModel::FromJson(TinyModel(R"({"class_name":"Add","name":"out","config":{},"inbound_nodes":[[["nowhere",0,0,{}]]]})"), none, "tiny");
+  EXPECT_NE(r.status().message().find("unknown inbound layer 'nowhere'"), std::string::npos) << r.status();
+}
+
+TEST(KerasModel, PixelShuffleUsesDepthToSpaceOrder) {
+  const tfjs::WeightMap none({}, "test");
+  auto m = KerasModel::FromJson(TinyModel(R"({"class_name":"PixelShuffle2x","name":"out","config":{"scale":2},"inbound_nodes":[[["in",0,0,{}]]]})"), none, "tiny");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ((*m)->scale(), 2);
+  auto y = (*m)->Forward(at::arange(4, at::kFloat).view({1, 4, 1, 1}));
+  ASSERT_TRUE(y.ok());
+  EXPECT_TRUE(at::equal(*y, at::arange(4, at::kFloat).view({1, 1, 2, 2})));
+}
+
+}  // namespace
+}  // namespace fusion::keras
