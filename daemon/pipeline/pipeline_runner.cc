@@ -155,7 +155,7 @@ class Execution {
 
   // Runs one model stage under the ladder. `input_pixels`: pixels the network sees at once.
   absl::Status Stage(const std::string& name, const std::string& model, uint64_t input_pixels,
-                     const std::string& bucket, float progress, StageFn fn) {
+                     const std::string& bucket, float progress, StageFn fn, int max_tile_px = 256) {
     if (ctx_.Cancelled()) return absl::CancelledError(absl::StrCat("job cancelled before stage '", name, "'"));
     ctx_.StageStarted(name, progress);
     auto spec = store_.catalogue().Get(model);
@@ -165,7 +165,8 @@ class Execution {
                     .tileable = (*spec)->tileable,
                     .working_bytes = std::max<uint64_t>(1, (*spec)->working_set_bytes_per_pixel * input_pixels),
                     .shape_bucket = bucket,
-                    .input_pixels = input_pixels};
+                    .input_pixels = input_pixels,
+                    .max_tile_px = max_tile_px};
     ModelBody body(store_, name, model, std::move(fn));
     auto outcome = ladder_.Run(owner_, stage, body);
     if (!outcome.ok()) return outcome.status();
@@ -370,7 +371,8 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
                      for (size_t i = 0; i < items.size(); ++i) items[i].fused = up[i];
                      scale = EnhanceScale(c);
                      return absl::OkStatus();
-                   });
+                   },
+                   /*max_tile_px=*/128);  // half the 256-px crop: real tiles
     if (!st.ok()) return st;
     for (SwapItem& it : items) {  // the target crop and transform at the enhanced size
       cv::resize(it.target_crop, it.target_crop, it.fused.size(), 0, 0, cv::INTER_CUBIC);
