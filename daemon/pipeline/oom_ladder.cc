@@ -113,6 +113,11 @@ absl::StatusOr<StageOutcome> OomLadder::Run(const Owner& owner, const StageSpec&
         return finish(StageMode::kTiled, "tiled");
       }
       if (admitted && !IsDeviceOom(st)) return st;
+      // A tile that ran out for real: the next, smaller one gets all the room there is.
+      if (admitted) {
+        residency_->EvictAllEvictable();
+        meter_->ReleaseCache();
+      }
     }
   }
 

@@ -155,7 +155,8 @@ class Execution {
 
   // Runs one model stage under the ladder. `input_pixels`: pixels the network sees at once.
   absl::Status Stage(const std::string& name, const std::string& model, uint64_t input_pixels,
-                     const std::string& bucket, float progress, StageFn fn, int max_tile_px = 256) {
+                     const std::string& bucket, float progress, StageFn fn, int max_tile_px = 256,
+                     int min_tile_px = 64) {
     if (ctx_.Cancelled()) return absl::CancelledError(absl::StrCat("job cancelled before stage '", name, "'"));
     ctx_.StageStarted(name, progress);
     auto spec = store_.catalogue().Get(model);
@@ -166,7 +167,8 @@ class Execution {
                     .working_bytes = std::max<uint64_t>(1, (*spec)->working_set_bytes_per_pixel * input_pixels),
                     .shape_bucket = bucket,
                     .input_pixels = input_pixels,
-                    .max_tile_px = max_tile_px};
+                    .max_tile_px = max_tile_px,
+                    .min_tile_px = min_tile_px};
     ModelBody body(store_, name, model, std::move(fn));
     auto outcome = ladder_.Run(owner_, stage, body);
     if (!outcome.ok()) return outcome.status();
@@ -288,9 +290,11 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
   const std::string& device = store_->device();
 
   // detect
+  // Passes run one at a time: the largest network input (multiscale.h's S_hi) bounds the set.
   uint64_t detect_px = 0;
   for (const Picture& p : pics) {
-    detect_px += std::clamp<uint64_t>(p.rgb_small.total(), 416 * 416, 1024 * 1024);
+    const uint64_t side = std::clamp<uint64_t>((std::max(p.rgb_small.cols, p.rgb_small.rows) / 3 + 16) / 32 * 32, 416, 1024);
+    detect_px = std::max(detect_px, side * side);
   }
   absl::Status st = run.Stage("detect", options_.detector, detect_px, Bucket(tgt.rgb_small), 0.05f,
                               [&](const ModelCopy& m, int tile) {
@@ -324,9 +328,8 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
   Picture& src = pics[0];
   Picture& tgt = pics[1];
   const bool by_reference = pics.size() > 2;
-  size_t faces = 0;
-  for (const Picture& p : pics) faces += p.faces.size();
-  absl::Status st = run.Stage("landmarks", m.landmarks, faces * 112 * 112, "112x112", 0.15f,
+  // Faces are processed one at a time: a stage's working set is that of one face.
+  absl::Status st = run.Stage("landmarks", m.landmarks, 112 * 112, "112x112", 0.15f,
                               [&](const ModelCopy& c, int) {
                                 for (Picture& p : pics) {
                                   if (absl::Status s = FindLandmarks(c, p); !s.ok()) return s;
@@ -334,8 +337,7 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
                                 return absl::OkStatus();
                               });
   if (!st.ok()) return st;
-  const size_t described = by_reference ? faces : 1;
-  st = run.Stage("encode", m.encoder, described * 150 * 150, "150x150", 0.25f, [&](const ModelCopy& c, int) {
+  st = run.Stage("encode", m.encoder, 150 * 150, "150x150", 0.25f, [&](const ModelCopy& c, int) {
     if (absl::Status s = DescribeFaces(c, src, {}); !s.ok()) return s;
     if (!by_reference) return absl::OkStatus();
     if (absl::Status s = DescribeFaces(c, pics[2], {}); !s.ok()) return s;
@@ -354,13 +356,13 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
     return absl::FailedPreconditionError(absl::StrCat(
         "no face of the target image is within identity distance ", limit, " of the reference face"));
   }
-  st = run.Stage("generate", m.generator, items.size() * kCropPixels, "256x256", 0.45f,
+  st = run.Stage("generate", m.generator, kCropPixels, "256x256", 0.45f,
                  [&](const ModelCopy& c, int) { return Generate(c, m.device, src, tgt, o.ratio(), items); });
   if (!st.ok()) return st;
 
   if (!m.enhancer.empty()) {
     int scale = 1;
-    st = run.Stage("enhance", m.enhancer, items.size() * kCropPixels, "256x256", 0.6f,
+    st = run.Stage("enhance", m.enhancer, kCropPixels, "256x256", 0.6f,
                    [&](const ModelCopy& c, int tile) {
                      std::vector<cv::Mat> up;
                      for (const SwapItem& it : items) {
@@ -372,7 +374,9 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
                      scale = EnhanceScale(c);
                      return absl::OkStatus();
                    },
-                   /*max_tile_px=*/128);  // half the 256-px crop: real tiles
+                   // Tiles from half the 256-px crop down to 32 px: a 64-px tile of esrgan-slim-x4
+                   // with its 10-px halo still peaks at about 72 MB (measured 673 MB untiled).
+                   /*max_tile_px=*/128, /*min_tile_px=*/32);
     if (!st.ok()) return st;
     for (SwapItem& it : items) {  // the target crop and transform at the enhanced size
       cv::resize(it.target_crop, it.target_crop, it.fused.size(), 0, 0, cv::INTER_CUBIC);
@@ -396,7 +400,7 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
   cv::Mat result_rgb;
   cv::cvtColor(*frame, result_rgb, cv::COLOR_BGR2RGB);
   std::vector<FaceDescriptor> scored(items.size());
-  st = run.Stage("score", m.encoder, items.size() * 150 * 150, "150x150", 0.85f, [&](const ModelCopy& c, int) {
+  st = run.Stage("score", m.encoder, 150 * 150, "150x150", 0.85f, [&](const ModelCopy& c, int) {
     for (size_t i = 0; i < items.size(); ++i) {
       if (absl::Status s = Describe(c, result_rgb, tgt.faces[items[i].face].landmarks, &scored[i]); !s.ok()) return s;
     }

@@ -27,14 +27,21 @@ const faceapi::FaceDetector* DetectorOf(const ModelCopy& copy) {
   return nullptr;
 }
 
-// Tiled detection: regions of the scale a 416 input gives over the whole image, 25% overlap.
+// Tiled detection at the scale of the untiled run's finest pass (multiscale.h: S_hi =
+// clamp(round32(side / 3), 416, 1024) over the whole image): regions of side * tile / S_hi
+// pixels overlapping by a quarter, each at network input tile_px; faces larger than a region
+// come from one more pass over the whole image at input tile_px. Boxes touching an inner region
+// edge are dropped (the overlap sees them whole); NMS merges.
 absl::StatusOr<std::vector<faceapi::FaceBox>> DetectTiled(const faceapi::FaceDetector& det,
                                                           const cv::Mat& rgb, int tile_px) {
   const int w = rgb.cols, h = rgb.rows, side = std::max(w, h);
-  const int region = std::min(side, static_cast<int>(std::ceil(side * tile_px / 416.0)));
+  const int s_hi = std::clamp((side / 3 + 16) / 32 * 32, 416, 1024);
+  const int region = std::min(side, static_cast<int>(std::ceil(static_cast<double>(side) * tile_px / s_hi)));
   const int step = std::max(1, region * 3 / 4);
   const int input = det.FreeInputSize() ? std::max(32, tile_px / 32 * 32) : 0;
-  std::vector<faceapi::FaceBox> all;
+  auto whole = det.Detect(rgb, input);
+  if (!whole.ok()) return whole.status();
+  std::vector<faceapi::FaceBox> all = *whole;
   for (int y0 = 0;; y0 += step) {
     const int y = std::min(y0, std::max(0, h - region));
     for (int x0 = 0;; x0 += step) {
@@ -43,7 +50,6 @@ absl::StatusOr<std::vector<faceapi::FaceBox>> DetectTiled(const faceapi::FaceDet
       auto boxes = det.Detect(rgb(r), input);
       if (!boxes.ok()) return boxes.status();
       for (faceapi::FaceBox b : *boxes) {
-        // A face cut by an inner edge is seen whole by the overlapping neighbour.
         const bool cut = (b.x <= 1 && r.x > 0) || (b.y <= 1 && r.y > 0) ||
                          (b.x + b.w >= r.width - 1 && r.x + r.width < w) ||
                          (b.y + b.h >= r.height - 1 && r.y + r.height < h);

@@ -205,6 +205,62 @@ TEST(PipelineRunner, GreyRgbaAndSixteenBitTargetsKeepTheirFormat) {
   ExpectAtRest();
 }
 
+TEST(PipelineRunner, ReferenceSelectsOnlyTargetFacesOfTheReferencePerson) {
+  v1::JobOptions o = Ratio(1);
+  o.set_faces(v1::REFERENCE);
+  o.mutable_reference()->set_inline_bytes(Grace());  // the target's own person: selected
+  auto same = Swap(o);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ(same->report.faces_swapped(), 1u);
+  // The astronaut is another person: no grace face lies within 0.6 of her (measured 0.658).
+  o.mutable_reference()->set_inline_bytes(Astronaut());
+  auto other = Swap(o);
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(other.status().message().find("within identity distance 0.6"), std::string::npos) << other.status();
+  o.set_reference_max_distance(0.7f);  // a looser threshold admits her
+  auto loose = Swap(o);
+  ASSERT_TRUE(loose.ok()) << loose.status();
+  EXPECT_EQ(loose->report.faces_swapped(), 1u);
+  ExpectAtRest();
+}
+
+TEST(PipelineRunner, RealDeviceOomOnDetectIsRecoveredByEvictionAndRetry) {
+  // Another tenant's pressure the manager has not seen yet: the allocator's budget leaves 12 MiB
+  // above the resident models, below detection's measured ~26 MB peak, so the first attempt
+  // hits a real c10 OutOfMemoryError; evicting the idle models makes room for the retry.
+  ASSERT_TRUE(Swap(Ratio(1)).ok());  // models resident
+  CpuDeviceAllocator& allocator = CpuDeviceAllocator::Install(kBudget);
+  const uint64_t ooms = allocator.oom_count();
+  allocator.SetBudget(allocator.in_use() + (12ull << 20));
+  auto out = Swap(Ratio(1));
+  allocator.SetBudget(kBudget);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_GT(allocator.oom_count(), ooms);
+  const v1::StageReport* detect = StageOf(out->report, "detect");
+  EXPECT_EQ(detect->attempts(), 2u);
+  EXPECT_EQ(detect->mode(), v1::DEVICE);
+  EXPECT_GT(E().residency->Snapshot().totals.evictions, 0u);
+  ExpectAtRest();
+}
+
+TEST(PipelineRunner, UpscaleDoublesTheOutputOnlyWhenAsked) {
+  cv::Mat small;
+  cv::resize(Decode(Grace(), cv::IMREAD_COLOR), small, cv::Size(256, 300), 0, 0, cv::INTER_AREA);
+  v1::JobOptions o = Ratio(1);
+  o.set_upscale(2);
+  auto out = Swap(o, Png(small));
+  ASSERT_TRUE(out.ok()) << out.status();
+  const cv::Mat result = Decode(out->image);
+  EXPECT_EQ(result.cols, 512);
+  EXPECT_EQ(result.rows, 600);
+  EXPECT_EQ(out->report.width(), 512u);
+  const v1::StageReport* up = StageOf(out->report, "upscale");
+  ASSERT_NE(up, nullptr);
+  EXPECT_EQ(up->model(), "esrgan-slim-x2");
+  EXPECT_EQ(up->mode(), v1::DEVICE);
+  ExpectAtRest();
+}
+
 double Psnr(const std::string& a, const std::string& b) {
   return cv::PSNR(Decode(a, cv::IMREAD_COLOR), Decode(b, cv::IMREAD_COLOR));
 }
