@@ -3,6 +3,7 @@
 #include "pipeline/pipeline_runner.h"
 
 #include <functional>
+#include <future>
 
 #include <opencv2/imgproc.hpp>
 
@@ -149,9 +150,14 @@ namespace {
 // One job's run: its pictures, the stages' reports, the progress sink.
 class Execution {
  public:
-  Execution(const ModelStore& store, OomLadder& ladder, const Owner& owner,
-            jobs::JobRunner::Context& ctx, v1::JobResult& report)
-      : store_(store), ladder_(ladder), owner_(owner), ctx_(ctx), report_(report) {}
+  // `plan`: the model of every model stage in run order (StageModels), for prefetch.
+  Execution(const ModelStore& store, ResidencyManager& residency, OomLadder& ladder, const Owner& owner,
+            jobs::JobRunner::Context& ctx, v1::JobResult& report, std::vector<std::string> plan)
+      : store_(store), residency_(residency), ladder_(ladder), owner_(owner), ctx_(ctx), report_(report),
+        plan_(std::move(plan)) {}
+  ~Execution() {
+    if (prefetch_.valid()) prefetch_.wait();
+  }
 
   // Runs one model stage under the ladder. `input_pixels`: pixels the network sees at once.
   absl::Status Stage(const std::string& name, const std::string& model, uint64_t input_pixels,
@@ -169,9 +175,17 @@ class Execution {
                     .input_pixels = input_pixels,
                     .max_tile_px = max_tile_px,
                     .min_tile_px = min_tile_px};
+    // The prefetch of this stage's model (started while the previous stage ran) counts as
+    // upload wait; then the next model comes up while this stage runs.
+    const absl::Time wait_start = absl::Now();
+    if (prefetch_.valid()) prefetch_.wait();
+    const double prefetch_wait_ms = absl::ToDoubleMilliseconds(absl::Now() - wait_start);
+    while (next_ < plan_.size() && plan_[next_] == model) ++next_;
+    if (next_ < plan_.size()) Prefetch(plan_[next_]);
     ModelBody body(store_, name, model, std::move(fn));
     auto outcome = ladder_.Run(owner_, stage, body);
     if (!outcome.ok()) return outcome.status();
+    outcome->upload_wait_ms += prefetch_wait_ms;
     v1::StageReport r;
     r.set_name(name);
     r.set_model(model);
@@ -201,6 +215,22 @@ class Execution {
   }
 
  private:
+  // Uploads `model` on a worker thread when it fits in the free budget now, evicting nothing
+  // (DESIGN.md §3 prefetch; on CUDA this would be a side stream). Failures only cost the wait.
+  void Prefetch(const std::string& model) {
+    const ResidencySnapshot s = residency_.Snapshot();
+    for (const ModelSnapshot& m : s.models) {
+      if (m.name != model) continue;
+      if (m.state != ModelState::kAbsent && m.state != ModelState::kHost) return;  // there or coming
+      if (s.device.used_bytes + s.device.reserved_bytes + m.bytes > s.device.budget_bytes) return;
+      ResidencyManager* r = &residency_;
+      prefetch_ = std::async(std::launch::async, [r, model] {
+        (void)r->Load(model, absl::Now() + absl::Seconds(5));
+      });
+      return;
+    }
+  }
+
   void Finish(const v1::StageReport& r, float progress, const std::vector<std::string>& degradations) {
     *report_.add_stages() = r;
     for (const std::string& d : degradations) {
@@ -211,10 +241,14 @@ class Execution {
   }
 
   const ModelStore& store_;
+  ResidencyManager& residency_;
   OomLadder& ladder_;
   const Owner owner_;
   jobs::JobRunner::Context& ctx_;
   v1::JobResult& report_;
+  const std::vector<std::string> plan_;
+  size_t next_ = 0;
+  std::future<void> prefetch_;
 };
 
 absl::StatusOr<Picture> MakePicture(const cv::Mat& bgr, std::string what, uint32_t max_side) {
@@ -286,7 +320,9 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
   Output output;
   v1::JobResult& report = output.report;
   report.set_device(store_->device());
-  Execution run(*store_, ladder_, owner, context, report);
+  auto plan = StageModels(o.SerializeAsString());
+  if (!plan.ok()) return plan.status();
+  Execution run(*store_, *residency_, ladder_, owner, context, report, *std::move(plan));
   const std::string& device = store_->device();
 
   // detect

@@ -261,6 +261,22 @@ TEST(PipelineRunner, UpscaleDoublesTheOutputOnlyWhenAsked) {
   ExpectAtRest();
 }
 
+TEST(PipelineRunner, NextStageModelIsPrefetchedWhileTheCurrentStageRuns) {
+  for (const char* m : {"tiny_face_detector", "face_landmark_68", "face_recognition", "classical-fusion"}) {
+    (void)E().residency->Unload(m);
+  }
+  const ResidencyCounters before = E().residency->Snapshot().totals;
+  ASSERT_TRUE(Swap(Ratio(1)).ok());
+  const ResidencyCounters after = E().residency->Snapshot().totals;
+  // Each model is uploaded once (a prefetch's Load counts that miss). Without prefetch only
+  // score would find its model on the device (1 hit); with it landmarks, encode and generate
+  // find theirs too, uploaded while the previous stage ran.
+  EXPECT_EQ(after.misses - before.misses, 4u);
+  EXPECT_EQ(after.hits - before.hits, 4u);
+  EXPECT_EQ(after.uploads - before.uploads, 4u);
+  ExpectAtRest();
+}
+
 double Psnr(const std::string& a, const std::string& b) {
   return cv::PSNR(Decode(a, cv::IMREAD_COLOR), Decode(b, cv::IMREAD_COLOR));
 }
