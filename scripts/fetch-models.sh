@@ -57,12 +57,16 @@ for m in cat["models"]:
 PYEOF
 }
 
-verify_all() {  # exit status 0 when every model and test-data file is present and matches
+verify_models() {  # 0 when every catalogued file is present and matches
   local sum path rest
   while read -r sum path rest; do
     [ -f "$MODELS_DIR/$path" ] || return 1
     echo "$sum  $MODELS_DIR/$path"
-  done < <(catalogue_files) | sha256sum --check --quiet --status || return 1
+  done < <(catalogue_files) | sha256sum --check --quiet --status
+}
+
+verify_testdata() {
+  local entry sum path
   for entry in "${TESTDATA[@]}"; do
     sum=${entry%%|*}; path=${entry#*|}
     [ -f "$TESTDATA_DIR/$path" ] || return 1
@@ -89,8 +93,12 @@ fetch_tarballs() {
 
 extract_models() {
   local sum path pkg member tmp
-  tmp=$(mktemp -d); trap 'rm -rf "$tmp"' RETURN
+  tmp=$(mktemp -d "$MODELS_DIR/.stage.XXXXXX"); trap 'rm -rf "$tmp"' RETURN  # same filesystem: mv is a rename
   while read -r sum path pkg member; do
+    # Only what is missing or corrupt is replaced (other processes may be reading the rest).
+    if echo "$sum  $MODELS_DIR/$path" | sha256sum --check --quiet --status 2>/dev/null; then continue; fi
+    [ -f "$CACHE_DIR/$pkg" ] ||
+      die "models/manifest.json: $path comes from $pkg, which is not among PACKAGES in $0"
     mkdir -p "$(dirname "$MODELS_DIR/$path")"
     tar -xzf "$CACHE_DIR/$pkg" -C "$tmp" "$member" || die "$pkg has no $member"
     mv -f "$tmp/$member" "$MODELS_DIR/$path"
@@ -102,13 +110,14 @@ extract_models() {
 extract_testdata() {
   local tgz="$CACHE_DIR/vladmandic-face-api-1.7.15.tgz" i
   mkdir -p "$TESTDATA_DIR/faces"
+  local stage; stage=$(mktemp -d "$TESTDATA_DIR/.stage.XXXXXX")
   for i in 1 2 3 4 5 6; do
-    tar -xzf "$tgz" -O "package/demo/sample$i.jpg" >"$TESTDATA_DIR/faces/sample$i.jpg"
+    tar -xzf "$tgz" -O "package/demo/sample$i.jpg" >"$stage/sample$i.jpg"
   done
   # The mosaic of shared/data/faces/LICENSES.md: a 2x2 grid of samples 1-4 (row-major), each
   # centred on a black 1920x1448 cell (an odd remainder puts the extra row on top), no
   # resampling, JPEG quality 90.
-  "$PY" - "$TESTDATA_DIR/faces" <<'PYEOF' || die "building the mosaic needs python3-opencv (scripts/setup.sh)"
+  "$PY" - "$stage" <<'PYEOF' || die "building the mosaic needs python3-opencv (scripts/setup.sh)"
 import sys, cv2, numpy as np
 d = sys.argv[1]
 grid = np.zeros((2 * 1448, 2 * 1920, 3), np.uint8)
@@ -124,20 +133,24 @@ PYEOF
   local entry sum path
   for entry in "${TESTDATA[@]}"; do
     sum=${entry%%|*}; path=${entry#*|}
-    echo "$sum  $TESTDATA_DIR/$path" | sha256sum --check --quiet --status ||
-      die "$TESTDATA_DIR/$path: sha256 $(sha256sum "$TESTDATA_DIR/$path" | cut -d' ' -f1) differs from $sum"
+    echo "$sum  $stage/${path#faces/}" | sha256sum --check --quiet --status ||
+      die "$path: sha256 $(sha256sum "$stage/${path#faces/}" | cut -d' ' -f1) differs from $sum"
   done
+  mv -f "$stage"/* "$TESTDATA_DIR/faces/"  # each rename is atomic
+  rmdir "$stage"
 }
 
 [ -f "$CATALOGUE" ] || die "no catalogue at $CATALOGUE"
-if verify_all 2>/dev/null; then
-  exit 0
-fi
+models_ok=0; testdata_ok=0
+verify_models 2>/dev/null && models_ok=1
+verify_testdata 2>/dev/null && testdata_ok=1
+[ $models_ok = 1 ] && [ $testdata_ok = 1 ] && exit 0
 start=$(date +%s%N)
 fetch_tarballs
 mkdir -p "$MODELS_DIR"
-extract_models
-extract_testdata
-verify_all || die "verification failed after extraction"
+[ $models_ok = 1 ] || extract_models
+[ $testdata_ok = 1 ] || extract_testdata
+verify_models || die "model files still fail verification after extraction"
+verify_testdata || die "test data still fails verification after extraction"
 echo "fetch-models: models in $MODELS_DIR, test data in $TESTDATA_DIR" \
   "($(( ($(date +%s%N) - start) / 1000000 )) ms)" >&2

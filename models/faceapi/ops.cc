@@ -15,6 +15,14 @@ std::pair<int64_t, int64_t> SamePad(int64_t in, int k, int s) {
 
 }  // namespace
 
+at::Tensor Conv2d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int stride, int64_t groups) {
+  const c10::optional<at::Tensor> bias = b.defined() ? c10::optional<at::Tensor>(b) : c10::nullopt;
+  if (x.is_cpu() && x.scalar_type() == at::kFloat && at::hasMKLDNN()) {
+    return at::mkldnn_convolution(x.contiguous(), w, bias, {0, 0}, {stride, stride}, {1, 1}, groups);
+  }
+  return at::conv2d(x, w, bias, at::IntArrayRef{stride, stride}, at::IntArrayRef{0, 0}, at::IntArrayRef{1, 1}, groups);
+}
+
 at::Tensor PadSame(const at::Tensor& x, int k, int s, double value) {
   auto [top, bottom] = SamePad(x.size(2), k, s);
   auto [left, right] = SamePad(x.size(3), k, s);
@@ -24,15 +32,14 @@ at::Tensor PadSame(const at::Tensor& x, int k, int s, double value) {
 
 at::Tensor Conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int stride, bool same) {
   const int k = static_cast<int>(w.size(2));
-  return at::conv2d(same ? PadSame(x, k, stride) : x, w, b, {stride, stride});
+  return Conv2d(same ? PadSame(x, k, stride) : x, w, b, stride);
 }
 
 at::Tensor SeparableConv(const at::Tensor& x, const at::Tensor& dw, const at::Tensor& pw,
                          const at::Tensor& b, int stride) {
   const int k = static_cast<int>(dw.size(2));
-  at::Tensor y = at::conv2d(PadSame(x, k, stride), dw, at::Tensor(), at::IntArrayRef{stride, stride},
-                            at::IntArrayRef{0, 0}, at::IntArrayRef{1, 1}, x.size(1));
-  return at::conv2d(y, pw, b);
+  at::Tensor y = Conv2d(PadSame(x, k, stride), dw, at::Tensor(), stride, x.size(1));
+  return Conv2d(y, pw, b);
 }
 
 at::Tensor ChannelAffine(const at::Tensor& x, const at::Tensor& s, const at::Tensor& b) {

@@ -4,6 +4,8 @@
 
 #include <stdexcept>
 
+#include "absl/strings/str_cat.h"
+
 namespace fusion::faceapi {
 
 absl::Status Params::Take(const tfjs::WeightMap& w, const std::string& name,
@@ -17,7 +19,11 @@ absl::Status Params::Take(const tfjs::WeightMap& w, const std::string& name,
     case Layout::kDepthwise: v = v.permute({2, 3, 0, 1}); break;
     case Layout::kLinear: v = v.t(); break;
   }
-  tensors_[name] = v.contiguous().to(device_);
+  try {
+    tensors_[name] = v.contiguous().to(device_);
+  } catch (const std::exception& e) {
+    return absl::ResourceExhaustedError(absl::StrCat(w.origin(), ": tensor '", name, "': ", e.what()));
+  }
   return absl::OkStatus();
 }
 

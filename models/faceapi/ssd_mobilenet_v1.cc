@@ -78,8 +78,7 @@ at::Tensor SsdMobilenetV1::Pointwise(const at::Tensor& x, const std::string& pre
 
 at::Tensor SsdMobilenetV1::Depthwise(const at::Tensor& x, const std::string& d, int stride) const {
   const Params& p = params_;
-  at::Tensor y = at::conv2d(ops::PadSame(x, 3, stride), p[d + "/depthwise_weights"], at::Tensor(),
-                            at::IntArrayRef{stride, stride}, at::IntArrayRef{0, 0}, at::IntArrayRef{1, 1}, x.size(1));
+  at::Tensor y = ops::Conv2d(ops::PadSame(x, 3, stride), p[d + "/depthwise_weights"], at::Tensor(), stride, x.size(1));
   const at::Tensor scale = p[d + "/BatchNorm/gamma"] / at::sqrt(p[d + "/BatchNorm/moving_variance"] + kBnEpsilon);
   const at::Tensor shift = p[d + "/BatchNorm/beta"] - p[d + "/BatchNorm/moving_mean"] * scale;
   return at::clamp(ops::ChannelAffine(y, scale, shift), 0, 6);
@@ -89,8 +88,8 @@ std::pair<at::Tensor, at::Tensor> SsdMobilenetV1::BoxPredictor(const at::Tensor&
   const std::string b = absl::StrCat("Prediction/BoxPredictor_", k);
   const int64_t n = x.size(0);
   // TF reshapes NHWC outputs: location-major, then anchor, then coordinate/class.
-  at::Tensor box = at::conv2d(x, params_[b + "/BoxEncodingPredictor/weights"], params_[b + "/BoxEncodingPredictor/biases"]);
-  at::Tensor cls = at::conv2d(x, params_[b + "/ClassPredictor/weights"], params_[b + "/ClassPredictor/biases"]);
+  at::Tensor box = ops::Conv2d(x, params_[b + "/BoxEncodingPredictor/weights"], params_[b + "/BoxEncodingPredictor/biases"]);
+  at::Tensor cls = ops::Conv2d(x, params_[b + "/ClassPredictor/weights"], params_[b + "/ClassPredictor/biases"]);
   return {box.permute({0, 2, 3, 1}).reshape({n, -1, 4}), cls.permute({0, 2, 3, 1}).reshape({n, -1, 3})};
 }
 

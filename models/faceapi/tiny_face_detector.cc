@@ -64,16 +64,15 @@ at::Tensor TinyFaceDetector::Forward(const at::Tensor& input) const {
   for (int i = 1; i <= 5; ++i) {
     const std::string c = absl::StrCat("conv", i);
     x = at::constant_pad_nd(x, {1, 1, 1, 1}, 0.0);
-    x = at::conv2d(x, p[c + "/depthwise_filter"], at::Tensor(), at::IntArrayRef{1, 1}, at::IntArrayRef{0, 0},
-                   at::IntArrayRef{1, 1}, x.size(1));
-    x = at::leaky_relu(at::conv2d(x, p[c + "/pointwise_filter"], p[c + "/bias"]), 0.1);
+    x = ops::Conv2d(x, p[c + "/depthwise_filter"], at::Tensor(), 1, x.size(1));
+    x = at::leaky_relu(ops::Conv2d(x, p[c + "/pointwise_filter"], p[c + "/bias"]), 0.1);
     if (i < 5) {
       x = at::max_pool2d(x, {2, 2}, {2, 2}, {0, 0}, {1, 1}, /*ceil_mode=*/true);
     } else {  // 2x2 stride 1 "SAME": one -inf row/column at the bottom/right
       x = at::max_pool2d(ops::PadSame(x, 2, 1, -std::numeric_limits<double>::infinity()), {2, 2}, {1, 1});
     }
   }
-  return at::conv2d(x, p["conv8/filters"], p["conv8/bias"]);
+  return ops::Conv2d(x, p["conv8/filters"], p["conv8/bias"]);
 }
 
 std::vector<FaceBox> DecodeTinyYolo(const at::Tensor& out_any, int image_w, int image_h, int input_size,

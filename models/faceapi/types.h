@@ -1,5 +1,6 @@
 // Value types shared by the face-api networks (no LibTorch): boxes, landmarks, input contracts.
 // Coordinates are pixels of the image the caller passed (x right, y down, origin top-left).
+// Thread-safety: plain value types and pure functions.
 #pragma once
 
 #include <array>

@@ -177,7 +177,12 @@ absl::StatusOr<WeightMap> DecodeWeights(const ParsedManifest& manifest,
     if (tensors.count(t.name) != 0) {
       return absl::InvalidArgumentError(absl::StrCat(origin, ": tensor '", t.name, "' appears twice"));
     }
-    tensors.emplace(t.name, DecodeOne(t, group_buffers[t.group].data() + t.offset));
+    try {  // allocation is the only thing that can throw here
+      tensors.emplace(t.name, DecodeOne(t, group_buffers[t.group].data() + t.offset));
+    } catch (const std::exception& e) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(origin, ": tensor '", t.name, "' ", ShapeString(t.shape), ": ", e.what()));
+    }
   }
   return WeightMap(std::move(tensors), origin);
 }

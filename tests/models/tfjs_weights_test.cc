@@ -131,3 +131,26 @@ TEST(TfjsWeights, FaceApiManifestsDecodeToTheCataloguedDeviceBytes) {
 
 }  // namespace
 }  // namespace fusion::tfjs
+
+namespace fusion::tfjs {
+namespace {
+
+// UpscalerJS layers-model files: model.json's weightsManifest (float32, alphabetical order).
+TEST(TfjsWeights, UpscalerJsModelJsonWeightsDecodeToTheCataloguedDeviceBytes) {
+  auto cat = models::ModelCatalogue::Create(
+      {.manifest = testing::CatalogueJson(), .models_dir = testing::ModelsDir()});
+  ASSERT_TRUE(cat.ok()) << cat.status();
+  for (const char* name : {"esrgan-slim-x2", "esrgan-slim-x4", "esrgan-medium-x2", "esrgan-medium-x4"}) {
+    const models::ModelSpec* spec = *(*cat)->Get(name);
+    auto w = LoadWeights((*cat)->PathOf(spec->files[0]));
+    ASSERT_TRUE(w.ok()) << w.status();
+    EXPECT_EQ(w->Fp32Bytes(), spec->device_bytes) << name;
+    EXPECT_TRUE(w->Contains("F_m1/kernel")) << name;
+  }
+  auto slim4 = LoadWeights(testing::ModelsDir() / "esrgan-slim/x4/model.json");
+  ASSERT_TRUE(slim4.ok());
+  EXPECT_TRUE(slim4->Get("UPN3/kernel", {3, 3, 32, 48}).ok()) << slim4->Get("UPN3/kernel", {3, 3, 32, 48}).status();
+}
+
+}  // namespace
+}  // namespace fusion::tfjs
