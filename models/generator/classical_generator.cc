@@ -108,9 +108,10 @@ std::pair<at::Tensor, at::Tensor> MaskedMoments(const at::Tensor& x, const at::T
   return {mean, var.sqrt().clamp_min(1e-3)};
 }
 
+// Per-pixel 3x3 colour matrix on [N,3,H,W] (a matmul: conv2d 1x1 takes a slow BLAS path on CPU).
 at::Tensor Mix(const at::Tensor& x, const std::array<float, 9>& m) {
-  at::Tensor w = at::tensor(at::ArrayRef<float>(m.data(), 9), x.options()).view({3, 3, 1, 1});
-  return at::conv2d(x, w);
+  const at::Tensor w = at::tensor(at::ArrayRef<float>(m.data(), 9), x.options()).view({3, 3});
+  return at::matmul(w, x.reshape({x.size(0), 3, -1})).view(x.sizes());
 }
 
 at::Tensor WhitePoint(const at::Tensor& like) {

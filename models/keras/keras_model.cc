@@ -126,7 +126,15 @@ at::Tensor RunConv(const Layer& l, const at::Tensor& x) {
     const auto [left, right] = SamePad(x.size(3), l.kernel, l.stride);
     in = at::constant_pad_nd(x, {left, right, top, bottom}, 0.0);
   }
-  at::Tensor y = at::conv2d(in, l.weight, l.bias, {l.stride, l.stride});
+  at::Tensor y;
+  if (in.is_cpu() && at::hasMKLDNN()) {
+    // Debian's LibTorch has no optimised BLAS and at::conv2d takes its slow BLAS path for batch-1
+    // CPU convolutions; oneDNN directly is several times faster (fusion_bench).
+    const c10::optional<at::Tensor> bias = l.bias.defined() ? c10::optional<at::Tensor>(l.bias) : c10::nullopt;
+    y = at::mkldnn_convolution(in.contiguous(), l.weight, bias, {0, 0}, {l.stride, l.stride}, {1, 1}, 1);
+  } else {
+    y = at::conv2d(in, l.weight, l.bias, {l.stride, l.stride});
+  }
   return l.relu ? at::relu(y) : y;
 }
 

@@ -8,7 +8,8 @@
 //
 // Tensors: Forward takes [N,C,H,W] float32 (NCHW; the model's NHWC input transposed) in the
 // model's own range (ESRGAN slim/medium: RGB 0-255) and returns the single output [N,C',sH,sW]
-// float32, raw (not clipped). Kernels are stored once as OIHW (from HWIO).
+// float32, raw (not clipped). Kernels are stored once as OIHW (from HWIO). On the CPU the
+// convolutions call oneDNN directly (at::mkldnn_convolution), elsewhere at::conv2d.
 // Tiling: the model is tileable when every conv has stride 1 and keeps the size ("same", or
 // "valid" 1x1); halo_px() is then its receptive-field radius in input pixels, so a tile run with
 // that many context pixels on each side gives the whole-image result in its interior.

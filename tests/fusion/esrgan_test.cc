@@ -40,6 +40,8 @@ struct EsrganCase {
   std::string key, rel;
 };
 
+void PrintTo(const EsrganCase& c, std::ostream* os) { *os << c.rel; }
+
 class EsrganGolden : public ::testing::TestWithParam<EsrganCase> {};
 
 TEST_P(EsrganGolden, MatchesTheNumpyReferenceWithinATenthOfALevel) {
