@@ -56,6 +56,19 @@ absl::Status ReadUids(const toml::node& node, const std::string& origin, const s
   return absl::OkStatus();
 }
 
+absl::Status ReadStrings(const toml::node& node, const std::string& origin, const std::string& key,
+                         std::vector<std::string>& out) {
+  const toml::array* arr = node.as_array();
+  if (arr == nullptr) return KeyError(origin, key, "must be an array of strings");
+  out.clear();
+  for (const toml::node& e : *arr) {
+    auto v = e.value<std::string>();
+    if (!v) return KeyError(origin, key, "every entry must be a string");
+    out.push_back(*v);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SizeFlag(const std::string& flag, const std::string& text, uint64_t& out) {
   auto parsed = ParseSize(text);
   if (!parsed.ok()) {
@@ -92,6 +105,7 @@ absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
     else if (key == "socket_group") st = ReadString(node, origin, key, config.socket_group);
     else if (key == "log_level") st = ReadString(node, origin, key, config.log_level);
     else if (key == "allowed_uids") st = ReadUids(node, origin, key, config.allowed_uids);
+    else if (key == "pin_models") st = ReadStrings(node, origin, key, config.pin_models);
     else if (key == "drain_ms") {
       auto i = node.value<int64_t>();
       if (!i || *i < 0) st = KeyError(origin, key, "must be a non-negative integer (ms)");
@@ -139,6 +153,8 @@ absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const*
   app.add_option("--device-memory-reserve", reserve, "kept free for other processes (default 512MiB)");
   app.add_option("--models-dir", models_dir, "directory of fetched model weights");
   app.add_option("--manifest", manifest, "model catalogue (manifest.json); default: installed next to the binary");
+  std::vector<std::string> pin_models;
+  app.add_option("--pin-model", pin_models, "keep this catalogue model resident (hot); repeatable");
   app.add_option("--state-dir", state_dir, "directory for the job journal and results");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off");
   try {
@@ -167,6 +183,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const*
   if (!device.empty()) config.device = device;
   if (!models_dir.empty()) config.models_dir = models_dir;
   if (!manifest.empty()) config.manifest = manifest;
+  if (!pin_models.empty()) config.pin_models = pin_models;
   if (!state_dir.empty()) config.state_dir = state_dir;
   if (!log_level.empty()) config.log_level = log_level;
   if (!device_limit.empty()) {

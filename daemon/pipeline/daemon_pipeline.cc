@@ -25,6 +25,7 @@ std::string ResolveManifest(const std::string& configured) {
 absl::StatusOr<std::unique_ptr<DaemonPipeline>> DaemonPipeline::Create(const DaemonConfig& config) {
   std::unique_ptr<DaemonPipeline> self(new DaemonPipeline());
   self->manifest_ = ResolveManifest(config.manifest);
+  self->pin_models_ = config.pin_models;
   auto catalogue = models::ModelCatalogue::Create({self->manifest_, config.models_dir});
   if (!catalogue.ok()) return catalogue.status();
   self->catalogue_ = *std::move(catalogue);
@@ -55,6 +56,14 @@ ServerHooks DaemonPipeline::Hooks() {
   hooks.catalogue = catalogue_.get();
   hooks.on_residency = [this](ResidencyManager& residency) -> absl::StatusOr<jobs::JobRunner*> {
     if (absl::Status st = store_->RegisterAll(residency); !st.ok()) return st;
+    for (const std::string& name : pin_models_) {
+      if (!catalogue_->Get(name).ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("pin_models: '", name, "' is not in the catalogue"));
+      }
+      if (absl::Status st = residency.Pin(name, absl::Now() + absl::Seconds(60)); !st.ok()) {
+        spdlog::warn("pin_models: cannot pin '{}': {}", name, st.ToString());
+      }
+    }
     runner_ = std::make_unique<PipelineRunner>(store_.get(), &residency, meter_.get(), faults_.get(),
                                                PipelineRunner::Options{});
     return runner_.get();

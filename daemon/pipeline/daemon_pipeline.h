@@ -2,7 +2,8 @@
 // device meter (on `cpu` the budget-enforcing allocator is installed, its budget kept equal to
 // the device budget), the model store (the residency manager's loader), fault injection
 // (FUSIOND_FAULTS, test builds only) and the PipelineRunner — and the hooks that attach them to
-// the DaemonServer.
+// the DaemonServer. config.pin_models are pinned once the models are registered (an unknown
+// name stops the daemon with INVALID_ARGUMENT; a pin that does not fit is a warning).
 // Manifest: config.manifest; else <directory of the fusiond binary>/../share/fusiond/manifest.json
 // when it exists (cmake --install puts it there); else the source tree's models/manifest.json
 // compiled in (running from a build tree). Weights come from config.models_dir.
@@ -13,6 +14,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "config/config.h"
@@ -33,6 +35,7 @@ class DaemonPipeline {
  private:
   DaemonPipeline() = default;
   std::string manifest_;
+  std::vector<std::string> pin_models_;
   std::unique_ptr<models::ModelCatalogue> catalogue_;
   std::unique_ptr<DeviceMeter> meter_;
   std::unique_ptr<ModelStore> store_;

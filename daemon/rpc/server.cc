@@ -33,7 +33,10 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
   self->device_ = *std::move(device);
   // No model loader until the models catalogue attaches one (RegisterModel refuses before).
   auto residency = ResidencyManager::Create(
-      {.host_budget_bytes = config.host_memory_limit, .loader = hooks.loader});
+      {.host_budget_bytes = config.host_memory_limit,
+       .loader = hooks.loader,
+       // One-shot models (detect, landmarks) go right after use above 85% of the budget.
+       .one_shot_pressure = 0.85});
   if (!residency.ok()) return residency.status();
   self->residency_ = *std::move(residency);
   auto watcher = BudgetWatcher::Create(

@@ -40,14 +40,15 @@ std::pair<uint32_t, uint32_t> PngSize(const std::string& png) {
 
 class SwapProcessTest : public ::testing::Test {
  protected:
-  std::unique_ptr<Process> StartDaemon(const std::string& faults = "") {
+  std::unique_ptr<Process> StartDaemon(const std::string& faults = "", std::vector<std::string> extra = {}) {
     const std::string state = dir_.File("state-" + std::to_string(++daemons_));
     std::vector<std::string> env;
     if (!faults.empty()) env.push_back("FUSIOND_FAULTS=" + faults);
-    auto p = std::make_unique<Process>(
-        std::vector<std::string>{FUSIOND_BIN, "--socket", socket_, "--device", "cpu", "--device-memory-limit",
-                                 "1GiB", "--state-dir", state, "--models-dir", FUSION_MODELS_DIR},
-        dir_.path(), -1, env);
+    std::vector<std::string> argv = {FUSIOND_BIN,     "--socket",     socket_,           "--device",
+                                     "cpu",           "--device-memory-limit", "1GiB", "--state-dir",
+                                     state,           "--models-dir", FUSION_MODELS_DIR};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto p = std::make_unique<Process>(argv, dir_.path(), -1, env);
     EXPECT_TRUE(testing::WaitFor([&] { return Exists(socket_) || !p->Running(); }, absl::Seconds(20)));
     return p;
   }
@@ -84,7 +85,7 @@ class SwapProcessTest : public ::testing::Test {
 };
 
 TEST_F(SwapProcessTest, SwapThroughTheDaemonWritesATargetSizedPngWithTheSourceIdentity) {
-  auto daemon = StartDaemon();
+  auto daemon = StartDaemon("", {"--pin-model", "face_recognition"});
   ASSERT_TRUE(daemon->Running());
   const RunResult swapped = SwapJson(dir_.File("out.png"));
   ASSERT_EQ(swapped.exit_code, 0) << swapped.err;
@@ -108,7 +109,11 @@ TEST_F(SwapProcessTest, SwapThroughTheDaemonWritesATargetSizedPngWithTheSourceId
   ExpectAtRest();
   const RunResult models = Ctl({"models", "--json"});
   ASSERT_EQ(models.exit_code, 0) << models.err;
-  EXPECT_EQ(nlohmann::json::parse(models.out).size(), 9u);  // every catalogue model
+  const nlohmann::json listed = nlohmann::json::parse(models.out);
+  EXPECT_EQ(listed.size(), 9u);  // every catalogue model
+  for (const auto& m : listed) {
+    EXPECT_EQ(m["pinned"].get<bool>(), m["name"] == "face_recognition") << m["name"];  // --pin-model
+  }
   Stop(std::move(daemon));
 }
 
