@@ -133,6 +133,9 @@ TEST_F(SwapProcessTest, InjectedFaultsDegradeReportAndReleaseEverything) {
   // Retry and CPU fallback compute the same image.
   EXPECT_TRUE(ReadFile(dir_.File("degraded.png")) == ReadFile(dir_.File("normal.png")));
   ExpectAtRest();
+  const nlohmann::json mem = nlohmann::json::parse(Ctl({"mem", "--json"}).out);
+  EXPECT_EQ(mem["counters"]["oom_recovered"]["evict_retry"].get<int>(), 1);   // detect
+  EXPECT_EQ(mem["counters"]["oom_recovered"]["cpu_fallback"].get<int>(), 1);  // generate
 
   const RunResult failed = Ctl({"swap", "--source", FUSION_TEST_DATA_DIR "/faces/astronaut_eileen_collins_512.png",
                                 "--target", FUSION_TEST_DATA_DIR "/faces/grace_hopper_512x600.jpg", "-o",
