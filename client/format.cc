@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "fusion/size.h"
 
 namespace fusion::ctl {
@@ -30,6 +31,19 @@ void TierLine(std::ostringstream& out, const TierState& t) {
 }
 
 }  // namespace
+
+nlohmann::json ModelToJson(const ModelState& m) {
+  return {{"name", m.name},         {"stage", m.stage},         {"state", m.state},
+          {"tier", m.tier},         {"bytes", m.bytes},         {"pinned", m.pinned},
+          {"leases", m.leases},     {"last_use", m.last_use_unix_ms}, {"loads", m.loads},
+          {"uploads", m.uploads},   {"evictions", m.evictions}, {"hits", m.hits},
+          {"misses", m.misses},     {"one_shot", m.one_shot},   {"tileable", m.tileable}};
+}
+
+std::string ModelToText(const ModelState& m) {
+  return absl::StrCat(m.name, "  ", m.stage, "  ", m.state, "  ", m.tier, "  ", FormatBytes(m.bytes),
+                      m.pinned ? "  pinned" : "", "  leases ", m.leases);
+}
 
 nlohmann::json MemoryStateToJson(const MemoryState& s) {
   nlohmann::json models = nlohmann::json::array();

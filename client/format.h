@@ -11,6 +11,11 @@ namespace fusion::ctl {
 
 nlohmann::json MemoryStateToJson(const MemoryState& state);
 std::string MemoryStateToText(const MemoryState& state);
+// One catalogue model: name, stage, state, tier, bytes, pinned, leases, last_use, loads,
+// uploads, evictions, hits, misses, one_shot, tileable.
+nlohmann::json ModelToJson(const ModelState& model);
+// "name  stage  STATE  tier  bytes  [pinned]  leases N".
+std::string ModelToText(const ModelState& model);
 nlohmann::json JobToJson(const JobInfo& job);
 std::string JobToText(const JobInfo& job);
 // DESIGN.md §7: job_id, state, device, faces_swapped, faces[{box, identity_distance}],

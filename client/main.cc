@@ -2,6 +2,8 @@
 #include <cstdio>
 #include <iostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -52,6 +54,17 @@ int main(int argc, char** argv) {
   cancel->add_option("ID", job_id)->required();
   cancel->add_flag("--json", json, "print JSON");
 
+  CLI::App* models = app.add_subcommand("models", "list the catalogue's models and their residency");
+  models->add_flag("--json", json, "print JSON");
+  std::string model_name;
+  std::vector<std::pair<CLI::App*, const char*>> model_ops;
+  for (const char* op : {"load", "unload", "pin", "unpin"}) {
+    CLI::App* c = app.add_subcommand(op, std::string(op) + " a model (catalogue name)");
+    c->add_option("NAME", model_name)->required();
+    c->add_flag("--json", json, "print JSON");
+    model_ops.emplace_back(c, op);
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -72,6 +85,29 @@ int main(int argc, char** argv) {
   if (jobs->parsed()) return fusion::ctl::RunJobs(**client, json);
   if (job->parsed()) return fusion::ctl::RunJob(**client, job_id, json);
   if (cancel->parsed()) return fusion::ctl::RunCancel(**client, job_id, json);
+  if (models->parsed()) {
+    auto list = (*client)->ListModels();
+    if (!list.ok()) return fusion::ctl::Fail(list.status());
+    nlohmann::json out = nlohmann::json::array();
+    for (const fusion::ModelState& m : *list) {
+      if (json) out.push_back(fusion::ctl::ModelToJson(m));
+      else std::cout << fusion::ctl::ModelToText(m) << "\n";
+    }
+    if (json) std::cout << out.dump(2) << "\n";
+    return kExitOk;
+  }
+  for (auto [cmd, op] : model_ops) {
+    if (!cmd->parsed()) continue;
+    const std::string o = op;
+    auto m = o == "load"     ? (*client)->LoadModel(model_name)
+             : o == "unload" ? (*client)->UnloadModel(model_name)
+             : o == "pin"    ? (*client)->PinModel(model_name)
+                             : (*client)->UnpinModel(model_name);
+    if (!m.ok()) return fusion::ctl::Fail(m.status());
+    if (json) std::cout << fusion::ctl::ModelToJson(*m).dump(2) << "\n";
+    else std::cout << fusion::ctl::ModelToText(*m) << "\n";
+    return kExitOk;
+  }
   if (mem->parsed()) {
     auto state = (*client)->GetMemoryState();
     if (!state.ok()) return fusion::ctl::Fail(state.status());

@@ -62,6 +62,19 @@ absl::Status ReadUids(const toml::node& node, const std::string& origin, const s
   return absl::OkStatus();
 }
 
+absl::Status ReadStrings(const toml::node& node, const std::string& origin, const std::string& key,
+                         std::vector<std::string>& out) {
+  const toml::array* arr = node.as_array();
+  if (arr == nullptr) return KeyError(origin, key, "must be an array of strings");
+  out.clear();
+  for (const toml::node& e : *arr) {
+    auto v = e.value<std::string>();
+    if (!v) return KeyError(origin, key, "every entry must be a string");
+    out.push_back(*v);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SizeFlag(const std::string& flag, const std::string& text, uint64_t& out) {
   auto parsed = ParseSize(text);
   if (!parsed.ok()) {
@@ -93,10 +106,12 @@ absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
     else if (key == "device_memory_reserve") st = ReadSize(node, origin, key, config.device_memory_reserve);
     else if (key == "max_message_bytes") st = ReadSize(node, origin, key, config.max_message_bytes);
     else if (key == "models_dir") st = ReadString(node, origin, key, config.models_dir);
+    else if (key == "manifest") st = ReadString(node, origin, key, config.manifest);
     else if (key == "state_dir") st = ReadString(node, origin, key, config.state_dir);
     else if (key == "socket_group") st = ReadString(node, origin, key, config.socket_group);
     else if (key == "log_level") st = ReadString(node, origin, key, config.log_level);
     else if (key == "allowed_uids") st = ReadUids(node, origin, key, config.allowed_uids);
+    else if (key == "pin_models") st = ReadStrings(node, origin, key, config.pin_models);
     else if (key == "drain_ms") {
       auto i = node.value_exact<int64_t>();
       if (!i || *i < 0 || *i > 600000) st = KeyError(origin, key, "must be an integer in [0, 600000] (ms)");
@@ -141,7 +156,7 @@ absl::Status ValidateConfig(const DaemonConfig& config) {
 
 absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const* argv) {
   CLI::App app{"fusiond: owns a GPU and runs face-fusion jobs for local programs over gRPC."};
-  std::string config_path, socket, device, device_limit, host_limit, reserve, models_dir,
+  std::string config_path, socket, device, device_limit, host_limit, reserve, models_dir, manifest,
       state_dir, log_level;
   app.add_option("--config", config_path, "TOML configuration file (flags override it)");
   app.add_option("--socket", socket, "Unix socket path (env FUSIOND_SOCKET; default /run/fusiond/fusiond.sock)");
@@ -150,6 +165,9 @@ absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const*
   app.add_option("--host-memory-limit", host_limit, "host-tier cap (weights in RAM)");
   app.add_option("--device-memory-reserve", reserve, "kept free for other processes (default 512MiB)");
   app.add_option("--models-dir", models_dir, "directory of fetched model weights");
+  app.add_option("--manifest", manifest, "model catalogue (manifest.json); default: installed next to the binary");
+  std::vector<std::string> pin_models;
+  app.add_option("--pin-model", pin_models, "keep this catalogue model resident (hot); repeatable");
   app.add_option("--state-dir", state_dir, "directory for the job journal and results");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off");
   try {
@@ -186,6 +204,8 @@ absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const*
   if (absl::StartsWith(config.socket, "unix://")) config.socket = config.socket.substr(7);
   if (!device.empty()) config.device = device;
   if (!models_dir.empty()) config.models_dir = models_dir;
+  if (!manifest.empty()) config.manifest = manifest;
+  if (!pin_models.empty()) config.pin_models = pin_models;
   if (!state_dir.empty()) config.state_dir = state_dir;
   if (!log_level.empty()) config.log_level = log_level;
   if (!device_limit.empty()) {

@@ -6,6 +6,7 @@
 //   device_memory_limit = "6GiB"             host_memory_limit = "8GiB"
 //   device_memory_reserve = "512MiB"         models_dir = "/var/lib/fusiond/models"
 //   state_dir = "/var/lib/fusiond"           socket_group = "fusion"
+//   manifest = "/usr/share/fusiond/manifest.json"  pin_models = ["face_recognition"]
 //   allowed_uids = [1000, 1001]              log_level = "info"
 // Sizes are strings in ParseSize() syntax or integers (bytes). An unknown key, a wrong type or
 // a bad size is INVALID_ARGUMENT naming the key (and the file).
@@ -37,6 +38,12 @@ struct DaemonConfig {
   // Kept free for everyone else on the device: budget = min(limit, free + own - reserve).
   uint64_t device_memory_reserve = 512ull << 20;
   std::string models_dir = "/var/lib/fusiond/models";
+  // The model catalogue; empty = <binary dir>/../share/fusiond/manifest.json when present (the
+  // installed layout), else the source tree's models/manifest.json compiled in (a build tree).
+  std::string manifest;
+  // Catalogue models pinned at start (hot models, e.g. the generator and the encoder), on top
+  // of those the catalogue pins by default. A pin that does not fit is logged, not fatal.
+  std::vector<std::string> pin_models;
   std::string state_dir = "/var/lib/fusiond";
   // Group given to the socket file (mode 0660); empty = leave the process's group.
   std::string socket_group;

@@ -25,6 +25,8 @@ class BudgetAllocator final : public c10::Allocator {
  public:
   explicit BudgetAllocator(c10::Allocator* base) : base_(base) {}
 
+  // Context == data (what raw_allocate, used by oneDNN/mkldnn, requires): the bookkeeping of a
+  // scoped allocation lives in `owned`, keyed by its pointer.
   c10::DataPtr allocate(size_t n) const override {
     const ScopeId scope = tls_scope;
     if (scope == kNoScope) return base_->allocate(n);
@@ -38,26 +40,38 @@ class BudgetAllocator final : public c10::Allocator {
     }
     void* data = inner.get();
     const c10::Device device = inner.device();
-    return c10::DataPtr(data, new Context{std::move(inner), n, scope, this}, &Delete, device);
+    const c10::DeleterFnPtr base_deleter = inner.get_deleter();
+    if (data == nullptr) return inner;  // zero bytes: nothing to count
+    inner.release_context();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      owned[data] = Owned{n, scope, base_deleter};
+    }
+    return c10::DataPtr(data, data, &Delete, device);
   }
+  c10::DeleterFnPtr raw_deleter() const override { return &Delete; }
 
-  struct Context {
-    c10::DataPtr inner;
+  struct Owned {
     size_t bytes;
     ScopeId scope;
-    const BudgetAllocator* self;
+    c10::DeleterFnPtr deleter;
   };
-  static void Delete(void* ctx) {
-    auto* c = static_cast<Context*>(ctx);
-    c->self->Credit(c->scope, c->bytes);
-    delete c;  // frees `inner` through c10's default allocator
-  }
+  static void Delete(void* ptr);
 
   std::atomic<uint64_t> budget{0};
   mutable std::atomic<uint64_t> in_use{0};
   mutable std::atomic<uint64_t> ooms{0};
   mutable std::mutex mu;
   mutable std::unordered_map<ScopeId, ScopeUsage> scopes;  // guarded by mu
+  mutable std::unordered_map<void*, Owned> owned;          // guarded by mu
+
+  void Credit(ScopeId scope, size_t n) const {
+    in_use -= n;
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = scopes.find(scope);
+    if (it != scopes.end()) it->second.current_bytes -= n;
+  }
+  c10::Allocator* base() const { return base_; }
 
  private:
   void Reserve(ScopeId scope, size_t n) const {
@@ -77,18 +91,32 @@ class BudgetAllocator final : public c10::Allocator {
     u.current_bytes += n;
     u.peak_bytes = std::max(u.peak_bytes, u.current_bytes);
   }
-  void Credit(ScopeId scope, size_t n) const {
-    in_use -= n;
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = scopes.find(scope);
-    if (it != scopes.end()) it->second.current_bytes -= n;
-  }
-
   c10::Allocator* const base_;
 };
 
 BudgetAllocator* g_allocator = nullptr;
 std::once_flag g_install;
+
+// Frees a scoped allocation (credited to the scope it was made in, whichever thread frees it),
+// or, for a pointer this allocator did not count, hands it to c10's default deleter.
+void BudgetAllocator::Delete(void* ptr) {
+  BudgetAllocator* self = g_allocator;
+  Owned o{0, kNoScope, nullptr};
+  {
+    std::lock_guard<std::mutex> lock(self->mu);
+    auto it = self->owned.find(ptr);
+    if (it != self->owned.end()) {
+      o = it->second;
+      self->owned.erase(it);
+    }
+  }
+  if (o.deleter == nullptr) {
+    self->base()->raw_deleter()(ptr);
+    return;
+  }
+  self->Credit(o.scope, o.bytes);
+  o.deleter(ptr);
+}
 
 }  // namespace
 

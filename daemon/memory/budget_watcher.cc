@@ -32,6 +32,7 @@ absl::Status BudgetWatcher::Refresh() {
                    budget, dev->available_bytes);
     }
     manager_->SetDeviceBudget(budget);
+    if (options_.on_device_budget) options_.on_device_budget(budget);
   }
   const uint64_t host_budget =
       EffectiveBudget(options_.host_limit, host->available_bytes, s.host.used_bytes, 0);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <thread>
 
@@ -27,6 +28,9 @@ class BudgetWatcher {
     uint64_t device_reserve = 0;  // bytes kept free for other processes
     uint64_t host_limit = 0;      // bytes, 0 = none
     absl::Duration period = absl::Seconds(1);
+    // Called with each new device budget after the manager has it (e.g. to keep the CPU
+    // device allocator's budget equal to it). Runs on the watcher's thread; may be empty.
+    std::function<void(uint64_t)> on_device_budget;
   };
   // Applies the first evaluation, then starts the thread. Errors: those of Device::QueryMemory.
   // `device` and `manager` must outlive the watcher.

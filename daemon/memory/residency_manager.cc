@@ -495,6 +495,11 @@ absl::Status ResidencyManager::CheckInvariantLocked() const {
   return absl::OkStatus();
 }
 
+void ResidencyManager::RecordOomRecovery(const std::string& step) {
+  MutexLock lock(&mu_);
+  ++oom_recovered_[step];
+}
+
 ResidencySnapshot ResidencyManager::Snapshot() const {
   MutexLock lock(&mu_);
   ResidencySnapshot s;
@@ -510,6 +515,7 @@ ResidencySnapshot ResidencyManager::Snapshot() const {
             [](const ModelSnapshot& a, const ModelSnapshot& b) { return a.name < b.name; });
   for (const auto& [id, lease] : leases_) s.leases.push_back(lease);
   s.totals = totals_;
+  s.oom_recovered = oom_recovered_;
   return s;
 }
 

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -128,6 +129,9 @@ class ResidencyManager {
                               uint64_t fallback) const;
   void RecordWorkingSetPeak(const std::string& model, const std::string& bucket, uint64_t peak);
 
+  // Counts a stage the OOM ladder recovered by `step` (reported in Snapshot().oom_recovered).
+  void RecordOomRecovery(const std::string& step);
+
   ResidencySnapshot Snapshot() const;
   // OK, or INTERNAL naming the broken invariant and the numbers.
   absl::Status CheckInvariant() const;
@@ -172,6 +176,7 @@ class ResidencyManager {
   uint64_t tick_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_lease_ ABSL_GUARDED_BY(mu_) = 1;
   ResidencyCounters totals_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, uint64_t> oom_recovered_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fusion

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,9 @@ struct ResidencySnapshot {
   std::vector<ModelSnapshot> models;  // sorted by name
   std::vector<LeaseSnapshot> leases;
   ResidencyCounters totals;
+  // Stages the OOM ladder recovered, by the step that did it: "evict_retry", "tiled",
+  // "cpu_fallback" (RecordOomRecovery). Monotonic.
+  std::map<std::string, uint64_t> oom_recovered;
 };
 
 }  // namespace fusion

@@ -78,6 +78,7 @@ absl::StatusOr<StageOutcome> OomLadder::Run(const Owner& owner, const StageSpec&
   uint64_t estimate =
       residency_->WorkingSetEstimate(stage.model, stage.shape_bucket, stage.working_bytes);
   auto finish = [&](StageMode mode, std::string recovered_by) {
+    if (!recovered_by.empty()) residency_->RecordOomRecovery(recovered_by);
     out.mode = mode;
     out.recovered_by = std::move(recovered_by);
     out.ms = Ms(absl::Now() - start);
@@ -113,6 +114,11 @@ absl::StatusOr<StageOutcome> OomLadder::Run(const Owner& owner, const StageSpec&
         return finish(StageMode::kTiled, "tiled");
       }
       if (admitted && !IsDeviceOom(st)) return st;
+      // A tile that ran out for real: the next, smaller one gets all the room there is.
+      if (admitted) {
+        residency_->EvictAllEvictable();
+        meter_->ReleaseCache();
+      }
     }
   }
 

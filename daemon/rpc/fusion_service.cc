@@ -47,27 +47,7 @@ grpc::ServerWriteReactor<T>* FusionService::UnimplementedStream(grpc::CallbackSe
   return new FinishedStream<T>(cred.ok() ? UnimplementedStatus(method) : ToGrpcStatus(cred.status()));
 }
 
-grpc::ServerUnaryReactor* FusionService::ListModels(grpc::CallbackServerContext* ctx,
-                                                    const v1::ListModelsRequest*,
-                                                    v1::ListModelsResponse*) {
-  return Unimplemented(ctx, "ListModels");
-}
-grpc::ServerUnaryReactor* FusionService::LoadModel(grpc::CallbackServerContext* ctx,
-                                                   const v1::ModelRequest*, v1::ModelInfo*) {
-  return Unimplemented(ctx, "LoadModel");
-}
-grpc::ServerUnaryReactor* FusionService::UnloadModel(grpc::CallbackServerContext* ctx,
-                                                     const v1::ModelRequest*, v1::ModelInfo*) {
-  return Unimplemented(ctx, "UnloadModel");
-}
-grpc::ServerUnaryReactor* FusionService::PinModel(grpc::CallbackServerContext* ctx,
-                                                  const v1::ModelRequest*, v1::ModelInfo*) {
-  return Unimplemented(ctx, "PinModel");
-}
-grpc::ServerUnaryReactor* FusionService::UnpinModel(grpc::CallbackServerContext* ctx,
-                                                    const v1::ModelRequest*, v1::ModelInfo*) {
-  return Unimplemented(ctx, "UnpinModel");
-}
+
 grpc::ServerWriteReactor<v1::MemoryState>* FusionService::WatchMemory(
     grpc::CallbackServerContext* ctx, const v1::WatchMemoryRequest*) {
   return UnimplementedStream<v1::MemoryState>(ctx, "WatchMemory");

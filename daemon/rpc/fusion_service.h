@@ -9,6 +9,8 @@
 
 #include <sys/types.h>
 
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "fusion/v1/fusion.grpc.pb.h"
@@ -16,6 +18,8 @@
 #include "rpc/memfd_registry.h"
 #include "rpc/memory_state.h"
 #include "rpc/peer.h"
+#include "memory/residency_manager.h"
+#include "models/catalogue/catalogue.h"
 
 namespace fusion {
 
@@ -28,9 +32,13 @@ class FusionService final : public v1::Fusion::CallbackService {
   };
   // All pointers must outlive the service. `jobs` may be null: the job methods then answer
   // UNIMPLEMENTED (no pipeline is built into this daemon).
+  // `residency` and `catalogue` may be null: the model methods then answer UNIMPLEMENTED.
+  // LoadModel and PinModel upload a model: they run on a thread of their own, not gRPC's.
   FusionService(Options options, const MemoryStateSource* memory, jobs::JobManager* jobs,
-                MemfdRegistry* memfds)
-      : options_(std::move(options)), memory_(memory), jobs_(jobs), memfds_(memfds) {}
+                MemfdRegistry* memfds, ResidencyManager* residency = nullptr,
+                const models::ModelCatalogue* catalogue = nullptr)
+      : options_(std::move(options)), memory_(memory), jobs_(jobs), memfds_(memfds),
+        residency_(residency), catalogue_(catalogue) {}
 
   grpc::ServerUnaryReactor* GetMemoryState(grpc::CallbackServerContext* ctx,
                                            const v1::GetMemoryStateRequest* request,
@@ -73,10 +81,19 @@ class FusionService final : public v1::Fusion::CallbackService {
   grpc::ServerWriteReactor<T>* UnimplementedStream(grpc::CallbackServerContext* ctx,
                                                    const char* method);
 
+  // ModelInfo of `name` from the manager's snapshot and the catalogue; NOT_FOUND if unknown.
+  absl::StatusOr<v1::ModelInfo> Describe(const std::string& name) const;
+  // Runs `op` on a thread of its own (it may upload), then answers with the model's info.
+  grpc::ServerUnaryReactor* ModelOp(grpc::CallbackServerContext* ctx, const std::string& name,
+                                    v1::ModelInfo* response, const char* method,
+                                    std::function<absl::Status()> op, bool blocking);
+
   const Options options_;
   const MemoryStateSource* memory_;
   jobs::JobManager* jobs_;
   MemfdRegistry* memfds_;
+  ResidencyManager* residency_;
+  const models::ModelCatalogue* catalogue_;
 };
 
 }  // namespace fusion

@@ -138,7 +138,16 @@ grpc::ServerUnaryReactor* FusionService::SubmitJob(grpc::CallbackServerContext* 
   jobs::JobSpec spec;
   spec.owner_uid = cred->uid;
   spec.priority = ToPriority(request->options().priority());
-  spec.options = request->options().SerializeAsString();
+  v1::JobOptions options = request->options();
+  if (options.reference().has_memfd()) {  // journal the reference's bytes, not a token
+    auto reference = ImageBytes(options.reference(), cred->uid, "reference");
+    if (!reference.ok()) {
+      reactor->Finish(ToGrpcStatus(reference.status()));
+      return reactor;
+    }
+    options.mutable_reference()->set_inline_bytes(*std::move(reference));
+  }
+  spec.options = options.SerializeAsString();
   auto source = ImageBytes(request->source(), cred->uid, "source");
   auto target = source.ok() ? ImageBytes(request->target(), cred->uid, "target") : source;
   if (!target.ok()) {

@@ -93,6 +93,7 @@ absl::StatusOr<v1::MemoryState> ResidencyMemoryStateSource::Snapshot() const {
     c->set_working_bytes(usage.second);
   }
   FillCounters(r.totals, state.mutable_counters());
+  for (const auto& [step, n] : r.oom_recovered) (*state.mutable_counters()->mutable_oom_recovered())[step] = n;
   return state;
 }
 

@@ -24,22 +24,33 @@ namespace fusion {
 inline constexpr char kServiceName[] = "fusion.v1.Fusion";
 
 absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonConfig& config,
-                                                                 jobs::JobRunner* runner) {
+                                                                 jobs::JobRunner* runner,
+                                                                 ServerHooks hooks) {
   std::unique_ptr<DaemonServer> self(new DaemonServer());
   self->config_ = config;
   auto device = OpenDevice(config.device);
   if (!device.ok()) return device.status();
   self->device_ = *std::move(device);
   // No model loader until the models catalogue attaches one (RegisterModel refuses before).
-  auto residency = ResidencyManager::Create({.host_budget_bytes = config.host_memory_limit});
+  auto residency = ResidencyManager::Create(
+      {.host_budget_bytes = config.host_memory_limit,
+       .loader = hooks.loader,
+       // One-shot models (detect, landmarks) go right after use above 85% of the budget.
+       .one_shot_pressure = 0.85});
   if (!residency.ok()) return residency.status();
   self->residency_ = *std::move(residency);
   auto watcher = BudgetWatcher::Create(
       self->device_.get(), self->residency_.get(),
       {.device_limit = config.device_memory_limit,
        .device_reserve = config.device_memory_reserve,
-       .host_limit = config.host_memory_limit});
+       .host_limit = config.host_memory_limit,
+       .on_device_budget = hooks.on_device_budget});
   if (!watcher.ok()) return watcher.status();
+  if (hooks.on_residency) {
+    auto attached = hooks.on_residency(*self->residency_);
+    if (!attached.ok()) return attached.status();
+    if (*attached != nullptr) runner = *attached;
+  }
   self->budget_watcher_ = *std::move(watcher);
   self->memory_ = std::make_unique<ResidencyMemoryStateSource>(
       self->device_.get(), self->residency_.get(),
@@ -67,7 +78,8 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
   }
   self->service_ = std::make_unique<FusionService>(
       FusionService::Options{.allowed_uids = config.allowed_uids}, self->memory_.get(),
-      self->jobs_.get(), self->memfds_.get());
+      self->jobs_.get(), self->memfds_.get(), hooks.catalogue != nullptr ? self->residency_.get() : nullptr,
+      hooks.catalogue);
   auto fd_exchange = FdExchange::Create(config.socket, config.socket_group, config.allowed_uids,
                                         self->memfds_.get());
   if (!fd_exchange.ok()) return fd_exchange.status();

@@ -10,6 +10,7 @@
 // Thread-safety: Shutdown() and Wait() may be called from different threads; Shutdown() once.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -29,7 +30,12 @@ class JobRunner;
 class Journal;
 }  // namespace jobs
 
+namespace models {
+class ModelCatalogue;
+}
+
 class BudgetWatcher;
+class ModelLoader;
 class Device;
 class FusionService;
 class MemoryStateSource;
@@ -37,6 +43,19 @@ class ResidencyManager;
 class UdsListener;
 class FdExchange;
 class MemfdRegistry;
+
+// How the LibTorch part (models, pipeline; built outside fusiond_core) attaches to the server.
+struct ServerHooks {
+  // The residency manager's loader (the model store); null = no models.
+  ModelLoader* loader = nullptr;
+  // The catalogue, for ListModels (stage, tileable); null = model RPCs answer UNIMPLEMENTED.
+  const models::ModelCatalogue* catalogue = nullptr;
+  // Called once the residency manager exists, before jobs run: registers the models and returns
+  // the job runner built over the manager (null = none; the `runner` argument is used then).
+  std::function<absl::StatusOr<jobs::JobRunner*>(ResidencyManager&)> on_residency;
+  // Called with every new device budget (BudgetWatcher::Options::on_device_budget).
+  std::function<void(uint64_t)> on_device_budget;
+};
 
 class DaemonServer {
  public:
@@ -46,7 +65,8 @@ class DaemonServer {
   // Errors: those of OpenDevice(), UdsListener::Create() (e.g. FAILED_PRECONDITION "another
   // fusiond is serving on ...") and Journal::Open().
   static absl::StatusOr<std::unique_ptr<DaemonServer>> Create(const DaemonConfig& config,
-                                                             jobs::JobRunner* runner = nullptr);
+                                                             jobs::JobRunner* runner = nullptr,
+                                                             ServerHooks hooks = {});
   ~DaemonServer();
 
   // "unix:///path/to.sock".

@@ -61,6 +61,7 @@ TEST_F(ConfigTest, FileIsReadAndFlagsOverrideIt) {
       "device_memory_limit = \"6GiB\"\n"
       "host_memory_limit = 1048576\n"
       "allowed_uids = [1000, 1001]\n"
+      "pin_models = [\"face_recognition\", \"classical-fusion\"]\n"
       "log_level = \"debug\"\n");
   auto c = Parse({"--config", path, "--device-memory-limit", "512MiB"});
   ASSERT_TRUE(c.ok()) << c.status();
@@ -68,6 +69,7 @@ TEST_F(ConfigTest, FileIsReadAndFlagsOverrideIt) {
   EXPECT_EQ(c->device_memory_limit, 536870912u);  // flag wins
   EXPECT_EQ(c->host_memory_limit, 1048576u);
   EXPECT_EQ(c->allowed_uids, (std::vector<uid_t>{1000, 1001}));
+  EXPECT_EQ(c->pin_models, (std::vector<std::string>{"face_recognition", "classical-fusion"}));
   EXPECT_EQ(c->log_level, "debug");
 }
 

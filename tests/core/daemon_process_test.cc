@@ -59,10 +59,10 @@ TEST_F(DaemonProcessTest, ServesMemJsonWithBudgetAndStopsCleanlyOnSigterm) {
   EXPECT_TRUE(j["host"]["capacity_bytes"].is_number());
   EXPECT_TRUE(j["models"].is_array());
 
-  // This daemon has no pipeline built in: job commands say so plainly.
+  // The pipeline is built in: an unknown job is NOT_FOUND (never UNIMPLEMENTED).
   RunResult job = Ctl({"job", "j-0000000000000000"});
   EXPECT_EQ(job.exit_code, 1);
-  EXPECT_NE(job.err.find("UNIMPLEMENTED"), std::string::npos) << job.err;
+  EXPECT_NE(job.err.find("NOT_FOUND"), std::string::npos) << job.err;
   RunResult no_out = Ctl({"swap", "--source", "a.png", "--target", "b.png"});
   EXPECT_EQ(no_out.exit_code, 2);
   EXPECT_NE(no_out.err.find("-o OUT is required"), std::string::npos) << no_out.err;

@@ -29,11 +29,18 @@ class SdkJobsTest : public ::testing::Test {
 
 TEST_F(SdkJobsTest, SubmitWatchResultRoundTripWithLargeImagesByMemfd) {
   const std::string target(5 << 20, 'T');  // over both thresholds: memfd both ways
+  // The job's stages wait until the watch is subscribed (its first event is sent on
+  // subscription), so the watcher sees every stage event: WatchJob does not replay the past.
+  absl::Notification subscribed;
+  runner_.gate = &subscribed;
   auto job = client_->SubmitJob("src", target, {.ratio = 0.7f, .priority = Priority::kHigh});
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->state, JobState::kQueued);
   std::vector<JobEvent> events;
-  ASSERT_TRUE(client_->WatchJob(job->job_id, [&](const JobEvent& e) { events.push_back(e); }).ok());
+  ASSERT_TRUE(client_->WatchJob(job->job_id, [&](const JobEvent& e) {
+                       events.push_back(e);
+                       if (!subscribed.HasBeenNotified()) subscribed.Notify();
+                     }).ok());
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events.back().kind, JobEvent::Kind::kDone);
   EXPECT_EQ(events.back().job.state, JobState::kSucceeded);

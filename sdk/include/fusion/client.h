@@ -70,6 +70,18 @@ class Client {
   // sends one, or always when `prefer_memfd`).
   absl::StatusOr<JobResult> GetJobResult(const std::string& job_id, bool prefer_memfd = false);
 
+  // ---- Models (catalogue names, never paths; NOT_FOUND for an unknown name) ----
+  // Every catalogue model with its residency.
+  absl::StatusOr<std::vector<ModelState>> ListModels();
+  // Brings the model to the device tier (evictable). RESOURCE_EXHAUSTED / DEADLINE_EXCEEDED
+  // when it does not fit. Gets 30x the unary deadline (it may upload).
+  absl::StatusOr<ModelState> LoadModel(const std::string& name);
+  // Drops the device and host copies; FAILED_PRECONDITION when pinned or in use.
+  absl::StatusOr<ModelState> UnloadModel(const std::string& name);
+  // Loads and never evicts; FAILED_PRECONDITION when pins would exceed the device budget.
+  absl::StatusOr<ModelState> PinModel(const std::string& name);
+  absl::StatusOr<ModelState> UnpinModel(const std::string& name);
+
   // Asynchronous forms: the call runs on its own thread; the future holds its outcome.
   std::future<absl::StatusOr<JobInfo>> SubmitJobAsync(std::string source_image,
                                                       std::string target_image,
@@ -80,6 +92,11 @@ class Client {
   std::future<absl::StatusOr<JobInfo>> CancelJobAsync(std::string job_id);
   std::future<absl::StatusOr<JobResult>> GetJobResultAsync(std::string job_id);
   std::future<absl::StatusOr<MemoryState>> GetMemoryStateAsync();
+  std::future<absl::StatusOr<std::vector<ModelState>>> ListModelsAsync();
+  std::future<absl::StatusOr<ModelState>> LoadModelAsync(std::string name);
+  std::future<absl::StatusOr<ModelState>> UnloadModelAsync(std::string name);
+  std::future<absl::StatusOr<ModelState>> PinModelAsync(std::string name);
+  std::future<absl::StatusOr<ModelState>> UnpinModelAsync(std::string name);
 
  private:
   struct Impl;

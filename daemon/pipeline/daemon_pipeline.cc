@@ -1,0 +1,78 @@
+// DaemonPipeline (daemon_pipeline.h).
+#include "pipeline/daemon_pipeline.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "device/cpu_device_memory.h"
+#include "spdlog/spdlog.h"
+
+namespace fusion {
+
+std::string ResolveManifest(const std::string& configured) {
+  if (!configured.empty()) return configured;
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto installed = exe.parent_path().parent_path() / "share" / "fusiond" / "manifest.json";
+    if (std::filesystem::exists(installed, ec)) return installed.string();
+  }
+  return FUSION_SOURCE_MANIFEST;
+}
+
+absl::StatusOr<std::unique_ptr<DaemonPipeline>> DaemonPipeline::Create(const DaemonConfig& config) {
+  std::unique_ptr<DaemonPipeline> self(new DaemonPipeline());
+  self->manifest_ = ResolveManifest(config.manifest);
+  self->pin_models_ = config.pin_models;
+  auto catalogue = models::ModelCatalogue::Create({self->manifest_, config.models_dir});
+  if (!catalogue.ok()) return catalogue.status();
+  self->catalogue_ = *std::move(catalogue);
+  if (config.device == "cpu") {
+    self->meter_ = MakeCpuDeviceMeter(0);  // the budget watcher sets the budget at once
+  } else {
+#ifdef FUSION_WITH_CUDA
+    self->meter_ = MakeCudaDeviceMeter(std::stoi(config.device.substr(5)));
+#else
+    return absl::FailedPreconditionError(absl::StrCat(
+        "device '", config.device, "': this fusiond's LibTorch has no CUDA; use --device cpu"));
+#endif
+  }
+  auto store = ModelStore::Create(self->catalogue_.get(), {.device = config.device, .meter = self->meter_.get()});
+  if (!store.ok()) return store.status();
+  self->store_ = *std::move(store);
+  auto faults = FaultInjector::FromEnvironment();
+  if (!faults.ok()) return faults.status();
+  self->faults_ = std::make_unique<FaultInjector>(*faults);
+  spdlog::info("model catalogue {} ({} models), weights in {}", self->manifest_,
+               self->catalogue_->models().size(), config.models_dir);
+  return self;
+}
+
+ServerHooks DaemonPipeline::Hooks() {
+  ServerHooks hooks;
+  hooks.loader = store_.get();
+  hooks.catalogue = catalogue_.get();
+  hooks.on_residency = [this](ResidencyManager& residency) -> absl::StatusOr<jobs::JobRunner*> {
+    if (absl::Status st = store_->RegisterAll(residency); !st.ok()) return st;
+    for (const std::string& name : pin_models_) {
+      if (!catalogue_->Get(name).ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("pin_models: '", name, "' is not in the catalogue"));
+      }
+      if (absl::Status st = residency.Pin(name, absl::Now() + absl::Seconds(60)); !st.ok()) {
+        spdlog::warn("pin_models: cannot pin '{}': {}", name, st.ToString());
+      }
+    }
+    runner_ = std::make_unique<PipelineRunner>(store_.get(), &residency, meter_.get(), faults_.get(),
+                                               PipelineRunner::Options{});
+    return runner_.get();
+  };
+  const bool cpu = store_->device() == "cpu";
+  hooks.on_device_budget = [cpu](uint64_t bytes) {
+    if (cpu) CpuDeviceAllocator::Install(bytes);  // same allocator; sets its budget
+  };
+  return hooks;
+}
+
+}  // namespace fusion

@@ -1,0 +1,109 @@
+// Image decoding and encoding of a job (image_io.h).
+#include "pipeline/image_io.h"
+
+#include <vector>
+
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "absl/strings/str_cat.h"
+
+namespace fusion {
+namespace {
+
+cv::Mat To8Bit(const cv::Mat& m) {
+  if (m.depth() == CV_8U) return m;
+  cv::Mat out;
+  m.convertTo(out, CV_8U, m.depth() == CV_16U ? 1.0 / 257.0 : 255.0);
+  return out;
+}
+
+cv::Mat ToBgr(const cv::Mat& m8) {
+  cv::Mat bgr;
+  switch (m8.channels()) {
+    case 1: cv::cvtColor(m8, bgr, cv::COLOR_GRAY2BGR); break;
+    case 4: cv::cvtColor(m8, bgr, cv::COLOR_BGRA2BGR); break;
+    default: bgr = m8;
+  }
+  return bgr;
+}
+
+// `result` (8-bit, target's channels without alpha) at the target's depth, keeping unchanged
+// pixels of `original` exactly.
+cv::Mat ComposeColour(const cv::Mat& original_colour, const cv::Mat& result8, const cv::Mat& changed) {
+  if (original_colour.depth() == CV_8U) return result8;
+  cv::Mat scaled, out = original_colour.clone();
+  result8.convertTo(scaled, original_colour.depth(), 257.0);
+  scaled.copyTo(out, changed);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<DecodedImage> DecodeImage(const std::string& bytes, const std::string& what,
+                                         uint64_t max_pixels) {
+  const cv::Mat buffer(1, static_cast<int>(bytes.size()), CV_8U, const_cast<char*>(bytes.data()));
+  DecodedImage img;
+  try {
+    const cv::Mat raw = bytes.empty() ? cv::Mat() : cv::imdecode(buffer, cv::IMREAD_UNCHANGED);
+    if (raw.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": cannot decode ", bytes.size(), " bytes (not an image format OpenCV reads)"));
+    }
+    if (static_cast<uint64_t>(raw.total()) > max_pixels) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": ", raw.cols, "x", raw.rows,
+                                                     " pixels exceed the limit of ", max_pixels));
+    }
+    // Alpha images as they are; the rest again with EXIF orientation applied.
+    img.original = raw.channels() == 4
+                       ? raw
+                       : cv::imdecode(buffer, cv::IMREAD_ANYDEPTH | cv::IMREAD_ANYCOLOR);
+    if (img.original.depth() != CV_8U && img.original.depth() != CV_16U) {
+      img.original.convertTo(img.original, CV_16U, 65535.0);  // float images: to 16 bit
+    }
+    img.bgr = ToBgr(To8Bit(img.original));
+  } catch (const cv::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": cannot decode: ", e.what()));
+  }
+  return img;
+}
+
+absl::StatusOr<std::string> EncodeResult(const DecodedImage& target, const cv::Mat& result_bgr,
+                                         v1::OutputFormat format) {
+  cv::Mat diff, changed;
+  cv::absdiff(result_bgr, target.bgr, diff);
+  cv::cvtColor(diff, changed, cv::COLOR_BGR2GRAY);
+  changed = changed > 0;
+  const cv::Mat& orig = target.original;
+  cv::Mat out;
+  if (orig.channels() == 1) {
+    cv::Mat grey;
+    cv::cvtColor(result_bgr, grey, cv::COLOR_BGR2GRAY);
+    out = ComposeColour(orig, grey, changed);
+  } else if (orig.channels() == 4) {
+    std::vector<cv::Mat> planes;
+    cv::split(orig, planes);
+    cv::Mat colour;
+    cv::merge(std::vector<cv::Mat>{planes[0], planes[1], planes[2]}, colour);
+    cv::split(ComposeColour(colour, result_bgr, changed), planes.data());
+    cv::merge(planes, out);  // alpha (planes[3]) as decoded
+  } else {
+    out = ComposeColour(orig, result_bgr, changed);
+  }
+  const bool jpeg = format == v1::JPEG;
+  if (jpeg) {
+    out = To8Bit(out);
+    if (out.channels() == 4) cv::cvtColor(out, out, cv::COLOR_BGRA2BGR);
+  }
+  std::vector<uchar> encoded;
+  try {
+    if (!cv::imencode(jpeg ? ".jpg" : ".png", out, encoded)) {
+      return absl::InternalError(absl::StrCat("encoding the ", jpeg ? "JPEG" : "PNG", " result failed"));
+    }
+  } catch (const cv::Exception& e) {
+    return absl::InternalError(absl::StrCat("encoding the result: ", e.what()));
+  }
+  return std::string(encoded.begin(), encoded.end());
+}
+
+}  // namespace fusion

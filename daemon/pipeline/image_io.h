@@ -1,0 +1,38 @@
+// Image decoding and encoding of a job (OpenCV only, no LibTorch).
+//
+// Decode: any format OpenCV reads. EXIF orientation is applied (OpenCV does it for every mode
+// except IMREAD_UNCHANGED, which is used only for images with an alpha channel: PNG/WebP carry
+// no EXIF orientation in practice). The stages see `bgr`, 8-bit 3-channel BGR; `original` keeps
+// the decoded depth (8 or 16 bit) and channels (1 grey, 3 BGR, 4 BGRA).
+// Encode: the result keeps the target's resolution, channels and depth. Pixels the pipeline did
+// not change keep their original values exactly (16-bit and alpha included); changed pixels are
+// the 8-bit result scaled to the depth (x257 for 16 bit); grey targets give a grey result; alpha
+// is kept. JPEG output is 8-bit without alpha (a JPEG cannot hold either).
+// Errors: INVALID_ARGUMENT naming the image ("source image", "target image") for undecodable
+// bytes or more than max_pixels; INTERNAL when the encoder fails.
+// Thread-safety: free functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <opencv2/core/mat.hpp>
+
+#include "absl/status/statusor.h"
+#include "fusion/v1/fusion.pb.h"
+
+namespace fusion {
+
+struct DecodedImage {
+  cv::Mat original;  // as decoded (orientation applied): CV_8U/CV_16U, 1, 3 or 4 channels
+  cv::Mat bgr;       // CV_8UC3 BGR of the same size
+};
+
+absl::StatusOr<DecodedImage> DecodeImage(const std::string& bytes, const std::string& what,
+                                         uint64_t max_pixels);
+
+// `result_bgr` (CV_8UC3, the target's size) composed with `target` as described above.
+absl::StatusOr<std::string> EncodeResult(const DecodedImage& target, const cv::Mat& result_bgr,
+                                         v1::OutputFormat format);
+
+}  // namespace fusion

@@ -1,0 +1,263 @@
+// ModelStore (model_store.h): the catalogue's models between storage, host and device.
+#include "pipeline/model_store.h"
+
+#include <ATen/ATen.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "device/cpu_device_memory.h"
+#include "models/faceapi/face_landmark_68.h"
+#include "models/faceapi/face_recognition.h"
+#include "models/faceapi/ssd_mobilenet_v1.h"
+#include "models/faceapi/tiny_face_detector.h"
+#include "models/generator/generator_factory.h"
+#include "models/keras/keras_model.h"
+#include "models/tfjs/weights.h"
+#include "pipeline/device_oom.h"
+#include "spdlog/spdlog.h"
+
+namespace fusion {
+
+struct ModelStore::HostWeights {
+  tfjs::WeightMap weights;  // CPU fp32, allocated outside any device scope
+  std::string model_json;   // keras-layers-model only
+  uint64_t bytes = 0;
+};
+
+ModelCopy::ModelCopy() = default;
+ModelCopy::~ModelCopy() = default;
+
+namespace {
+
+absl::StatusOr<std::string> ReadText(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path.string()));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A deep copy of every tensor (allocated in the caller's device scope).
+tfjs::WeightMap Clone(const tfjs::WeightMap& w) {
+  tfjs::TensorMap copy;
+  for (const auto& [name, t] : w.tensors()) copy.emplace(name, t.clone());
+  return tfjs::WeightMap(std::move(copy), w.origin());
+}
+
+template <typename T>
+absl::Status Take(absl::StatusOr<std::unique_ptr<T>> net, std::unique_ptr<T>& slot) {
+  if (!net.ok()) return net.status();
+  slot = *std::move(net);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ModelStore>> ModelStore::Create(const models::ModelCatalogue* catalogue,
+                                                               Options options) {
+  if (options.device != "cpu") {
+#ifndef FUSION_WITH_CUDA
+    return absl::FailedPreconditionError(absl::StrCat(
+        "device '", options.device, "': this fusiond's LibTorch has no CUDA; use --device cpu"));
+#endif
+  }
+  return std::unique_ptr<ModelStore>(new ModelStore(catalogue, std::move(options)));
+}
+
+ModelStore::~ModelStore() = default;
+
+ScopeId ModelStore::ScopeOf(const std::string& model) const {
+  const auto& all = catalogue_->models();
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i].name == model) return static_cast<ScopeId>(i + 1);  // stage scopes: top bit set
+  }
+  return kNoScope;
+}
+
+absl::StatusOr<std::shared_ptr<const ModelStore::HostWeights>> ModelStore::ReadHost(
+    const models::ModelSpec& spec) const {
+  DeviceScope host_tier(kNoScope);  // host copies are never charged to the device
+  auto host = std::make_shared<HostWeights>();
+  if (spec.format == "builtin" || spec.format == "torchscript") return host;
+  if (absl::Status st = catalogue_->Verify(spec.name); !st.ok()) return st;
+  const std::filesystem::path first = catalogue_->PathOf(spec.files.at(0));
+  try {
+    auto weights = tfjs::LoadWeights(first);
+    if (!weights.ok()) return weights.status();
+    host->weights = *std::move(weights);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("model '", spec.name, "': reading weights: ", e.what()));
+  }
+  if (spec.format == "keras-layers-model") {
+    auto json = ReadText(first);
+    if (!json.ok()) return json.status();
+    host->model_json = *std::move(json);
+  }
+  host->bytes = host->weights.Fp32Bytes() + host->model_json.size();
+  return host;
+}
+
+absl::StatusOr<std::shared_ptr<ModelCopy>> ModelStore::Build(const models::ModelSpec& spec,
+                                                             const HostWeights& host,
+                                                             bool device) const {
+  auto copy = std::make_shared<ModelCopy>();
+  // The CPU device copy is a second copy: clone inside the caller's scope so it is charged.
+  const bool clone = device && options_.device == "cpu";
+  const tfjs::WeightMap cloned = clone ? Clone(host.weights) : tfjs::WeightMap();
+  const tfjs::WeightMap& w = clone ? cloned : host.weights;
+  absl::Status st;
+  if (spec.format == "tfjs-weights") {
+    if (spec.name == faceapi::TinyFaceDetector::kModelName) {
+      st = Take(faceapi::TinyFaceDetector::Create(w, {}), copy->tiny_detector);
+    } else if (spec.name == faceapi::SsdMobilenetV1::kModelName) {
+      st = Take(faceapi::SsdMobilenetV1::Create(w, {}), copy->ssd_detector);
+    } else if (spec.name == faceapi::FaceLandmark68Net::kModelName) {
+      st = Take(faceapi::FaceLandmark68Net::Create(w), copy->landmarks);
+    } else if (spec.name == faceapi::FaceRecognitionNet::kModelName) {
+      st = Take(faceapi::FaceRecognitionNet::Create(w), copy->recognition);
+    } else {
+      st = absl::InvalidArgumentError(absl::StrCat("model '", spec.name, "': no network for it"));
+    }
+  } else if (spec.format == "keras-layers-model") {
+    st = Take(keras::KerasModel::FromJson(host.model_json, w, spec.name), copy->keras);
+  } else if (spec.stage == "generate") {
+    st = Take(models::CreateGenerator(*catalogue_, spec.name), copy->generator);
+  } else {
+    st = absl::InvalidArgumentError(
+        absl::StrCat("model '", spec.name, "': format '", spec.format, "' is not runnable"));
+  }
+  if (!st.ok()) return st;
+#ifdef FUSION_WITH_CUDA
+  if (device && options_.device != "cpu") {
+    const c10::Device d(options_.device);
+    if (copy->tiny_detector) copy->tiny_detector->To(d);
+    if (copy->ssd_detector) copy->ssd_detector->To(d);
+    if (copy->landmarks) copy->landmarks->To(d);
+    if (copy->recognition) copy->recognition->To(d);
+    if (copy->keras) {
+      if (absl::Status m = copy->keras->MoveTo(d); !m.ok()) return m;
+    }
+  }
+#endif
+  return copy;
+}
+
+absl::StatusOr<uint64_t> ModelStore::LoadToHost(const std::string& model) {
+  auto spec = catalogue_->Get(model);
+  if (!spec.ok()) return spec.status();
+  auto host = ReadHost(**spec);
+  if (!host.ok()) return host.status();
+  const uint64_t bytes = (*host)->bytes;
+  MutexLock lock(&mu_);
+  host_[model] = *std::move(host);
+  return bytes;
+}
+
+absl::StatusOr<uint64_t> ModelStore::Upload(const std::string& model) {
+  auto spec = catalogue_->Get(model);
+  if (!spec.ok()) return spec.status();
+  std::shared_ptr<const HostWeights> host;
+  {
+    MutexLock lock(&mu_);
+    auto it = host_.find(model);
+    if (it != host_.end()) host = it->second;
+  }
+  if (host == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("model '", model, "': no host copy to upload"));
+  }
+  const ScopeId scope = ScopeOf(model);
+  const uint64_t before = options_.meter != nullptr ? options_.meter->AllocatedBytes() : 0;
+  absl::StatusOr<std::shared_ptr<ModelCopy>> copy;
+  try {
+    DeviceScope device_tier(scope);
+    copy = Build(**spec, *host, /*device=*/true);
+  } catch (const std::exception& e) {
+    if (IsDeviceOom(e)) {
+      return absl::ResourceExhaustedError(absl::StrCat("model '", model, "': upload: ", e.what()));
+    }
+    return absl::InternalError(absl::StrCat("model '", model, "': upload: ", e.what()));
+  }
+  if (!copy.ok()) return copy.status();
+  uint64_t bytes = 0;
+  if (options_.meter != nullptr) {
+    bytes = options_.device == "cpu" ? options_.meter->Usage(scope).current_bytes
+                                     : options_.meter->AllocatedBytes() - before;
+  } else {
+    bytes = (*spec)->device_bytes;
+  }
+  MutexLock lock(&mu_);
+  device_[model] = *std::move(copy);
+  return bytes;
+}
+
+void ModelStore::ReleaseDevice(const std::string& model) {
+  std::shared_ptr<const ModelCopy> dropped;
+  {
+    MutexLock lock(&mu_);
+    auto it = device_.find(model);
+    if (it == device_.end()) return;
+    dropped = std::move(it->second);
+    device_.erase(it);
+  }
+  dropped.reset();  // frees the tensors outside the lock
+  if (options_.meter != nullptr) options_.meter->ReleaseCache();
+}
+
+void ModelStore::ReleaseHost(const std::string& model) {
+  MutexLock lock(&mu_);
+  host_.erase(model);
+}
+
+absl::StatusOr<std::shared_ptr<const ModelCopy>> ModelStore::DeviceCopy(const std::string& model) const {
+  MutexLock lock(&mu_);
+  auto it = device_.find(model);
+  if (it == device_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat("model '", model, "' is not on the device"));
+  }
+  return it->second;
+}
+
+absl::StatusOr<std::shared_ptr<const ModelCopy>> ModelStore::HostCopy(const std::string& model) const {
+  auto spec = catalogue_->Get(model);
+  if (!spec.ok()) return spec.status();
+  std::shared_ptr<const HostWeights> host;
+  {
+    MutexLock lock(&mu_);
+    auto it = host_.find(model);
+    if (it != host_.end()) host = it->second;
+  }
+  DeviceScope host_tier(kNoScope);
+  if (host == nullptr) {  // dropped to storage meanwhile: a transient host copy
+    auto read = ReadHost(**spec);
+    if (!read.ok()) return read.status();
+    host = *std::move(read);
+  }
+  try {
+    auto copy = Build(**spec, *host, /*device=*/false);
+    if (!copy.ok()) return copy.status();
+    return std::shared_ptr<const ModelCopy>(*std::move(copy));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("model '", model, "': host copy: ", e.what()));
+  }
+}
+
+absl::Status ModelStore::RegisterAll(ResidencyManager& residency) const {
+  for (const models::ModelSpec& m : catalogue_->models()) {
+    ModelSpec spec{.name = m.name,
+                   .device_bytes = std::max<uint64_t>(m.device_bytes, 1),
+                   .host_bytes = std::max<uint64_t>(m.TotalFileBytes(), 1),
+                   .one_shot = m.one_shot};
+    if (absl::Status st = residency.RegisterModel(spec); !st.ok()) return st;
+  }
+  for (const models::ModelSpec& m : catalogue_->models()) {
+    if (!m.pinned_by_default) continue;
+    if (absl::Status st = residency.Pin(m.name, absl::Now() + absl::Seconds(60)); !st.ok()) {
+      spdlog::warn("model '{}' is pinned by default but cannot be pinned: {}", m.name, st.ToString());
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace fusion

@@ -1,0 +1,112 @@
+// ModelStore: the ModelLoader over the model catalogue (models/manifest.json) with LibTorch, and
+// where a stage finds the copy of its model to run.
+//
+// Tiers (DESIGN.md §3):
+//   LoadToHost   STORAGE -> HOST: verifies the catalogue's files (size + sha256), reads the
+//                weights into CPU tensors outside any device scope (TF.js weights; a Keras
+//                model also keeps its model.json). Returns the host bytes (fp32 weights + JSON).
+//   Upload       HOST -> DEVICE: builds the network from the host weights inside the model's
+//                own DeviceScope. On `cpu` the weights are cloned first, so the device copy is a
+//                second copy charged to the device tier by the budget-enforcing allocator; on
+//                `cuda:N` (only with a CUDA LibTorch, FUSION_WITH_CUDA) it is moved with To().
+//                Returns the measured bytes: the scope's bytes after the build (cpu), the
+//                allocator's growth (cuda). Temporaries peak at about twice the model's bytes.
+//   ReleaseDevice / ReleaseHost drop the copy (its tensors are freed when the last stage that
+//                holds the shared copy lets it go; stages hold it only under a lease).
+// Weight-free models (the builtin "classical-fusion") are registered with a 1-byte estimate
+// (the manager refuses 0) and measure 0 bytes.
+// A stage holding a lease calls DeviceCopy(model); the CPU fallback calls HostCopy(model), which
+// builds a network from the host weights outside the device scope (from storage when the host
+// copy was dropped).
+// Errors: the catalogue's NOT_FOUND / DATA_LOSS for missing or corrupt files; INVALID_ARGUMENT
+// for a format this build cannot run; RESOURCE_EXHAUSTED when the device allocator refuses an
+// upload; INTERNAL naming the model for a LibTorch failure.
+// Thread-safety: every method may be called from any thread; the residency manager never calls
+// two loader methods concurrently for one model. No LibTorch in this header.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/mutex.h"
+#include "device/device_meter.h"
+#include "memory/model_loader.h"
+#include "memory/residency_manager.h"
+#include "models/catalogue/catalogue.h"
+
+namespace fusion::faceapi {
+class TinyFaceDetector;
+class SsdMobilenetV1;
+class FaceLandmark68Net;
+class FaceRecognitionNet;
+}  // namespace fusion::faceapi
+namespace fusion::keras {
+class KerasModel;
+}
+namespace fusion::models {
+class FusionGenerator;
+}
+
+namespace fusion {
+
+// One runnable copy of a model (host or device); exactly one member is set, by format/name.
+struct ModelCopy {
+  ModelCopy();
+  ~ModelCopy();
+  std::unique_ptr<faceapi::TinyFaceDetector> tiny_detector;
+  std::unique_ptr<faceapi::SsdMobilenetV1> ssd_detector;
+  std::unique_ptr<faceapi::FaceLandmark68Net> landmarks;
+  std::unique_ptr<faceapi::FaceRecognitionNet> recognition;
+  std::unique_ptr<keras::KerasModel> keras;          // enhance (ESRGAN)
+  std::unique_ptr<models::FusionGenerator> generator;
+};
+
+class ModelStore final : public ModelLoader {
+ public:
+  struct Options {
+    std::string device = "cpu";     // "cpu" or "cuda:N"
+    DeviceMeter* meter = nullptr;   // measures uploads; null = the catalogue's figures
+  };
+  // `catalogue` must outlive the store. FAILED_PRECONDITION for cuda without a CUDA LibTorch.
+  static absl::StatusOr<std::unique_ptr<ModelStore>> Create(const models::ModelCatalogue* catalogue,
+                                                            Options options);
+  ~ModelStore() override;
+
+  absl::StatusOr<uint64_t> LoadToHost(const std::string& model) override;
+  absl::StatusOr<uint64_t> Upload(const std::string& model) override;
+  void ReleaseDevice(const std::string& model) override;
+  void ReleaseHost(const std::string& model) override;
+
+  // The device copy; FAILED_PRECONDITION when the model is not resident (hold a lease).
+  absl::StatusOr<std::shared_ptr<const ModelCopy>> DeviceCopy(const std::string& model) const;
+  // A copy built outside any device scope from the host weights (CPU fallback).
+  absl::StatusOr<std::shared_ptr<const ModelCopy>> HostCopy(const std::string& model) const;
+
+  // Registers every catalogue model with `residency` (device_bytes and one_shot from the
+  // catalogue) and pins those marked pinned_by_default (a refused pin is logged, not fatal).
+  absl::Status RegisterAll(ResidencyManager& residency) const;
+
+  const models::ModelCatalogue& catalogue() const { return *catalogue_; }
+  const std::string& device() const { return options_.device; }
+
+  struct HostWeights;  // model_store.cc
+
+ private:
+  ModelStore(const models::ModelCatalogue* catalogue, Options options)
+      : catalogue_(catalogue), options_(std::move(options)) {}
+  absl::StatusOr<std::shared_ptr<const HostWeights>> ReadHost(const models::ModelSpec& spec) const;
+  absl::StatusOr<std::shared_ptr<ModelCopy>> Build(const models::ModelSpec& spec,
+                                                   const HostWeights& host, bool device) const;
+  ScopeId ScopeOf(const std::string& model) const;
+
+  const models::ModelCatalogue* const catalogue_;
+  const Options options_;
+  mutable Mutex mu_;
+  std::map<std::string, std::shared_ptr<const HostWeights>> host_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<const ModelCopy>> device_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace fusion

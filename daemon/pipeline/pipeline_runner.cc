@@ -1,0 +1,489 @@
+// The face-fusion pipeline as a JobRunner (pipeline_runner.h). No LibTorch in this TU: the
+// stage computations are in stages.cc.
+#include "pipeline/pipeline_runner.h"
+
+#include <functional>
+#include <future>
+
+#include <opencv2/imgproc.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "device/cpu_device_memory.h"
+#include "models/blend/blend.h"
+#include "pipeline/device_oom.h"
+#include "pipeline/image_io.h"
+#include "pipeline/stages.h"
+
+namespace fusion {
+namespace {
+
+using StageFn = std::function<absl::Status(const ModelCopy& copy, int tile_px)>;
+
+// A stage body over one model: the device attempt runs inside the stage's scope on the
+// device copy, the CPU fallback outside any scope on a host copy. Exceptions become statuses;
+// a device OOM (thrown, or swallowed by a network into an error status after the allocator
+// refused) becomes DeviceOomError().
+class ModelBody final : public StageBody {
+ public:
+  ModelBody(const ModelStore& store, std::string stage, std::string model, StageFn fn)
+      : store_(store), stage_(std::move(stage)), model_(std::move(model)), fn_(std::move(fn)) {}
+
+  absl::Status RunDevice(int tile_px, ScopeId scope) override {
+    DeviceScope in_scope(scope);
+    auto copy = store_.DeviceCopy(model_);
+    if (!copy.ok()) return copy.status();
+    return Guard(**copy, tile_px);
+  }
+  absl::Status RunCpu() override {
+    DeviceScope outside(kNoScope);
+    auto copy = store_.HostCopy(model_);
+    if (!copy.ok()) return copy.status();
+    return Guard(**copy, 0);
+  }
+
+ private:
+  absl::Status Guard(const ModelCopy& copy, int tile_px) {
+    (void)IsDeviceOom(std::runtime_error(""));  // clears this thread's refusal flag
+    absl::Status st;
+    try {
+      st = fn_(copy, tile_px);
+    } catch (const std::exception& e) {
+      if (IsDeviceOom(e)) return DeviceOomError(absl::StrCat("stage '", stage_, "': ", e.what()));
+      return absl::InternalError(absl::StrCat("stage '", stage_, "' (model '", model_, "'): ", e.what()));
+    }
+    // Networks turn LibTorch exceptions into INTERNAL; the allocator's flag tells an OOM apart.
+    if (!st.ok() && (IsDeviceOom(std::runtime_error("")) ||
+                     absl::StrContains(st.message(), "out of memory"))) {
+      return DeviceOomError(absl::StrCat("stage '", stage_, "': ", st.message()));
+    }
+    return st;
+  }
+
+  const ModelStore& store_;
+  const std::string stage_, model_;
+  StageFn fn_;
+};
+
+v1::StageMode ToProto(StageMode m) {
+  switch (m) {
+    case StageMode::kDevice: return v1::DEVICE;
+    case StageMode::kTiled: return v1::TILED;
+    case StageMode::kCpuFallback: return v1::CPU_FALLBACK;
+    case StageMode::kHost: return v1::HOST;
+  }
+  return v1::STAGE_MODE_UNSPECIFIED;
+}
+
+std::vector<cv::Point2f> Points(const faceapi::Landmarks68& l) {
+  std::vector<cv::Point2f> p;
+  for (const faceapi::Point& q : l) p.emplace_back(q.x, q.y);
+  return p;
+}
+
+}  // namespace
+
+PipelineRunner::PipelineRunner(ModelStore* store, ResidencyManager* residency, DeviceMeter* meter,
+                               FaultInjector* faults, Options options)
+    : store_(store), residency_(residency), meter_(meter), faults_(faults),
+      options_(std::move(options)), ladder_(residency, meter, faults, options_.ladder) {}
+
+std::string PipelineRunner::EnhancerFor(const v1::JobOptions& o, uint32_t scale) const {
+  if (!o.enhance_model().empty() && scale == o.enhance_scale()) return o.enhance_model();
+  return scale == 4 ? options_.enhancer_x4 : options_.enhancer_x2;
+}
+
+absl::Status PipelineRunner::Validate(const v1::JobOptions& o) const {
+  if (!(o.ratio() >= 0 && o.ratio() <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("options: ratio ", o.ratio(), " is not in [0,1]"));
+  }
+  for (auto [what, v] : {std::pair{"enhance_scale", o.enhance_scale()}, std::pair{"upscale", o.upscale()}}) {
+    if (v != 0 && v != 2 && v != 4) {
+      return absl::InvalidArgumentError(absl::StrCat("options: ", what, " ", v, " is not 0, 2 or 4"));
+    }
+  }
+  if (!o.enhance_model().empty()) {
+    auto spec = store_->catalogue().Get(o.enhance_model());
+    if (!spec.ok()) return absl::InvalidArgumentError(absl::StrCat("options: enhance_model: ", spec.status().message()));
+    if ((*spec)->stage != "enhance") {
+      return absl::InvalidArgumentError(absl::StrCat("options: enhance_model '", o.enhance_model(),
+                                                     "' is a ", (*spec)->stage, " model"));
+    }
+  }
+  if (o.faces() == v1::REFERENCE && o.reference().inline_bytes().empty()) {
+    return absl::InvalidArgumentError("options: faces REFERENCE needs a reference image");
+  }
+  if (o.reference_max_distance() < 0) return absl::InvalidArgumentError("options: reference_max_distance < 0");
+  if (o.max_side() != 0 && (o.max_side() < 64 || o.max_side() > 16384)) {
+    return absl::InvalidArgumentError(absl::StrCat("options: max_side ", o.max_side(), " is not in [64,16384]"));
+  }
+  if (!v1::OutputFormat_IsValid(o.format())) return absl::InvalidArgumentError("options: unknown format");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> PipelineRunner::StageModels(const std::string& serialized) {
+  v1::JobOptions o;
+  if (!o.ParseFromString(serialized)) return absl::InvalidArgumentError("options: unparsable JobOptions");
+  if (absl::Status st = Validate(o); !st.ok()) return st;
+  std::vector<std::string> models = {options_.detector, options_.landmarks, options_.encoder,
+                                     options_.generator};
+  if (o.enhance_scale() != 0) models.push_back(EnhancerFor(o, o.enhance_scale()));
+  models.push_back(options_.encoder);  // score
+  if (o.upscale() != 0) models.push_back(EnhancerFor(o, o.upscale()));
+  return models;
+}
+
+absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Run(const jobs::JobRecord& job,
+                                                            const std::string& source_image,
+                                                            const std::string& target_image,
+                                                            Context& context) {
+  v1::JobOptions o;
+  if (!o.ParseFromString(job.options)) return absl::InvalidArgumentError("options: unparsable JobOptions");
+  auto out = Swap(Owner{job.id, static_cast<uint32_t>(job.owner_uid)}, source_image, target_image, o, context);
+  if (out.ok()) out->report.set_job_id(job.id);
+  return out;
+}
+
+namespace {
+
+// One job's run: its pictures, the stages' reports, the progress sink.
+class Execution {
+ public:
+  // `plan`: the model of every model stage in run order (StageModels), for prefetch.
+  Execution(const ModelStore& store, ResidencyManager& residency, OomLadder& ladder, const Owner& owner,
+            jobs::JobRunner::Context& ctx, v1::JobResult& report, std::vector<std::string> plan)
+      : store_(store), residency_(residency), ladder_(ladder), owner_(owner), ctx_(ctx), report_(report),
+        plan_(std::move(plan)) {}
+  ~Execution() {
+    if (prefetch_.valid()) prefetch_.wait();
+  }
+
+  // Runs one model stage under the ladder. `input_pixels`: pixels the network sees at once.
+  absl::Status Stage(const std::string& name, const std::string& model, uint64_t input_pixels,
+                     const std::string& bucket, float progress, StageFn fn, int max_tile_px = 256,
+                     int min_tile_px = 64) {
+    if (ctx_.Cancelled()) return absl::CancelledError(absl::StrCat("job cancelled before stage '", name, "'"));
+    ctx_.StageStarted(name, progress);
+    auto spec = store_.catalogue().Get(model);
+    if (!spec.ok()) return spec.status();
+    StageSpec stage{.name = name,
+                    .model = model,
+                    .tileable = (*spec)->tileable,
+                    .working_bytes = std::max<uint64_t>(1, (*spec)->working_set_bytes_per_pixel * input_pixels),
+                    .shape_bucket = bucket,
+                    .input_pixels = input_pixels,
+                    .max_tile_px = max_tile_px,
+                    .min_tile_px = min_tile_px};
+    // The prefetch of this stage's model (started while the previous stage ran) counts as
+    // upload wait; then the next model comes up while this stage runs.
+    const absl::Time wait_start = absl::Now();
+    if (prefetch_.valid()) prefetch_.wait();
+    const double prefetch_wait_ms = absl::ToDoubleMilliseconds(absl::Now() - wait_start);
+    while (next_ < plan_.size() && plan_[next_] == model) ++next_;
+    if (next_ < plan_.size()) Prefetch(plan_[next_]);
+    ModelBody body(store_, name, model, std::move(fn));
+    auto outcome = ladder_.Run(owner_, stage, body);
+    if (!outcome.ok()) return outcome.status();
+    outcome->upload_wait_ms += prefetch_wait_ms;
+    v1::StageReport r;
+    r.set_name(name);
+    r.set_model(model);
+    r.set_ms(outcome->ms);
+    r.set_mode(ToProto(outcome->mode));
+    r.set_attempts(outcome->attempts);
+    r.set_tile(outcome->tile_px);
+    r.set_upload_wait_ms(outcome->upload_wait_ms);
+    r.set_peak_bytes(outcome->peak_bytes);
+    Finish(r, progress, outcome->degradations);
+    return absl::OkStatus();
+  }
+
+  // A host stage (no model, no lease): runs `fn` and reports it with mode HOST.
+  absl::Status HostStage(const std::string& name, float progress, const std::function<absl::Status()>& fn) {
+    if (ctx_.Cancelled()) return absl::CancelledError(absl::StrCat("job cancelled before stage '", name, "'"));
+    ctx_.StageStarted(name, progress);
+    const absl::Time start = absl::Now();
+    if (absl::Status st = fn(); !st.ok()) return st;
+    v1::StageReport r;
+    r.set_name(name);
+    r.set_ms(absl::ToDoubleMilliseconds(absl::Now() - start));
+    r.set_mode(v1::HOST);
+    r.set_attempts(1);
+    Finish(r, progress, {});
+    return absl::OkStatus();
+  }
+
+ private:
+  // Uploads `model` on a worker thread when it fits in the free budget now, evicting nothing
+  // (DESIGN.md §3 prefetch; on CUDA this would be a side stream). Failures only cost the wait.
+  void Prefetch(const std::string& model) {
+    const ResidencySnapshot s = residency_.Snapshot();
+    for (const ModelSnapshot& m : s.models) {
+      if (m.name != model) continue;
+      if (m.state != ModelState::kAbsent && m.state != ModelState::kHost) return;  // there or coming
+      if (s.device.used_bytes + s.device.reserved_bytes + m.bytes > s.device.budget_bytes) return;
+      ResidencyManager* r = &residency_;
+      prefetch_ = std::async(std::launch::async, [r, model] {
+        (void)r->Load(model, absl::Now() + absl::Seconds(5));
+      });
+      return;
+    }
+  }
+
+  void Finish(const v1::StageReport& r, float progress, const std::vector<std::string>& degradations) {
+    *report_.add_stages() = r;
+    for (const std::string& d : degradations) {
+      report_.add_degradations(d);
+      ctx_.Degradation(d);
+    }
+    ctx_.StageFinished(r, progress);
+  }
+
+  const ModelStore& store_;
+  ResidencyManager& residency_;
+  OomLadder& ladder_;
+  const Owner owner_;
+  jobs::JobRunner::Context& ctx_;
+  v1::JobResult& report_;
+  const std::vector<std::string> plan_;
+  size_t next_ = 0;
+  std::future<void> prefetch_;
+};
+
+absl::StatusOr<Picture> MakePicture(const cv::Mat& bgr, std::string what, uint32_t max_side) {
+  Picture p;
+  p.what = std::move(what);
+  p.bgr = bgr;
+  cv::cvtColor(bgr, p.rgb, cv::COLOR_BGR2RGB);
+  const int side = std::max(bgr.cols, bgr.rows);
+  if (side > static_cast<int>(max_side)) {
+    p.scale = static_cast<double>(side) / max_side;
+    cv::resize(p.rgb, p.rgb_small,
+               cv::Size(std::max(1, static_cast<int>(std::lround(bgr.cols / p.scale))),
+                        std::max(1, static_cast<int>(std::lround(bgr.rows / p.scale)))),
+               0, 0, cv::INTER_AREA);
+    p.scale = static_cast<double>(bgr.cols) / p.rgb_small.cols;
+  } else {
+    p.rgb_small = p.rgb;
+  }
+  return p;
+}
+
+std::string Bucket(const cv::Mat& m) { return absl::StrCat(m.cols, "x", m.rows); }
+
+}  // namespace
+
+namespace {
+
+struct FaceStages {
+  std::string landmarks, encoder, generator, enhancer, upscaler, device;
+};
+
+constexpr uint64_t kCropPixels = 256 * 256;
+
+// landmarks -> encode -> generate -> enhance -> blend -> score, on the detected faces.
+absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector<Picture>& pics,
+                       Execution& run, v1::JobResult& report, cv::Mat* frame);
+// upscale (optional) -> encode the image; fills the output's size and format.
+absl::Status FinishJob(const FaceStages& m, const v1::JobOptions& o, const DecodedImage& target,
+                       Execution& run, cv::Mat frame, jobs::JobRunner::Output& output);
+
+}  // namespace
+
+absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
+                                                             const std::string& source_image,
+                                                             const std::string& target_image,
+                                                             const v1::JobOptions& o,
+                                                             Context& context) {
+  if (absl::Status st = Validate(o); !st.ok()) return st;
+  auto source = DecodeImage(source_image, "source image", options_.max_pixels);
+  if (!source.ok()) return source.status();
+  auto target = DecodeImage(target_image, "target image", options_.max_pixels);
+  if (!target.ok()) return target.status();
+  const bool by_reference = o.faces() == v1::REFERENCE;
+  absl::StatusOr<DecodedImage> reference = DecodedImage{};
+  if (by_reference) reference = DecodeImage(o.reference().inline_bytes(), "reference image", options_.max_pixels);
+  if (!reference.ok()) return reference.status();
+  const uint32_t max_side = o.max_side() != 0 ? o.max_side()
+                            : o.low_vram()    ? options_.low_vram_max_side
+                                              : options_.default_max_side;
+  std::vector<Picture> pics;
+  for (auto [img, what] : {std::pair{&*source, "source image"}, std::pair{&*target, "target image"},
+                           std::pair{&*reference, "reference image"}}) {
+    if (img->bgr.empty()) continue;
+    auto p = MakePicture(img->bgr, what, max_side);
+    if (!p.ok()) return p.status();
+    pics.push_back(*std::move(p));
+  }
+  Picture& tgt = pics[1];
+  Output output;
+  v1::JobResult& report = output.report;
+  report.set_device(store_->device());
+  auto plan = StageModels(o.SerializeAsString());
+  if (!plan.ok()) return plan.status();
+  Execution run(*store_, *residency_, ladder_, owner, context, report, *std::move(plan));
+  const std::string& device = store_->device();
+
+  // detect
+  // Passes run one at a time: the largest network input (multiscale.h's S_hi) bounds the set.
+  uint64_t detect_px = 0;
+  for (const Picture& p : pics) {
+    const uint64_t side = std::clamp<uint64_t>((std::max(p.rgb_small.cols, p.rgb_small.rows) / 3 + 16) / 32 * 32, 416, 1024);
+    detect_px = std::max(detect_px, side * side);
+  }
+  absl::Status st = run.Stage("detect", options_.detector, detect_px, Bucket(tgt.rgb_small), 0.05f,
+                              [&](const ModelCopy& m, int tile) {
+                                for (Picture& p : pics) {
+                                  if (absl::Status s = DetectFaces(m, tile, p); !s.ok()) return s;
+                                }
+                                return absl::OkStatus();
+                              });
+  if (!st.ok()) return st;
+  for (Picture& p : pics) {
+    if (p.faces.empty()) return absl::FailedPreconditionError(absl::StrCat("no face in the ", p.what));
+    // The source and reference faces are the largest of their image; LARGEST keeps one target.
+    if (&p != &tgt || o.faces() == v1::LARGEST) p.faces = {p.faces[LargestFace(p.faces)]};
+  }
+  if (tgt.faces.size() > options_.max_faces) tgt.faces.resize(options_.max_faces);
+  const FaceStages stages{options_.landmarks, options_.encoder, options_.generator,
+                          o.enhance_scale() != 0 ? EnhancerFor(o, o.enhance_scale()) : "",
+                          o.upscale() != 0 ? EnhancerFor(o, o.upscale()) : "", device};
+  cv::Mat frame;
+  st = SwapFaces(stages, o, pics, run, report, &frame);
+  if (!st.ok()) return st;
+  st = FinishJob(stages, o, *target, run, std::move(frame), output);
+  if (!st.ok()) return st;
+  return output;
+}
+
+namespace {
+
+absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector<Picture>& pics,
+                       Execution& run, v1::JobResult& report, cv::Mat* frame) {
+  Picture& src = pics[0];
+  Picture& tgt = pics[1];
+  const bool by_reference = pics.size() > 2;
+  // Faces are processed one at a time: a stage's working set is that of one face.
+  absl::Status st = run.Stage("landmarks", m.landmarks, 112 * 112, "112x112", 0.15f,
+                              [&](const ModelCopy& c, int) {
+                                for (Picture& p : pics) {
+                                  if (absl::Status s = FindLandmarks(c, p); !s.ok()) return s;
+                                }
+                                return absl::OkStatus();
+                              });
+  if (!st.ok()) return st;
+  st = run.Stage("encode", m.encoder, 150 * 150, "150x150", 0.25f, [&](const ModelCopy& c, int) {
+    if (absl::Status s = DescribeFaces(c, src, {}); !s.ok()) return s;
+    if (!by_reference) return absl::OkStatus();
+    if (absl::Status s = DescribeFaces(c, pics[2], {}); !s.ok()) return s;
+    return DescribeFaces(c, tgt, {});
+  });
+  if (!st.ok()) return st;
+
+  std::vector<SwapItem> items;
+  const float limit = o.reference_max_distance() > 0 ? o.reference_max_distance() : 0.6f;
+  for (size_t i = 0; i < tgt.faces.size(); ++i) {
+    if (!by_reference || DescriptorDistance(tgt.faces[i].descriptor, pics[2].faces[0].descriptor) < limit) {
+      items.push_back(SwapItem{.face = i});
+    }
+  }
+  if (items.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no face of the target image is within identity distance ", limit, " of the reference face"));
+  }
+  st = run.Stage("generate", m.generator, kCropPixels, "256x256", 0.45f,
+                 [&](const ModelCopy& c, int) { return Generate(c, m.device, src, tgt, o.ratio(), items); });
+  if (!st.ok()) return st;
+
+  if (!m.enhancer.empty()) {
+    int scale = 1;
+    st = run.Stage("enhance", m.enhancer, kCropPixels, "256x256", 0.6f,
+                   [&](const ModelCopy& c, int tile) {
+                     std::vector<cv::Mat> up;
+                     for (const SwapItem& it : items) {
+                       cv::Mat crop = it.fused.clone();
+                       if (absl::Status s = Enhance(c, m.device, tile, crop); !s.ok()) return s;
+                       up.push_back(crop);
+                     }
+                     for (size_t i = 0; i < items.size(); ++i) items[i].fused = up[i];
+                     scale = EnhanceScale(c);
+                     return absl::OkStatus();
+                   },
+                   // Tiles from half the 256-px crop down to 32 px: a 64-px tile of esrgan-slim-x4
+                   // with its 10-px halo still peaks at about 72 MB (measured 673 MB untiled).
+                   /*max_tile_px=*/128, /*min_tile_px=*/32);
+    if (!st.ok()) return st;
+    for (SwapItem& it : items) {  // the target crop and transform at the enhanced size
+      cv::resize(it.target_crop, it.target_crop, it.fused.size(), 0, 0, cv::INTER_CUBIC);
+      it.frame_to_crop = it.frame_to_crop * static_cast<double>(scale);
+    }
+  }
+
+  *frame = tgt.bgr.clone();
+  st = run.HostStage("blend", 0.75f, [&] {
+    models::BlendOptions options;
+    options.mode = o.simple() ? models::BlendMode::kSimple : models::BlendMode::kFull;
+    options.colour_correction = !o.simple();
+    for (const SwapItem& it : items) {
+      models::BlendInput in{it.fused, it.target_crop, it.frame_to_crop, Points(tgt.faces[it.face].landmarks)};
+      if (absl::Status s = models::BlendFace(in, options, frame); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  });
+  if (!st.ok()) return st;
+
+  cv::Mat result_rgb;
+  cv::cvtColor(*frame, result_rgb, cv::COLOR_BGR2RGB);
+  std::vector<FaceDescriptor> scored(items.size());
+  st = run.Stage("score", m.encoder, 150 * 150, "150x150", 0.85f, [&](const ModelCopy& c, int) {
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (absl::Status s = Describe(c, result_rgb, tgt.faces[items[i].face].landmarks, &scored[i]); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  });
+  if (!st.ok()) return st;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const faceapi::FaceBox& b = tgt.faces[items[i].face].box;
+    v1::FaceReport* f = report.add_faces();
+    for (float v : {b.x, b.y, b.w, b.h}) f->add_box(v);
+    f->set_identity_distance(DescriptorDistance(scored[i], src.faces[0].descriptor));
+  }
+  report.set_faces_swapped(static_cast<uint32_t>(items.size()));
+  return absl::OkStatus();
+}
+
+absl::Status FinishJob(const FaceStages& m, const v1::JobOptions& o, const DecodedImage& target,
+                       Execution& run, cv::Mat frame, jobs::JobRunner::Output& output) {
+  DecodedImage base = target;
+  if (!m.upscaler.empty()) {
+    cv::Mat rgb01;
+    cv::cvtColor(frame, rgb01, cv::COLOR_BGR2RGB);
+    rgb01.convertTo(rgb01, CV_32FC3, 1.0 / 255.0);
+    absl::Status st = run.Stage("upscale", m.upscaler, frame.total(), Bucket(frame), 0.9f,
+                                [&](const ModelCopy& c, int tile) {
+                                  cv::Mat up = rgb01.clone();
+                                  if (absl::Status s = Enhance(c, m.device, tile, up); !s.ok()) return s;
+                                  rgb01 = up;
+                                  return absl::OkStatus();
+                                });
+    if (!st.ok()) return st;
+    rgb01.convertTo(frame, CV_8UC3, 255.0);
+    cv::cvtColor(frame, frame, cv::COLOR_RGB2BGR);
+    // Alpha and depth of the target, resized to the new size (every pixel counts as changed).
+    cv::resize(target.original, base.original, frame.size(), 0, 0, cv::INTER_CUBIC);
+    cv::resize(target.bgr, base.bgr, frame.size(), 0, 0, cv::INTER_CUBIC);
+  }
+  auto encoded = EncodeResult(base, frame, o.format());
+  if (!encoded.ok()) return encoded.status();
+  output.image = *std::move(encoded);
+  output.report.set_state(v1::SUCCEEDED);
+  output.report.set_format(o.format() == v1::JPEG ? v1::JPEG : v1::PNG);
+  output.report.set_width(static_cast<uint32_t>(frame.cols));
+  output.report.set_height(static_cast<uint32_t>(frame.rows));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+}  // namespace fusion

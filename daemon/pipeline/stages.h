@@ -1,0 +1,77 @@
+// The pipeline's stage computations on one model copy (host or device), for the stage bodies
+// that the OOM ladder runs (pipeline_runner.cc). Implemented with LibTorch in stages.cc; this
+// header has none. Results are OpenCV/host values, never tensors, so nothing a stage allocates
+// in its device scope outlives the stage.
+// Every function overwrites its outputs only on success (a retried attempt starts clean).
+// Errors: INVALID_ARGUMENT for inputs that break a network's contract; INTERNAL from LibTorch
+// (messages name the network); exceptions propagate to the caller (the stage body), which
+// turns a device OOM into DeviceOomError().
+// Thread-safety: free functions; the model copy is used const.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include <opencv2/core.hpp>
+
+#include "absl/status/status.h"
+#include "models/faceapi/types.h"
+#include "pipeline/model_store.h"
+
+namespace fusion {
+
+using FaceDescriptor = std::array<float, 128>;  // FaceRecognitionNet output; dlib distance < 0.6
+
+struct DetectedFace {
+  faceapi::FaceBox box;            // full-resolution pixels
+  faceapi::Landmarks68 landmarks;  // full-resolution pixels
+  FaceDescriptor descriptor{};
+  bool described = false;
+};
+
+// One image of the job as the stages see it.
+struct Picture {
+  std::string what;    // "source image", "target image", "reference image"
+  cv::Mat bgr;         // CV_8UC3, full resolution
+  cv::Mat rgb;         // CV_8UC3 RGB, full resolution (landmarks and descriptors use it)
+  cv::Mat rgb_small;   // RGB at the working side (detection); may share rgb
+  double scale = 1.0;  // full-resolution pixels per working pixel
+  std::vector<DetectedFace> faces;
+};
+
+// One target face being swapped.
+struct SwapItem {
+  size_t face = 0;              // index into the target's faces
+  cv::Mat fused;                // CV_32FC3 RGB [0,1] generator output (enhanced: s times larger)
+  cv::Mat target_crop;          // CV_32FC3 RGB [0,1], the generator's target input, same size
+  cv::Matx23d frame_to_crop;    // frame pixels -> crop pixels of `fused`
+};
+
+// Faces of `pic` (boxes only), in full-resolution pixels, by descending score. tile_px 0:
+// multi-scale detection of the working image (multiscale.h); tile_px > 0: network input tile_px
+// on overlapping regions of the same scale as a 416 input over the whole image (boxes touching
+// an inner region edge are dropped; NMS merges).
+absl::Status DetectFaces(const ModelCopy& detector, int tile_px, Picture& pic);
+// 68 landmarks of every face of `pic` (full-resolution crops).
+absl::Status FindLandmarks(const ModelCopy& landmarks, Picture& pic);
+// Descriptors of the faces of `pic` whose index is in `which` (all when empty).
+absl::Status DescribeFaces(const ModelCopy& recognition, Picture& pic, const std::vector<size_t>& which);
+// Descriptor of the face with `landmarks` in `rgb`.
+absl::Status Describe(const ModelCopy& recognition, const cv::Mat& rgb,
+                      const faceapi::Landmarks68& landmarks, FaceDescriptor* out);
+// Fuses the source face into each target face of `items` (their `face` set): aligned crops of
+// the full-resolution frames, the generator at `ratio`. `device` "cpu" or "cuda:N".
+absl::Status Generate(const ModelCopy& generator, const std::string& device, const Picture& source,
+                      const Picture& target, double ratio, std::vector<SwapItem>& items);
+// Super-resolves `rgb01` (CV_32FC3 RGB [0,1]) with an ESRGAN copy: output s times larger;
+// tile_px > 0 cuts the input into tiles with the model's halo (same result up to float order).
+absl::Status Enhance(const ModelCopy& enhancer, const std::string& device, int tile_px, cv::Mat& rgb01);
+// The model's scale (output side / input side) of an enhancer copy; 0 for another model.
+int EnhanceScale(const ModelCopy& enhancer);
+
+// A source-face choice: index of the largest face (box area), or -1 when there is none.
+int LargestFace(const std::vector<DetectedFace>& faces);
+float DescriptorDistance(const FaceDescriptor& a, const FaceDescriptor& b);
+
+}  // namespace fusion

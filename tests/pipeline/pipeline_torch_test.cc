@@ -1,0 +1,353 @@
+// The pipeline with the real networks, in process: the model store's device charges, a swap
+// through PipelineRunner, image formats, cancellation, and every OOM-ladder step driven by the
+// fault injector — after each, no lease, nothing reserved, the device tier holding exactly the
+// resident models' bytes, and the next normal job giving the same bytes as before the fault.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "device/cpu_device_memory.h"
+#include "models/catalogue/catalogue.h"
+#include "pipeline/model_store.h"
+#include "pipeline/pipeline_runner.h"
+
+namespace fusion {
+namespace {
+
+constexpr uint64_t kBudget = 512ull << 20;
+
+struct Env {
+  std::unique_ptr<models::ModelCatalogue> catalogue;
+  std::unique_ptr<DeviceMeter> meter;
+  std::unique_ptr<ModelStore> store;
+  std::unique_ptr<ResidencyManager> residency;
+  FaultInjector faults;
+  std::unique_ptr<PipelineRunner> runner;
+};
+
+Env& E() {
+  static Env* env = [] {
+    auto* e = new Env;
+    auto cat = models::ModelCatalogue::Create({FUSION_SOURCE_DIR "/models/manifest.json", FUSION_MODELS_DIR});
+    if (!cat.ok()) throw std::runtime_error(cat.status().ToString());
+    e->catalogue = *std::move(cat);
+    e->meter = MakeCpuDeviceMeter(kBudget);
+    e->store = *ModelStore::Create(e->catalogue.get(), {.device = "cpu", .meter = e->meter.get()});
+    e->residency = *ResidencyManager::Create({.device_budget_bytes = kBudget, .loader = e->store.get()});
+    if (auto st = e->store->RegisterAll(*e->residency); !st.ok()) throw std::runtime_error(st.ToString());
+    e->runner = std::make_unique<PipelineRunner>(e->store.get(), e->residency.get(), e->meter.get(),
+                                                 &e->faults, PipelineRunner::Options{});
+    return e;
+  }();
+  return *env;
+}
+
+class Recorder : public jobs::JobRunner::Context {
+ public:
+  bool Cancelled() const override { return cancel; }
+  void StageStarted(const std::string& stage, float) override { started.push_back(stage); }
+  void StageFinished(const v1::StageReport&, float) override {}
+  void Degradation(const std::string& what) override { degradations.push_back(what); }
+  bool cancel = false;
+  std::vector<std::string> started, degradations;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+const std::string& Astronaut() {
+  static const std::string b = ReadFile(FUSION_TEST_DATA_DIR "/faces/astronaut_eileen_collins_512.png");
+  return b;
+}
+const std::string& Grace() {
+  static const std::string b = ReadFile(FUSION_TEST_DATA_DIR "/faces/grace_hopper_512x600.jpg");
+  return b;
+}
+std::string Png(const cv::Mat& m) {
+  std::vector<uchar> out;
+  cv::imencode(".png", m, out);
+  return std::string(out.begin(), out.end());
+}
+cv::Mat Decode(const std::string& bytes, int flags = cv::IMREAD_UNCHANGED) {
+  return cv::imdecode(cv::Mat(1, static_cast<int>(bytes.size()), CV_8U, const_cast<char*>(bytes.data())), flags);
+}
+
+absl::StatusOr<jobs::JobRunner::Output> Swap(v1::JobOptions o, const std::string& target = Grace(),
+                                             Recorder* rec = nullptr) {
+  Recorder local;
+  return E().runner->Swap(Owner{"test", 0}, Astronaut(), target, o, rec ? *rec : local);
+}
+v1::JobOptions Ratio(float r) {
+  v1::JobOptions o;
+  o.set_ratio(r);
+  return o;
+}
+
+const v1::StageReport* StageOf(const v1::JobResult& r, const std::string& name) {
+  for (const auto& s : r.stages()) {
+    if (s.name() == name) return &s;
+  }
+  return nullptr;
+}
+
+// After any outcome: no lease, nothing reserved, device-scope bytes == resident models' bytes.
+void ExpectAtRest() {
+  const ResidencySnapshot s = E().residency->Snapshot();
+  EXPECT_TRUE(s.leases.empty());
+  EXPECT_EQ(s.device.reserved_bytes, 0u);
+  EXPECT_EQ(E().meter->AllocatedBytes(), s.device.used_bytes);
+}
+
+TEST(ModelStore, UploadChargesAMeasuredSecondCopyToTheDeviceTier) {
+  (void)E().residency->Unload("face_landmark_68");
+  const uint64_t before = E().meter->AllocatedBytes();
+  ASSERT_TRUE(E().residency->Load("face_landmark_68", absl::Now() + absl::Seconds(30)).ok());
+  // FaceLandmark68Net: 356,840 fp32 parameters.
+  EXPECT_EQ(E().meter->AllocatedBytes() - before, 1'427'360u);
+  for (const ModelSnapshot& m : E().residency->Snapshot().models) {
+    if (m.name == "face_landmark_68") {
+      EXPECT_EQ(m.bytes, 1'427'360u);
+    }
+  }
+  ASSERT_TRUE(E().residency->Unload("face_landmark_68").ok());
+  EXPECT_EQ(E().meter->AllocatedBytes(), before);
+  ExpectAtRest();
+}
+
+TEST(PipelineRunner, SwapKeepsTheTargetSizeAndMovesTheIdentityTowardsTheSource) {
+  Recorder rec;
+  auto swapped = Swap(Ratio(1), Grace(), &rec);
+  ASSERT_TRUE(swapped.ok()) << swapped.status();
+  auto kept = Swap(Ratio(0));  // the target face itself: its distance to the source
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  const cv::Mat out = Decode(swapped->image);
+  EXPECT_EQ(out.cols, 512);
+  EXPECT_EQ(out.rows, 600);
+  EXPECT_EQ(swapped->report.width(), 512u);
+  EXPECT_EQ(swapped->report.faces_swapped(), 1u);
+  ASSERT_EQ(swapped->report.faces_size(), 1);
+  ASSERT_EQ(kept->report.faces_size(), 1);
+  const float d_result = swapped->report.faces(0).identity_distance();
+  const float d_target = kept->report.faces(0).identity_distance();
+  std::printf("identity distance to the source: target %.3f, result %.3f\n", d_target, d_result);
+  EXPECT_GT(d_target - d_result, 0.10f);
+  EXPECT_EQ(rec.started, (std::vector<std::string>{"detect", "landmarks", "encode", "generate", "blend", "score"}));
+  for (const auto& s : swapped->report.stages()) {
+    EXPECT_EQ(s.mode(), s.name() == "blend" ? v1::HOST : v1::DEVICE) << s.name();
+    EXPECT_EQ(s.attempts(), 1u) << s.name();
+    std::printf("stage %-9s %8.1f ms  peak %10llu bytes  upload wait %6.1f ms\n", s.name().c_str(), s.ms(),
+                static_cast<unsigned long long>(s.peak_bytes()), s.upload_wait_ms());
+  }
+  EXPECT_GT(StageOf(swapped->report, "detect")->peak_bytes(), 0u);
+  ExpectAtRest();
+}
+
+TEST(PipelineRunner, BadInputsAreClearErrors) {
+  auto bad = Swap(Ratio(1), "not an image");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("target image"), std::string::npos) << bad.status();
+  Recorder rec;
+  auto none = E().runner->Swap(Owner{"test", 0}, Png(cv::Mat(240, 320, CV_8UC3, cv::Scalar(90, 120, 150))),
+                               Grace(), Ratio(1), rec);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(none.status().message(), "no face in the source image");
+  EXPECT_EQ(E().runner->StageModels(Ratio(1.5).SerializeAsString()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  v1::JobOptions enhance3 = Ratio(1);
+  enhance3.set_enhance_scale(3);
+  EXPECT_EQ(E().runner->StageModels(enhance3.SerializeAsString()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ExpectAtRest();
+}
+
+TEST(PipelineRunner, CancelledJobStopsAtTheFirstStageBoundary) {
+  Recorder rec;
+  rec.cancel = true;
+  auto out = Swap(Ratio(1), Grace(), &rec);
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_TRUE(rec.started.empty());
+  ExpectAtRest();
+}
+
+TEST(PipelineRunner, GreyRgbaAndSixteenBitTargetsKeepTheirFormat) {
+  const cv::Mat bgr = Decode(Grace(), cv::IMREAD_COLOR);
+  cv::Mat grey, bgra, deep;
+  cv::cvtColor(bgr, grey, cv::COLOR_BGR2GRAY);
+  cv::cvtColor(bgr, bgra, cv::COLOR_BGR2BGRA);
+  for (int y = 0; y < bgra.rows; ++y) {
+    for (int x = 0; x < bgra.cols; ++x) bgra.at<cv::Vec4b>(y, x)[3] = static_cast<uchar>((x + y) % 256);
+  }
+  bgr.convertTo(deep, CV_16UC3, 257.0);
+  for (const cv::Mat& target : {grey, bgra, deep}) {
+    auto out = Swap(Ratio(1), Png(target));
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(out->report.faces_swapped(), 1u);
+    const cv::Mat result = Decode(out->image);
+    EXPECT_EQ(result.size(), target.size());
+    EXPECT_EQ(result.channels(), target.channels());
+    EXPECT_EQ(result.depth(), target.depth());
+    if (target.channels() == 4) {
+      cv::Mat a, b;
+      cv::extractChannel(result, a, 3);
+      cv::extractChannel(target, b, 3);
+      EXPECT_EQ(cv::countNonZero(a != b), 0) << "alpha changed";
+    }
+  }
+  ExpectAtRest();
+}
+
+TEST(PipelineRunner, ReferenceSelectsOnlyTargetFacesOfTheReferencePerson) {
+  v1::JobOptions o = Ratio(1);
+  o.set_faces(v1::REFERENCE);
+  o.mutable_reference()->set_inline_bytes(Grace());  // the target's own person: selected
+  auto same = Swap(o);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ(same->report.faces_swapped(), 1u);
+  // The astronaut is another person: no grace face lies within 0.6 of her (measured 0.658).
+  o.mutable_reference()->set_inline_bytes(Astronaut());
+  auto other = Swap(o);
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(other.status().message().find("within identity distance 0.6"), std::string::npos) << other.status();
+  o.set_reference_max_distance(0.7f);  // a looser threshold admits her
+  auto loose = Swap(o);
+  ASSERT_TRUE(loose.ok()) << loose.status();
+  EXPECT_EQ(loose->report.faces_swapped(), 1u);
+  ExpectAtRest();
+}
+
+TEST(PipelineRunner, RealDeviceOomOnDetectIsRecoveredByEvictionAndRetry) {
+  // Another tenant's pressure the manager has not seen yet: the allocator's budget leaves 12 MiB
+  // above the resident models, below detection's measured ~26 MB peak, so the first attempt
+  // hits a real c10 OutOfMemoryError; evicting the idle models makes room for the retry.
+  ASSERT_TRUE(Swap(Ratio(1)).ok());  // models resident
+  CpuDeviceAllocator& allocator = CpuDeviceAllocator::Install(kBudget);
+  const uint64_t ooms = allocator.oom_count();
+  allocator.SetBudget(allocator.in_use() + (12ull << 20));
+  auto out = Swap(Ratio(1));
+  allocator.SetBudget(kBudget);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_GT(allocator.oom_count(), ooms);
+  const v1::StageReport* detect = StageOf(out->report, "detect");
+  EXPECT_EQ(detect->attempts(), 2u);
+  EXPECT_EQ(detect->mode(), v1::DEVICE);
+  EXPECT_GT(E().residency->Snapshot().totals.evictions, 0u);
+  ExpectAtRest();
+}
+
+TEST(PipelineRunner, UpscaleDoublesTheOutputOnlyWhenAsked) {
+  cv::Mat small;
+  cv::resize(Decode(Grace(), cv::IMREAD_COLOR), small, cv::Size(256, 300), 0, 0, cv::INTER_AREA);
+  v1::JobOptions o = Ratio(1);
+  o.set_upscale(2);
+  auto out = Swap(o, Png(small));
+  ASSERT_TRUE(out.ok()) << out.status();
+  const cv::Mat result = Decode(out->image);
+  EXPECT_EQ(result.cols, 512);
+  EXPECT_EQ(result.rows, 600);
+  EXPECT_EQ(out->report.width(), 512u);
+  const v1::StageReport* up = StageOf(out->report, "upscale");
+  ASSERT_NE(up, nullptr);
+  EXPECT_EQ(up->model(), "esrgan-slim-x2");
+  EXPECT_EQ(up->mode(), v1::DEVICE);
+  ExpectAtRest();
+}
+
+TEST(PipelineRunner, NextStageModelIsPrefetchedWhileTheCurrentStageRuns) {
+  for (const char* m : {"tiny_face_detector", "face_landmark_68", "face_recognition", "classical-fusion"}) {
+    (void)E().residency->Unload(m);
+  }
+  const ResidencyCounters before = E().residency->Snapshot().totals;
+  ASSERT_TRUE(Swap(Ratio(1)).ok());
+  const ResidencyCounters after = E().residency->Snapshot().totals;
+  // Each model is uploaded once (a prefetch's Load counts that miss). Without prefetch only
+  // score would find its model on the device (1 hit); with it landmarks, encode and generate
+  // find theirs too, uploaded while the previous stage ran.
+  EXPECT_EQ(after.misses - before.misses, 4u);
+  EXPECT_EQ(after.hits - before.hits, 4u);
+  EXPECT_EQ(after.uploads - before.uploads, 4u);
+  ExpectAtRest();
+}
+
+double Psnr(const std::string& a, const std::string& b) {
+  return cv::PSNR(Decode(a, cv::IMREAD_COLOR), Decode(b, cv::IMREAD_COLOR));
+}
+
+// Runs a job with `mode` injected into `stage`, checks the state after it, clears the fault and
+// checks that the next normal job gives `baseline`'s bytes.
+absl::StatusOr<jobs::JobRunner::Output> WithFault(const std::string& stage, FaultMode mode,
+                                                  const v1::JobOptions& o, const std::string& baseline) {
+  E().faults.Set(stage, mode);
+  auto out = Swap(o);
+  E().faults.Set(stage, FaultMode::kNone);
+  ExpectAtRest();
+  auto again = Swap(o);
+  EXPECT_TRUE(again.ok()) << again.status();
+  if (again.ok()) {
+    EXPECT_TRUE(again->image == baseline) << "the next normal job differs";
+  }
+  ExpectAtRest();
+  return out;
+}
+
+TEST(OomLadderWithNetworks, FirstDeviceAttemptFailedOnDetectSucceedsByEvictAndRetry) {
+  auto base = Swap(Ratio(1));
+  ASSERT_TRUE(base.ok()) << base.status();
+  auto out = WithFault("detect", FaultMode::kFailFirstDevice, Ratio(1), base->image);
+  ASSERT_TRUE(out.ok()) << out.status();
+  const v1::StageReport* s = StageOf(out->report, "detect");
+  EXPECT_EQ(s->mode(), v1::DEVICE);
+  EXPECT_EQ(s->attempts(), 2u);
+  EXPECT_TRUE(out->image == base->image);
+}
+
+TEST(OomLadderWithNetworks, UntiledEnhanceFailedRunsTiledAndMatchesTheUntiledOutput) {
+  v1::JobOptions o = Ratio(1);
+  o.set_enhance_scale(2);
+  auto base = Swap(o);
+  ASSERT_TRUE(base.ok()) << base.status();
+  EXPECT_EQ(StageOf(base->report, "enhance")->mode(), v1::DEVICE);
+  auto out = WithFault("enhance", FaultMode::kFailUntiled, o, base->image);
+  ASSERT_TRUE(out.ok()) << out.status();
+  const v1::StageReport* s = StageOf(out->report, "enhance");
+  EXPECT_EQ(s->mode(), v1::TILED);
+  EXPECT_EQ(s->tile(), 128u);  // half the 256-px face crop: real tiles with seams
+  EXPECT_EQ(s->attempts(), 3u);
+  const double psnr = Psnr(out->image, base->image);
+  std::printf("tiled vs untiled enhance: PSNR %.2f dB\n", psnr);
+  EXPECT_GE(psnr, 45.0);
+  EXPECT_FALSE(out->report.degradations().empty());
+}
+
+TEST(OomLadderWithNetworks, EveryDeviceAttemptFailedOnGenerateFallsBackToTheCpu) {
+  auto base = Swap(Ratio(1));
+  ASSERT_TRUE(base.ok()) << base.status();
+  auto out = WithFault("generate", FaultMode::kFailDevice, Ratio(1), base->image);
+  ASSERT_TRUE(out.ok()) << out.status();
+  const v1::StageReport* s = StageOf(out->report, "generate");
+  EXPECT_EQ(s->mode(), v1::CPU_FALLBACK);
+  EXPECT_EQ(s->attempts(), 3u);  // device, evict + retry, CPU
+  ASSERT_EQ(out->report.degradations_size(), 2);
+  EXPECT_NE(out->report.degradations(1).find("generate: ran on the CPU"), std::string::npos);
+  EXPECT_TRUE(out->image == base->image);  // the same computation from the host copy
+}
+
+TEST(OomLadderWithNetworks, EverythingFailedOnLandmarksIsResourceExhaustedNamingTheStage) {
+  auto base = Swap(Ratio(1));
+  ASSERT_TRUE(base.ok()) << base.status();
+  auto out = WithFault("landmarks", FaultMode::kFailAll, Ratio(1), base->image);
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(out.status().message().find("stage 'landmarks' (model 'face_landmark_68')"), std::string::npos)
+      << out.status();
+}
+
+}  // namespace
+}  // namespace fusion

@@ -1,0 +1,151 @@
+// The main job through the real binaries: fusiond (with the pipeline) on a temporary socket and
+// fusionctl swap/mem/models, including faults injected with FUSIOND_FAULTS (test builds).
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "process.h"
+#include "temp_dir.h"
+
+namespace fusion {
+namespace {
+
+using testing::Process;
+using testing::RunResult;
+
+bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Width and height from a PNG's IHDR chunk (bytes 16..23, big-endian).
+std::pair<uint32_t, uint32_t> PngSize(const std::string& png) {
+  auto be = [&](size_t at) {
+    return (uint32_t{static_cast<uint8_t>(png[at])} << 24) | (uint32_t{static_cast<uint8_t>(png[at + 1])} << 16) |
+           (uint32_t{static_cast<uint8_t>(png[at + 2])} << 8) | uint32_t{static_cast<uint8_t>(png[at + 3])};
+  };
+  if (png.size() < 24 || png.compare(1, 3, "PNG") != 0) return {0, 0};
+  return {be(16), be(20)};
+}
+
+class SwapProcessTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Process> StartDaemon(const std::string& faults = "", std::vector<std::string> extra = {}) {
+    const std::string state = dir_.File("state-" + std::to_string(++daemons_));
+    std::vector<std::string> env;
+    if (!faults.empty()) env.push_back("FUSIOND_FAULTS=" + faults);
+    std::vector<std::string> argv = {FUSIOND_BIN,     "--socket",     socket_,           "--device",
+                                     "cpu",           "--device-memory-limit", "1GiB", "--state-dir",
+                                     state,           "--models-dir", FUSION_MODELS_DIR};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto p = std::make_unique<Process>(argv, dir_.path(), -1, env);
+    EXPECT_TRUE(testing::WaitFor([&] { return Exists(socket_) || !p->Running(); }, absl::Seconds(20)));
+    return p;
+  }
+  void Stop(std::unique_ptr<Process> daemon) {
+    daemon->Signal(SIGTERM);
+    EXPECT_EQ(daemon->Wait(absl::Seconds(20)).exit_code, 0);
+  }
+  RunResult Ctl(std::vector<std::string> args) {
+    args.insert(args.begin(), {FUSIONCTL_BIN, "--socket", socket_});
+    return testing::RunProcess(args, dir_.path(), absl::Seconds(60));
+  }
+  RunResult SwapJson(const std::string& out, const std::string& ratio = "1") {
+    return Ctl({"swap", "--source", FUSION_TEST_DATA_DIR "/faces/astronaut_eileen_collins_512.png", "--target",
+                FUSION_TEST_DATA_DIR "/faces/grace_hopper_512x600.jpg", "-o", out, "--ratio", ratio, "--json"});
+  }
+  // No lease and nothing reserved, in the daemon's own words.
+  void ExpectAtRest() {
+    RunResult mem = Ctl({"mem", "--json"});
+    ASSERT_EQ(mem.exit_code, 0) << mem.err;
+    const nlohmann::json j = nlohmann::json::parse(mem.out);
+    EXPECT_EQ(j["device"]["reserved_bytes"].get<uint64_t>(), 0u);
+    for (const auto& m : j["models"]) EXPECT_EQ(m["leases"].get<int>(), 0) << m["name"];
+  }
+  static const nlohmann::json* Stage(const nlohmann::json& result, const std::string& name) {
+    for (const auto& s : result["stages"]) {
+      if (s["name"] == name) return &s;
+    }
+    return nullptr;
+  }
+
+  testing::TempDir dir_;
+  const std::string socket_ = dir_.File("f.sock");
+  int daemons_ = 0;
+};
+
+TEST_F(SwapProcessTest, SwapThroughTheDaemonWritesATargetSizedPngWithTheSourceIdentity) {
+  auto daemon = StartDaemon("", {"--pin-model", "face_recognition"});
+  ASSERT_TRUE(daemon->Running());
+  const RunResult swapped = SwapJson(dir_.File("out.png"));
+  ASSERT_EQ(swapped.exit_code, 0) << swapped.err;
+  const RunResult kept = SwapJson(dir_.File("kept.png"), "0");
+  ASSERT_EQ(kept.exit_code, 0) << kept.err;
+  const nlohmann::json r = nlohmann::json::parse(swapped.out), k = nlohmann::json::parse(kept.out);
+  EXPECT_EQ(r["state"], "SUCCEEDED");
+  EXPECT_EQ(r["device"], "cpu");
+  EXPECT_EQ(r["faces_swapped"].get<int>(), 1);
+  EXPECT_EQ(PngSize(ReadFile(dir_.File("out.png"))), (std::pair<uint32_t, uint32_t>{512, 600}));
+  ASSERT_EQ(r["faces"].size(), 1u);
+  ASSERT_EQ(k["faces"].size(), 1u);
+  // Ratio 0 keeps the target face: its distance is the target's own distance to the source.
+  EXPECT_LT(r["faces"][0]["identity_distance"].get<double>() + 0.1,
+            k["faces"][0]["identity_distance"].get<double>());
+  for (const char* name : {"detect", "landmarks", "encode", "generate", "blend", "score"}) {
+    const nlohmann::json* s = Stage(r, name);
+    ASSERT_NE(s, nullptr) << name;
+    EXPECT_EQ((*s)["mode"], std::string(name) == "blend" ? "host" : "device") << name;
+  }
+  ExpectAtRest();
+  const RunResult models = Ctl({"models", "--json"});
+  ASSERT_EQ(models.exit_code, 0) << models.err;
+  const nlohmann::json listed = nlohmann::json::parse(models.out);
+  EXPECT_EQ(listed.size(), 9u);  // every catalogue model
+  for (const auto& m : listed) {
+    EXPECT_EQ(m["pinned"].get<bool>(), m["name"] == "face_recognition") << m["name"];  // --pin-model
+  }
+  Stop(std::move(daemon));
+}
+
+TEST_F(SwapProcessTest, InjectedFaultsDegradeReportAndReleaseEverything) {
+  auto normal = StartDaemon();
+  ASSERT_EQ(SwapJson(dir_.File("normal.png")).exit_code, 0);
+  Stop(std::move(normal));
+
+  auto faulty = StartDaemon("detect=fail_first_device,generate=fail_device,enhance=fail_all");
+  const RunResult degraded = SwapJson(dir_.File("degraded.png"));
+  ASSERT_EQ(degraded.exit_code, 0) << degraded.err;
+  const nlohmann::json r = nlohmann::json::parse(degraded.out);
+  EXPECT_EQ((*Stage(r, "detect"))["attempts"].get<int>(), 2);
+  EXPECT_EQ((*Stage(r, "detect"))["mode"], "device");
+  EXPECT_EQ((*Stage(r, "generate"))["mode"], "cpu_fallback");
+  EXPECT_FALSE(r["degradations"].empty());
+  // Retry and CPU fallback compute the same image.
+  EXPECT_TRUE(ReadFile(dir_.File("degraded.png")) == ReadFile(dir_.File("normal.png")));
+  ExpectAtRest();
+  const nlohmann::json mem = nlohmann::json::parse(Ctl({"mem", "--json"}).out);
+  EXPECT_EQ(mem["counters"]["oom_recovered"]["evict_retry"].get<int>(), 1);   // detect
+  EXPECT_EQ(mem["counters"]["oom_recovered"]["cpu_fallback"].get<int>(), 1);  // generate
+
+  const RunResult failed = Ctl({"swap", "--source", FUSION_TEST_DATA_DIR "/faces/astronaut_eileen_collins_512.png",
+                                "--target", FUSION_TEST_DATA_DIR "/faces/grace_hopper_512x600.jpg", "-o",
+                                dir_.File("failed.png"), "--enhance", "x2"});
+  EXPECT_EQ(failed.exit_code, 1);
+  EXPECT_NE(failed.err.find("RESOURCE_EXHAUSTED"), std::string::npos) << failed.err;
+  EXPECT_NE(failed.err.find("stage 'enhance'"), std::string::npos) << failed.err;
+  ExpectAtRest();
+  Stop(std::move(faulty));
+}
+
+}  // namespace
+}  // namespace fusion
