@@ -1,6 +1,6 @@
 // Probes the CUDA runtime (cudart, linked when the CUDA toolkit is found at build time) and the
-// NVIDIA driver's NVML (loaded with dlopen at run time: the toolkit ships no NVML stub, and a
-// linked driver stub would stop the daemon starting on a machine without a driver).
+// NVIDIA driver's NVML (loaded with dlopen at run time: the toolkit ships no NVML library to
+// link against, and linking the driver would stop the daemon starting on a machine without one).
 //
 // Never fails and never hangs: on a machine with no GPU or no driver, cudart answers
 // cudaErrorInsufficientDriver in microseconds and NVML's dlopen fails; both are reported as

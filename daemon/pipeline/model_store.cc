@@ -155,15 +155,16 @@ absl::StatusOr<uint64_t> ModelStore::LoadToHost(const std::string& model) {
   return bytes;
 }
 
+std::shared_ptr<const ModelStore::HostWeights> ModelStore::FindHost(const std::string& model) const {
+  MutexLock lock(&mu_);
+  auto it = host_.find(model);
+  return it == host_.end() ? nullptr : it->second;
+}
+
 absl::StatusOr<uint64_t> ModelStore::Upload(const std::string& model) {
   auto spec = catalogue_->Get(model);
   if (!spec.ok()) return spec.status();
-  std::shared_ptr<const HostWeights> host;
-  {
-    MutexLock lock(&mu_);
-    auto it = host_.find(model);
-    if (it != host_.end()) host = it->second;
-  }
+  std::shared_ptr<const HostWeights> host = FindHost(model);
   if (host == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat("model '", model, "': no host copy to upload"));
   }
@@ -222,12 +223,7 @@ absl::StatusOr<std::shared_ptr<const ModelCopy>> ModelStore::DeviceCopy(const st
 absl::StatusOr<std::shared_ptr<const ModelCopy>> ModelStore::HostCopy(const std::string& model) const {
   auto spec = catalogue_->Get(model);
   if (!spec.ok()) return spec.status();
-  std::shared_ptr<const HostWeights> host;
-  {
-    MutexLock lock(&mu_);
-    auto it = host_.find(model);
-    if (it != host_.end()) host = it->second;
-  }
+  std::shared_ptr<const HostWeights> host = FindHost(model);
   DeviceScope host_tier(kNoScope);
   if (host == nullptr) {  // dropped to storage meanwhile: a transient host copy
     auto read = ReadHost(**spec);

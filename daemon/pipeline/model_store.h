@@ -104,6 +104,9 @@ class ModelStore final : public ModelLoader {
 
   const models::ModelCatalogue* const catalogue_;
   const Options options_;
+  // The host copy of `model`, or null when it is only in STORAGE.
+  std::shared_ptr<const HostWeights> FindHost(const std::string& model) const;
+
   mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<const HostWeights>> host_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::shared_ptr<const ModelCopy>> device_ ABSL_GUARDED_BY(mu_);

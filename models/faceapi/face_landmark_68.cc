@@ -38,10 +38,7 @@ absl::StatusOr<std::unique_ptr<FaceLandmark68Net>> FaceLandmark68Net::Create(con
 
 absl::StatusOr<std::unique_ptr<FaceLandmark68Net>> FaceLandmark68Net::Load(
     const models::ModelCatalogue& catalogue) {
-  absl::StatusOr<const models::ModelSpec*> spec = catalogue.Get(kModelName);
-  if (!spec.ok()) return spec.status();
-  if (absl::Status s = catalogue.Verify(kModelName); !s.ok()) return s;
-  absl::StatusOr<tfjs::WeightMap> w = tfjs::LoadWeights(catalogue.PathOf((*spec)->files[0]));
+  absl::StatusOr<tfjs::WeightMap> w = LoadCatalogueWeights(catalogue, kModelName);
   if (!w.ok()) return w.status();
   return Create(*w);
 }

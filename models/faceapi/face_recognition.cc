@@ -60,10 +60,7 @@ absl::StatusOr<std::unique_ptr<FaceRecognitionNet>> FaceRecognitionNet::Create(c
 
 absl::StatusOr<std::unique_ptr<FaceRecognitionNet>> FaceRecognitionNet::Load(
     const models::ModelCatalogue& catalogue) {
-  absl::StatusOr<const models::ModelSpec*> spec = catalogue.Get(kModelName);
-  if (!spec.ok()) return spec.status();
-  if (absl::Status s = catalogue.Verify(kModelName); !s.ok()) return s;
-  absl::StatusOr<tfjs::WeightMap> w = tfjs::LoadWeights(catalogue.PathOf((*spec)->files[0]));
+  absl::StatusOr<tfjs::WeightMap> w = LoadCatalogueWeights(catalogue, kModelName);
   if (!w.ok()) return w.status();
   return Create(*w);
 }

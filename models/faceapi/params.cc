@@ -44,4 +44,12 @@ uint64_t Params::DeviceBytes() const {
   return total;
 }
 
+absl::StatusOr<tfjs::WeightMap> LoadCatalogueWeights(const models::ModelCatalogue& catalogue,
+                                                     std::string_view name) {
+  absl::StatusOr<const models::ModelSpec*> spec = catalogue.Get(name);
+  if (!spec.ok()) return spec.status();
+  if (absl::Status s = catalogue.Verify(name); !s.ok()) return s;
+  return tfjs::LoadWeights(catalogue.PathOf((*spec)->files.at(0)));
+}
+
 }  // namespace fusion::faceapi

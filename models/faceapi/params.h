@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "models/catalogue/catalogue.h"
 #include "models/tfjs/weights.h"
 
 namespace fusion::faceapi {
@@ -40,5 +42,10 @@ class Params {
   std::map<std::string, at::Tensor, std::less<>> tensors_;
   c10::Device device_ = c10::Device(c10::kCPU);
 };
+
+// The weights of catalogue model `name`: its files verified (sha256) and its first file (the
+// TF.js manifest or model.json) read. Errors: those of Get(), Verify() and LoadWeights().
+absl::StatusOr<tfjs::WeightMap> LoadCatalogueWeights(const models::ModelCatalogue& catalogue,
+                                                     std::string_view name);
 
 }  // namespace fusion::faceapi

@@ -63,10 +63,7 @@ absl::StatusOr<std::unique_ptr<SsdMobilenetV1>> SsdMobilenetV1::Create(const tfj
 
 absl::StatusOr<std::unique_ptr<SsdMobilenetV1>> SsdMobilenetV1::Load(const models::ModelCatalogue& catalogue,
                                                                      Options options) {
-  absl::StatusOr<const models::ModelSpec*> spec = catalogue.Get(kModelName);
-  if (!spec.ok()) return spec.status();
-  if (absl::Status s = catalogue.Verify(kModelName); !s.ok()) return s;
-  absl::StatusOr<tfjs::WeightMap> w = tfjs::LoadWeights(catalogue.PathOf((*spec)->files[0]));
+  absl::StatusOr<tfjs::WeightMap> w = LoadCatalogueWeights(catalogue, kModelName);
   if (!w.ok()) return w.status();
   return Create(*w, options);
 }
