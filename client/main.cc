@@ -53,6 +53,11 @@ int main(int argc, char** argv) {
   CLI::App* cancel = app.add_subcommand("cancel", "cancel a queued or running job");
   cancel->add_option("ID", job_id)->required();
   cancel->add_flag("--json", json, "print JSON");
+  std::string result_out;
+  CLI::App* result = app.add_subcommand("result", "write a finished job's image to OUT");
+  result->add_option("ID", job_id)->required();
+  result->add_option("-o", result_out, "output image file")->required();
+  result->add_flag("--json", json, "print the job result as JSON");
 
   CLI::App* models = app.add_subcommand("models", "list the catalogue's models and their residency");
   models->add_flag("--json", json, "print JSON");
@@ -85,6 +90,7 @@ int main(int argc, char** argv) {
   if (jobs->parsed()) return fusion::ctl::RunJobs(**client, json);
   if (job->parsed()) return fusion::ctl::RunJob(**client, job_id, json);
   if (cancel->parsed()) return fusion::ctl::RunCancel(**client, job_id, json);
+  if (result->parsed()) return fusion::ctl::RunResult(**client, job_id, result_out, json);
   if (models->parsed()) {
     auto list = (*client)->ListModels();
     if (!list.ok()) return fusion::ctl::Fail(list.status());
