@@ -11,6 +11,7 @@
 #include "format.h"
 #include "swap.h"
 #include "fusion/client.h"
+#include "fusion/size.h"
 
 namespace {
 
@@ -34,6 +35,9 @@ int main(int argc, char** argv) {
   std::string socket;
   int64_t timeout_ms = 2000;
   app.add_option("--socket", socket, "fusiond socket (default $FUSIOND_SOCKET or /run/fusiond/fusiond.sock)");
+  std::string memfd_threshold;
+  app.add_option("--memfd-threshold", memfd_threshold,
+                 "images larger than this go by memfd over <socket>.fd (default 4MiB; e.g. 1MiB)");
   app.add_option("--timeout-ms", timeout_ms, "deadline of each call in ms (1..86400000)")
       ->check(CLI::Range(int64_t{1}, int64_t{86400000}).description(""));
 
@@ -77,7 +81,16 @@ int main(int argc, char** argv) {
     return rc == 0 ? kExitOk : kExitUnreachableOrUsage;
   }
 
-  auto client = fusion::Client::Connect({.socket = socket, .timeout_ms = timeout_ms});
+  fusion::ClientOptions client_options{.socket = socket, .timeout_ms = timeout_ms};
+  if (!memfd_threshold.empty()) {
+    auto bytes = fusion::ParseSize(memfd_threshold);
+    if (!bytes.ok()) {
+      std::fprintf(stderr, "fusionctl: --memfd-threshold: %s\n", std::string(bytes.status().message()).c_str());
+      return kExitUnreachableOrUsage;
+    }
+    client_options.memfd_threshold_bytes = *bytes;
+  }
+  auto client = fusion::Client::Connect(client_options);
   if (!client.ok()) return fusion::ctl::Fail(client.status());
 
   if (health->parsed()) {

@@ -314,5 +314,33 @@ TEST_F(JobsAcceptTest, KillNineWhileRunningThenRestartEveryJobSucceedsOnceWithOn
   }
 }
 
+TEST_F(JobsAcceptTest, ElevenMegapixelMosaicTravelsByMemfdBothWays) {
+  const std::string mosaic = FUSION_FETCHED_TESTDATA_DIR "/faces/mosaic_3840x2896.jpg";
+  ASSERT_EQ(access(mosaic.c_str(), R_OK), 0) << mosaic << " (scripts/fetch-models.sh)";
+  const uint64_t mosaic_bytes = ReadFile(mosaic).size();
+  auto daemon = StartDaemon(dir_.File("state"));
+  ASSERT_TRUE(daemon->Running());
+  // The JPEG (about 1.4 MB) is under the 4 MiB default: a 1 MiB threshold sends it by memfd, while
+  // the 512-pixel source stays inline. The 11-megapixel PNG result is over the daemon's 4 MiB
+  // inline limit, so it comes back by memfd.
+  const RunResult r = Ctl({"--memfd-threshold", "1MiB", "swap", "--source", kAstronaut, "--target", mosaic, "-o",
+                           dir_.File("mosaic.png"), "--max-side", "640", "--simple", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["state"], "SUCCEEDED");
+  EXPECT_EQ(j["width"].get<int>(), 3840);
+  EXPECT_EQ(j["height"].get<int>(), 2896);
+  EXPECT_TRUE(j["image_by_memfd"].get<bool>());
+  const uint64_t png_bytes = ReadFile(dir_.File("mosaic.png")).size();
+  EXPECT_GT(png_bytes, 4ull << 20);
+  EXPECT_EQ(j["image_bytes"].get<uint64_t>(), png_bytes);
+  const nlohmann::json& t = j["transfer"];
+  EXPECT_EQ(t["images_by_memfd"].get<int>(), 2) << t.dump();  // the mosaic out, the result back
+  EXPECT_EQ(t["bytes_by_memfd"].get<uint64_t>(), mosaic_bytes + png_bytes) << t.dump();
+  EXPECT_EQ(t["images_inline"].get<int>(), 1) << t.dump();    // the source
+  EXPECT_EQ(t["bytes_inline"].get<uint64_t>(), ReadFile(kAstronaut).size());
+  Stop(std::move(daemon));
+}
+
 }  // namespace
 }  // namespace fusion

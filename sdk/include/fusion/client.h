@@ -33,6 +33,15 @@ struct ClientOptions {
   uint64_t memfd_threshold_bytes = 4ull << 20;
 };
 
+// How this client's images travelled since Connect (every call together). Counts images sent
+// (SubmitJob) and received (GetJobResult); memfd_us is the wall time of the companion-socket
+// puts/gets, microseconds.
+struct TransferStats {
+  uint64_t images_inline = 0, bytes_inline = 0;
+  uint64_t images_by_memfd = 0, bytes_by_memfd = 0;
+  uint64_t memfd_us = 0;
+};
+
 class Client {
  public:
   // Creates a client for the socket; does not connect yet (the first call does).
@@ -44,6 +53,8 @@ class Client {
 
   // "unix:///path/to.sock".
   const std::string& target() const;
+  // Thread-safe; a snapshot of counters updated by concurrent calls.
+  TransferStats transfer_stats() const;
 
   // grpc.health.v1 Check of `service` ("" = the whole server, "fusion.v1.Fusion").
   absl::StatusOr<ServingStatus> Health(const std::string& service = "");
