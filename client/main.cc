@@ -45,6 +45,12 @@ int main(int argc, char** argv) {
   CLI::App* mem = app.add_subcommand("mem", "show device and host memory, models and clients");
   bool json = false;
   mem->add_flag("--json", json, "print JSON (byte counts are numbers)");
+  bool watch = false;
+  uint32_t interval_ms = 1000, count = 0;
+  mem->add_flag("--watch", watch, "print the state again every --interval-ms until interrupted (JSON: one per line)");
+  mem->add_option("--interval-ms", interval_ms, "--watch period in ms (at least 100)")
+      ->check(CLI::Range(uint32_t{100}, uint32_t{86400000}));
+  mem->add_option("--count", count, "--watch: stop after this many states (0 = never)");
   fusion::ctl::SwapArgs swap_args;
   CLI::App* swap = app.add_subcommand("swap", "fuse the source face into the target's faces");
   fusion::ctl::AddSwapOptions(swap, swap_args);
@@ -126,6 +132,15 @@ int main(int argc, char** argv) {
     if (json) std::cout << fusion::ctl::ModelToJson(*m).dump(2) << "\n";
     else std::cout << fusion::ctl::ModelToText(*m) << "\n";
     return kExitOk;
+  }
+  if (mem->parsed() && watch) {
+    uint32_t seen = 0;
+    absl::Status watched = (*client)->WatchMemory(interval_ms, [&](const fusion::MemoryState& state) {
+      if (json) std::cout << fusion::ctl::MemoryStateToJson(state).dump() << std::endl;
+      else std::cout << fusion::ctl::MemoryStateToText(state) << std::endl;
+      return count == 0 || ++seen < count;
+    });
+    return watched.ok() ? kExitOk : fusion::ctl::Fail(watched);
   }
   if (mem->parsed()) {
     auto state = (*client)->GetMemoryState();

@@ -132,6 +132,27 @@ absl::StatusOr<MemoryState> Client::GetMemoryState() {
   return internal::FromProto(response);
 }
 
+absl::Status Client::WatchMemory(uint32_t interval_ms,
+                                 const std::function<bool(const MemoryState&)>& on_state) {
+  grpc::ClientContext ctx;
+  v1::WatchMemoryRequest request;
+  request.set_interval_ms(interval_ms);
+  auto reader = impl_->fusion->WatchMemory(&ctx, request);
+  v1::MemoryState state;
+  bool stopped = false;
+  while (reader->Read(&state)) {
+    if (!on_state(internal::FromProto(state))) {
+      stopped = true;
+      ctx.TryCancel();
+      break;
+    }
+  }
+  grpc::Status st = reader->Finish();
+  if (stopped) return absl::OkStatus();
+  if (!st.ok()) return impl_->Error(st);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<JobInfo> Client::SubmitJob(const std::string& source_image,
                                           const std::string& target_image,
                                           const SwapOptions& options) {

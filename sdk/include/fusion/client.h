@@ -61,6 +61,10 @@ class Client {
 
   // Device and host tiers, models, clients and counters.
   absl::StatusOr<MemoryState> GetMemoryState();
+  // WatchMemory: calls `on_state` with one MemoryState now and then one every `interval_ms`
+  // (0 = 1000, at least 100) on the calling thread, until `on_state` returns false (OK) or the
+  // stream fails (its status). Blocks; no deadline.
+  absl::Status WatchMemory(uint32_t interval_ms, const std::function<bool(const MemoryState&)>& on_state);
 
   // ---- Jobs (errors: see the status table in fusion.proto) ----
   // Submits a swap of the face in `source_image` onto `target_image` (encoded PNG/JPEG/...
