@@ -46,7 +46,8 @@ grpc::ServerUnaryReactor* FusionService::Unimplemented(grpc::CallbackServerConte
 grpc::ServerWriteReactor<v1::MemoryState>* FusionService::WatchMemory(
     grpc::CallbackServerContext* ctx, const v1::WatchMemoryRequest* request) {
   if (auto cred = Authorize(ctx); !cred.ok()) return new FinishedStream<v1::MemoryState>(ToGrpcStatus(cred.status()));
-  return MemoryWatchReactor::Start(memory_, MemoryWatchReactor::Interval(request->interval_ms()), &memory_watches_);
+  return MemoryWatchReactor::Start(memory_, MemoryWatchReactor::Interval(request->interval_ms()), &memory_watches_,
+                                   &stopping_);
 }
 
 }  // namespace fusion

@@ -41,6 +41,8 @@ class FusionService final : public v1::Fusion::CallbackService {
                 const models::ModelCatalogue* catalogue = nullptr)
       : options_(std::move(options)), memory_(memory), jobs_(jobs), memfds_(memfds),
         residency_(residency), catalogue_(catalogue) {}
+  // Before the server's drain: open WatchMemory streams end at their next interval.
+  void BeginShutdown() { stopping_ = true; }
 
   grpc::ServerUnaryReactor* GetMemoryState(grpc::CallbackServerContext* ctx,
                                            const v1::GetMemoryStateRequest* request,
@@ -90,6 +92,7 @@ class FusionService final : public v1::Fusion::CallbackService {
   const Options options_;
   const MemoryStateSource* memory_;
   std::atomic<int> memory_watches_{0};  // open WatchMemory streams
+  std::atomic<bool> stopping_{false};   // BeginShutdown() called
   jobs::JobManager* jobs_;
   MemfdRegistry* memfds_;
   ResidencyManager* residency_;

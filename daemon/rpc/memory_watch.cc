@@ -14,14 +14,15 @@ absl::Duration MemoryWatchReactor::Interval(uint32_t interval_ms) {
 
 grpc::ServerWriteReactor<v1::MemoryState>* MemoryWatchReactor::Start(const MemoryStateSource* source,
                                                                      absl::Duration interval,
-                                                                     std::atomic<int>* active) {
+                                                                     std::atomic<int>* active,
+                                                                     const std::atomic<bool>* stopping) {
   if (active->fetch_add(1) >= kMaxStreams) {
     active->fetch_sub(1);
     return new FinishedStream<v1::MemoryState>(grpc::Status(
         grpc::StatusCode::RESOURCE_EXHAUSTED,
         absl::StrCat("WatchMemory: ", kMaxStreams, " streams are open already; use GetMemoryState")));
   }
-  auto* reactor = new MemoryWatchReactor(source, interval, active);
+  auto* reactor = new MemoryWatchReactor(source, interval, active, stopping);
   reactor->thread_ = std::thread([reactor] { reactor->Loop(); });
   return reactor;
 }
@@ -47,6 +48,10 @@ void MemoryWatchReactor::Loop() {
     // Sleeps the interval unless cancelled first.
     mu_.AwaitWithTimeout(absl::Condition(&cancelled_), interval_);
     if (cancelled_) break;
+    if (stopping_->load()) {
+      status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "fusiond is stopping");
+      break;
+    }
   }
   bool cancelled;
   {

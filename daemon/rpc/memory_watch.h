@@ -26,23 +26,27 @@ class MemoryWatchReactor final : public grpc::ServerWriteReactor<v1::MemoryState
   // interval_ms as in WatchMemoryRequest: 0 = 1000 ms, below 100 ms counts as 100 ms.
   static absl::Duration Interval(uint32_t interval_ms);
   // A started stream, or one finished at once with RESOURCE_EXHAUSTED when kMaxStreams are
-  // open. `source` and `active` must outlive every stream.
+  // open. Once `stopping` is set a stream ends (UNAVAILABLE) at its next interval, so a server
+  // drain does not wait for watchers. `source`, `active` and `stopping` must outlive every stream.
   static grpc::ServerWriteReactor<v1::MemoryState>* Start(const MemoryStateSource* source,
                                                           absl::Duration interval,
-                                                          std::atomic<int>* active);
+                                                          std::atomic<int>* active,
+                                                          const std::atomic<bool>* stopping);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
   void OnDone() override;
 
  private:
-  MemoryWatchReactor(const MemoryStateSource* source, absl::Duration interval, std::atomic<int>* active)
-      : source_(source), interval_(interval), active_(active) {}
+  MemoryWatchReactor(const MemoryStateSource* source, absl::Duration interval, std::atomic<int>* active,
+                     const std::atomic<bool>* stopping)
+      : source_(source), interval_(interval), active_(active), stopping_(stopping) {}
   void Loop();
 
   const MemoryStateSource* const source_;
   const absl::Duration interval_;
   std::atomic<int>* const active_;
+  const std::atomic<bool>* const stopping_;
   absl::Mutex mu_;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool write_failed_ ABSL_GUARDED_BY(mu_) = false;

@@ -122,6 +122,7 @@ void DaemonServer::Shutdown(absl::Duration drain) {
   shut_down_ = true;
   if (listener_) listener_->Stop();  // no new connections; socket file removed
   if (fd_exchange_) fd_exchange_->Stop();
+  if (service_) service_->BeginShutdown();  // WatchMemory streams end at their next interval
   if (server_) {
     server_->GetHealthCheckService()->Shutdown();  // every service NOT_SERVING
     server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(drain));
