@@ -11,6 +11,7 @@
 #include "format.h"
 #include "swap.h"
 #include "fusion/client.h"
+#include "fusion/size.h"
 
 namespace {
 
@@ -34,6 +35,9 @@ int main(int argc, char** argv) {
   std::string socket;
   int64_t timeout_ms = 2000;
   app.add_option("--socket", socket, "fusiond socket (default $FUSIOND_SOCKET or /run/fusiond/fusiond.sock)");
+  std::string memfd_threshold;
+  app.add_option("--memfd-threshold", memfd_threshold,
+                 "images larger than this go by memfd over <socket>.fd (default 4MiB; e.g. 1MiB)");
   app.add_option("--timeout-ms", timeout_ms, "deadline of each call in ms (1..86400000)")
       ->check(CLI::Range(int64_t{1}, int64_t{86400000}).description(""));
 
@@ -41,6 +45,12 @@ int main(int argc, char** argv) {
   CLI::App* mem = app.add_subcommand("mem", "show device and host memory, models and clients");
   bool json = false;
   mem->add_flag("--json", json, "print JSON (byte counts are numbers)");
+  bool watch = false;
+  uint32_t interval_ms = 1000, count = 0;
+  mem->add_flag("--watch", watch, "print the state again every --interval-ms until interrupted (JSON: one per line)");
+  mem->add_option("--interval-ms", interval_ms, "--watch period in ms (at least 100)")
+      ->check(CLI::Range(uint32_t{100}, uint32_t{86400000}));
+  mem->add_option("--count", count, "--watch: stop after this many states (0 = never)");
   fusion::ctl::SwapArgs swap_args;
   CLI::App* swap = app.add_subcommand("swap", "fuse the source face into the target's faces");
   fusion::ctl::AddSwapOptions(swap, swap_args);
@@ -53,6 +63,11 @@ int main(int argc, char** argv) {
   CLI::App* cancel = app.add_subcommand("cancel", "cancel a queued or running job");
   cancel->add_option("ID", job_id)->required();
   cancel->add_flag("--json", json, "print JSON");
+  std::string result_out;
+  CLI::App* result = app.add_subcommand("result", "write a finished job's image to OUT");
+  result->add_option("ID", job_id)->required();
+  result->add_option("-o", result_out, "output image file")->required();
+  result->add_flag("--json", json, "print the job result as JSON");
 
   CLI::App* models = app.add_subcommand("models", "list the catalogue's models and their residency");
   models->add_flag("--json", json, "print JSON");
@@ -72,7 +87,16 @@ int main(int argc, char** argv) {
     return rc == 0 ? kExitOk : kExitUnreachableOrUsage;
   }
 
-  auto client = fusion::Client::Connect({.socket = socket, .timeout_ms = timeout_ms});
+  fusion::ClientOptions client_options{.socket = socket, .timeout_ms = timeout_ms};
+  if (!memfd_threshold.empty()) {
+    auto bytes = fusion::ParseSize(memfd_threshold);
+    if (!bytes.ok()) {
+      std::fprintf(stderr, "fusionctl: --memfd-threshold: %s\n", std::string(bytes.status().message()).c_str());
+      return kExitUnreachableOrUsage;
+    }
+    client_options.memfd_threshold_bytes = *bytes;
+  }
+  auto client = fusion::Client::Connect(client_options);
   if (!client.ok()) return fusion::ctl::Fail(client.status());
 
   if (health->parsed()) {
@@ -85,6 +109,7 @@ int main(int argc, char** argv) {
   if (jobs->parsed()) return fusion::ctl::RunJobs(**client, json);
   if (job->parsed()) return fusion::ctl::RunJob(**client, job_id, json);
   if (cancel->parsed()) return fusion::ctl::RunCancel(**client, job_id, json);
+  if (result->parsed()) return fusion::ctl::RunResult(**client, job_id, result_out, json);
   if (models->parsed()) {
     auto list = (*client)->ListModels();
     if (!list.ok()) return fusion::ctl::Fail(list.status());
@@ -107,6 +132,15 @@ int main(int argc, char** argv) {
     if (json) std::cout << fusion::ctl::ModelToJson(*m).dump(2) << "\n";
     else std::cout << fusion::ctl::ModelToText(*m) << "\n";
     return kExitOk;
+  }
+  if (mem->parsed() && watch) {
+    uint32_t seen = 0;
+    absl::Status watched = (*client)->WatchMemory(interval_ms, [&](const fusion::MemoryState& state) {
+      if (json) std::cout << fusion::ctl::MemoryStateToJson(state).dump() << std::endl;
+      else std::cout << fusion::ctl::MemoryStateToText(state) << std::endl;
+      return count == 0 || ++seen < count;
+    });
+    return watched.ok() ? kExitOk : fusion::ctl::Fail(watched);
   }
   if (mem->parsed()) {
     auto state = (*client)->GetMemoryState();

@@ -136,13 +136,25 @@ int RunSwap(Client& client, const SwapArgs& a) {
                              absl::StrCat("job ", final_job.job_id, " ", ToString(final_job.state),
                                           ": ", final_job.error_message)));
   }
-  auto result = client.GetJobResult(job->job_id);
+  return RunResult(client, job->job_id, a.output, a.json);
+}
+
+int RunResult(Client& client, const std::string& id, const std::string& output, bool json) {
+  auto result = client.GetJobResult(id);
   if (!result.ok()) return Fail(result.status());
-  std::ofstream out(a.output, std::ios::binary);
+  std::ofstream out(output, std::ios::binary);
   out.write(result->image.data(), static_cast<std::streamsize>(result->image.size()));
-  if (!out) return Fail(absl::InternalError(absl::StrCat("cannot write '", a.output, "'")));
-  if (a.json) std::cout << JobResultToJson(*result).dump(2) << "\n";
-  else std::cout << a.output << "\n";
+  if (!out) return Fail(absl::InternalError(absl::StrCat("cannot write '", output, "'")));
+  if (json) {
+    nlohmann::json j = JobResultToJson(*result);
+    const TransferStats t = client.transfer_stats();  // this process's calls: submit and result
+    j["transfer"] = {{"images_inline", t.images_inline},     {"bytes_inline", t.bytes_inline},
+                     {"images_by_memfd", t.images_by_memfd}, {"bytes_by_memfd", t.bytes_by_memfd},
+                     {"memfd_us", t.memfd_us}};
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << output << "\n";
+  }
   return 0;
 }
 

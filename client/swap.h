@@ -1,4 +1,4 @@
-// fusionctl job commands: swap, jobs, job, cancel.
+// fusionctl job commands: swap, jobs, job, cancel, result.
 #pragma once
 
 #include <string>
@@ -27,6 +27,8 @@ int RunSwap(Client& client, const SwapArgs& args);
 int RunJobs(Client& client, bool json);
 int RunJob(Client& client, const std::string& id, bool json);
 int RunCancel(Client& client, const std::string& id, bool json);
+// Fetches a SUCCEEDED job's result and writes its image to `output`.
+int RunResult(Client& client, const std::string& id, const std::string& output, bool json);
 
 // Prints a status the fusionctl way and returns its exit code.
 int Fail(const absl::Status& status);

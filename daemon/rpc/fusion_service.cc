@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "fusion_status.h"
+#include "rpc/memory_watch.h"
 #include "rpc/peer.h"
 #include "rpc/stream_util.h"
 #include "spdlog/spdlog.h"
@@ -40,17 +41,13 @@ grpc::ServerUnaryReactor* FusionService::Unimplemented(grpc::CallbackServerConte
   return reactor;
 }
 
-template <typename T>
-grpc::ServerWriteReactor<T>* FusionService::UnimplementedStream(grpc::CallbackServerContext* ctx,
-                                                                const char* method) {
-  auto cred = Authorize(ctx);
-  return new FinishedStream<T>(cred.ok() ? UnimplementedStatus(method) : ToGrpcStatus(cred.status()));
-}
 
 
 grpc::ServerWriteReactor<v1::MemoryState>* FusionService::WatchMemory(
-    grpc::CallbackServerContext* ctx, const v1::WatchMemoryRequest*) {
-  return UnimplementedStream<v1::MemoryState>(ctx, "WatchMemory");
+    grpc::CallbackServerContext* ctx, const v1::WatchMemoryRequest* request) {
+  if (auto cred = Authorize(ctx); !cred.ok()) return new FinishedStream<v1::MemoryState>(ToGrpcStatus(cred.status()));
+  return MemoryWatchReactor::Start(memory_, MemoryWatchReactor::Interval(request->interval_ms()), &memory_watches_,
+                                   &stopping_);
 }
 
 }  // namespace fusion

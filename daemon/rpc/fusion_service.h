@@ -7,6 +7,8 @@
 // Thread-safety: handlers run concurrently on gRPC's threads; the service holds no mutable state.
 #pragma once
 
+#include <atomic>
+
 #include <sys/types.h>
 
 #include <functional>
@@ -39,6 +41,8 @@ class FusionService final : public v1::Fusion::CallbackService {
                 const models::ModelCatalogue* catalogue = nullptr)
       : options_(std::move(options)), memory_(memory), jobs_(jobs), memfds_(memfds),
         residency_(residency), catalogue_(catalogue) {}
+  // Before the server's drain: open WatchMemory streams end at their next interval.
+  void BeginShutdown() { stopping_ = true; }
 
   grpc::ServerUnaryReactor* GetMemoryState(grpc::CallbackServerContext* ctx,
                                            const v1::GetMemoryStateRequest* request,
@@ -77,9 +81,6 @@ class FusionService final : public v1::Fusion::CallbackService {
   absl::StatusOr<std::string> ImageBytes(const v1::ImageData& image, uid_t uid,
                                          const char* what) const;
   grpc::ServerUnaryReactor* Unimplemented(grpc::CallbackServerContext* ctx, const char* method);
-  template <typename T>
-  grpc::ServerWriteReactor<T>* UnimplementedStream(grpc::CallbackServerContext* ctx,
-                                                   const char* method);
 
   // ModelInfo of `name` from the manager's snapshot and the catalogue; NOT_FOUND if unknown.
   absl::StatusOr<v1::ModelInfo> Describe(const std::string& name) const;
@@ -90,6 +91,8 @@ class FusionService final : public v1::Fusion::CallbackService {
 
   const Options options_;
   const MemoryStateSource* memory_;
+  std::atomic<int> memory_watches_{0};  // open WatchMemory streams
+  std::atomic<bool> stopping_{false};   // BeginShutdown() called
   jobs::JobManager* jobs_;
   MemfdRegistry* memfds_;
   ResidencyManager* residency_;

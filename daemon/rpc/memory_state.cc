@@ -80,17 +80,30 @@ absl::StatusOr<v1::MemoryState> ResidencyMemoryStateSource::Snapshot() const {
   h->set_external_bytes(host_taken > r.host.used_bytes ? host_taken - r.host.used_bytes : 0);
 
   for (const ModelSnapshot& m : r.models) FillModel(m, state.add_models());
-  // Per uid, from the leases held now (queued jobs come with the job queue).
-  std::map<uint32_t, std::pair<std::set<std::string>, uint64_t>> clients;
+  // Per uid: working bytes (and, without a job queue, running jobs) from the leases held now;
+  // queued and running jobs from the job queue.
+  struct Usage {
+    std::set<std::string> leased_jobs;
+    uint64_t working_bytes = 0;
+    UidJobCounts jobs;
+  };
+  std::map<uint32_t, Usage> clients;
   for (const LeaseSnapshot& l : r.leases) {
-    clients[l.owner.uid].first.insert(l.owner.job_id);
-    clients[l.owner.uid].second += l.working_bytes;
+    clients[l.owner.uid].leased_jobs.insert(l.owner.job_id);
+    clients[l.owner.uid].working_bytes += l.working_bytes;
+  }
+  if (job_counts_) {
+    for (const auto& [uid, counts] : job_counts_()) clients[uid].jobs = counts;
+  } else {
+    for (auto& [uid, usage] : clients) usage.jobs.running = static_cast<uint32_t>(usage.leased_jobs.size());
   }
   for (const auto& [uid, usage] : clients) {
+    if (usage.jobs.queued == 0 && usage.jobs.running == 0 && usage.working_bytes == 0) continue;
     v1::ClientUsage* c = state.add_clients();
     c->set_uid(uid);
-    c->set_jobs_running(static_cast<uint32_t>(usage.first.size()));
-    c->set_working_bytes(usage.second);
+    c->set_jobs_queued(usage.jobs.queued);
+    c->set_jobs_running(usage.jobs.running);
+    c->set_working_bytes(usage.working_bytes);
   }
   FillCounters(r.totals, state.mutable_counters());
   for (const auto& [step, n] : r.oom_recovered) (*state.mutable_counters()->mutable_oom_recovered())[step] = n;

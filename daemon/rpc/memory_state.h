@@ -2,12 +2,15 @@
 //
 // ResidencyMemoryStateSource reports the DESIGN.md §7 fields: the device and host tiers (capacity
 // and availability from the device layer; budget, used, reserved, peak, over_budget from the
-// residency manager), every model, the counters, and per uid the running jobs and working bytes
-// of the leases held now (jobs_queued stays 0 until the job queue exists).
+// residency manager), every model, the counters, and per uid its queued and running jobs (from
+// the job queue, JobManager::CountsByUid, when one is attached) merged with the working bytes of
+// the leases it holds now (from the residency manager).
 // Thread-safety: Snapshot() may be called from any thread concurrently.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -30,18 +33,28 @@ struct TierLimits {
   uint64_t host_limit = 0;      // bytes, 0 = none
 };
 
+// Jobs of one uid in the job queue now.
+struct UidJobCounts {
+  uint32_t queued = 0;
+  uint32_t running = 0;
+};
+// Per uid; called on every Snapshot() from any thread.
+using JobCountsFn = std::function<std::map<uint32_t, UidJobCounts>()>;
+
 class ResidencyMemoryStateSource final : public MemoryStateSource {
  public:
-  // `device` and `manager` must outlive this object.
+  // `device` and `manager` must outlive this object. Without `job_counts` (no job queue) a uid's
+  // running jobs are the distinct jobs of its leases and it has no queued jobs.
   ResidencyMemoryStateSource(const Device* device, const ResidencyManager* manager,
-                             TierLimits limits)
-      : device_(device), manager_(manager), limits_(limits) {}
+                             TierLimits limits, JobCountsFn job_counts = nullptr)
+      : device_(device), manager_(manager), limits_(limits), job_counts_(std::move(job_counts)) {}
   absl::StatusOr<v1::MemoryState> Snapshot() const override;
 
  private:
   const Device* device_;
   const ResidencyManager* manager_;
   const TierLimits limits_;
+  const JobCountsFn job_counts_;
 };
 
 }  // namespace fusion

@@ -52,10 +52,6 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
     if (*attached != nullptr) runner = *attached;
   }
   self->budget_watcher_ = *std::move(watcher);
-  self->memory_ = std::make_unique<ResidencyMemoryStateSource>(
-      self->device_.get(), self->residency_.get(),
-      TierLimits{config.device_memory_limit, config.device_memory_reserve,
-                 config.host_memory_limit});
 
   // Bind first: a second daemon must fail here, before it builds anything else.
   auto listener = UdsListener::Create({.path = config.socket, .group = config.socket_group});
@@ -76,6 +72,20 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
     if (!manager.ok()) return manager.status();
     self->jobs_ = *std::move(manager);
   }
+  JobCountsFn job_counts;
+  if (self->jobs_ != nullptr) {
+    job_counts = [jobs = self->jobs_.get()] {
+      std::map<uint32_t, UidJobCounts> out;
+      for (const auto& [uid, c] : jobs->CountsByUid()) {
+        out[uid] = {static_cast<uint32_t>(c.queued), static_cast<uint32_t>(c.running)};
+      }
+      return out;
+    };
+  }
+  self->memory_ = std::make_unique<ResidencyMemoryStateSource>(
+      self->device_.get(), self->residency_.get(),
+      TierLimits{config.device_memory_limit, config.device_memory_reserve, config.host_memory_limit},
+      std::move(job_counts));
   self->service_ = std::make_unique<FusionService>(
       FusionService::Options{.allowed_uids = config.allowed_uids}, self->memory_.get(),
       self->jobs_.get(), self->memfds_.get(), hooks.catalogue != nullptr ? self->residency_.get() : nullptr,
@@ -112,6 +122,7 @@ void DaemonServer::Shutdown(absl::Duration drain) {
   shut_down_ = true;
   if (listener_) listener_->Stop();  // no new connections; socket file removed
   if (fd_exchange_) fd_exchange_->Stop();
+  if (service_) service_->BeginShutdown();  // WatchMemory streams end at their next interval
   if (server_) {
     server_->GetHealthCheckService()->Shutdown();  // every service NOT_SERVING
     server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(drain));

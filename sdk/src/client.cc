@@ -1,5 +1,7 @@
 #include "fusion/client.h"
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <grpcpp/grpcpp.h>
 
@@ -19,6 +21,20 @@ struct Client::Impl {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::Fusion::Stub> fusion;
   std::unique_ptr<grpc::health::v1::Health::Stub> health;
+  // TransferStats, updated by concurrent calls.
+  mutable std::atomic<uint64_t> images_inline{0}, bytes_inline{0}, images_by_memfd{0}, bytes_by_memfd{0},
+      memfd_us{0};
+
+  void CountInline(size_t bytes) const {
+    images_inline += 1;
+    bytes_inline += bytes;
+  }
+  void CountMemfd(size_t bytes, std::chrono::steady_clock::time_point start) const {
+    images_by_memfd += 1;
+    bytes_by_memfd += bytes;
+    memfd_us += static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count());
+  }
 
   void Prepare(grpc::ClientContext& ctx, int64_t factor = 1) const {
     ctx.set_deadline(std::chrono::system_clock::now() +
@@ -29,10 +45,13 @@ struct Client::Impl {
   absl::Status SetImage(const std::string& bytes, v1::ImageData* image) const {
     if (bytes.size() <= options.memfd_threshold_bytes) {
       image->set_inline_bytes(bytes);
+      CountInline(bytes.size());
       return absl::OkStatus();
     }
+    const auto start = std::chrono::steady_clock::now();
     auto token = internal::PutMemfd(SocketPath(), bytes);
     if (!token.ok()) return token.status();
+    CountMemfd(bytes.size(), start);
     image->mutable_memfd()->set_token(*token);
     image->mutable_memfd()->set_size_bytes(bytes.size());
     return absl::OkStatus();
@@ -82,6 +101,12 @@ Client::~Client() = default;
 
 const std::string& Client::target() const { return impl_->target; }
 
+TransferStats Client::transfer_stats() const {
+  return {.images_inline = impl_->images_inline.load(), .bytes_inline = impl_->bytes_inline.load(),
+          .images_by_memfd = impl_->images_by_memfd.load(), .bytes_by_memfd = impl_->bytes_by_memfd.load(),
+          .memfd_us = impl_->memfd_us.load()};
+}
+
 absl::StatusOr<ServingStatus> Client::Health(const std::string& service) {
   grpc::ClientContext ctx;
   impl_->Prepare(ctx);
@@ -105,6 +130,27 @@ absl::StatusOr<MemoryState> Client::GetMemoryState() {
   grpc::Status st = impl_->fusion->GetMemoryState(&ctx, v1::GetMemoryStateRequest(), &response);
   if (!st.ok()) return impl_->Error(st);
   return internal::FromProto(response);
+}
+
+absl::Status Client::WatchMemory(uint32_t interval_ms,
+                                 const std::function<bool(const MemoryState&)>& on_state) {
+  grpc::ClientContext ctx;
+  v1::WatchMemoryRequest request;
+  request.set_interval_ms(interval_ms);
+  auto reader = impl_->fusion->WatchMemory(&ctx, request);
+  v1::MemoryState state;
+  bool stopped = false;
+  while (reader->Read(&state)) {
+    if (!on_state(internal::FromProto(state))) {
+      stopped = true;
+      ctx.TryCancel();
+      break;
+    }
+  }
+  grpc::Status st = reader->Finish();
+  if (stopped) return absl::OkStatus();
+  if (!st.ok()) return impl_->Error(st);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<JobInfo> Client::SubmitJob(const std::string& source_image,
@@ -189,12 +235,15 @@ absl::StatusOr<JobResult> Client::GetJobResult(const std::string& job_id, bool p
   if (!st.ok()) return impl_->Error(st);
   JobResult result = internal::FromProto(response);
   if (response.image().has_memfd()) {
+    const auto start = std::chrono::steady_clock::now();
     auto bytes = internal::GetMemfd(impl_->SocketPath(), response.image().memfd().token());
     if (!bytes.ok()) return bytes.status();
     result.image = *std::move(bytes);
     result.image_by_memfd = true;
+    impl_->CountMemfd(result.image.size(), start);
   } else {
     result.image = std::move(*response.mutable_image()->mutable_inline_bytes());
+    impl_->CountInline(result.image.size());
   }
   return result;
 }

@@ -6,6 +6,9 @@
 #include <fstream>
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "process.h"
@@ -168,6 +171,37 @@ TEST_F(DaemonProcessTest, OtherUidIsRefusedUnlessAllowed) {
   auto allowed_daemon = StartDaemon({"--config", toml});
   RunResult allowed = Ctl({"mem", "--json"}, kNobody);
   EXPECT_EQ(allowed.exit_code, 0) << allowed.err;
+}
+
+TEST_F(DaemonProcessTest, MemWatchStreamsStatesAtTheIntervalAndEndsWhenTheDaemonStops) {
+  auto daemon = StartDaemon({"--device-memory-limit", "256MiB"});
+  ASSERT_TRUE(daemon->Running());
+  RunResult watched = Ctl({"mem", "--watch", "--interval-ms", "100", "--count", "3", "--json"});
+  ASSERT_EQ(watched.exit_code, 0) << watched.err;
+  std::istringstream lines(watched.out);
+  std::vector<int64_t> at;
+  for (std::string line; std::getline(lines, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);  // one compact state per line
+    EXPECT_EQ(j["device"]["budget_bytes"].get<uint64_t>(), 268435456u);
+    at.push_back(j["unix_ms"].get<int64_t>());
+  }
+  ASSERT_EQ(at.size(), 3u);
+  EXPECT_GE(at[1] - at[0], 99);  // the interval is a floor (ms clock)
+  EXPECT_GE(at[2] - at[1], 99);
+  EXPECT_EQ(Ctl({"mem", "--watch", "--interval-ms", "50"}).exit_code, 2);  // under 100 ms: usage
+
+  // A watch left open does not hold the daemon's drain: SIGTERM ends it at its next interval.
+  Process open_watch({FUSIONCTL_BIN, "--socket", socket_, "mem", "--watch", "--interval-ms", "100", "--json"},
+                     dir_.path());
+  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_TRUE(open_watch.Running());
+  daemon->Signal(SIGTERM);
+  EXPECT_EQ(daemon->Wait(absl::Seconds(15)).exit_code, 0);
+  const RunResult ended = open_watch.Wait(absl::Seconds(10));
+  EXPECT_FALSE(ended.timed_out);
+  EXPECT_EQ(ended.exit_code, 2) << ended.err;  // UNAVAILABLE
+  EXPECT_NE(ended.err.find("fusiond is stopping"), std::string::npos) << ended.err;
+  EXPECT_GE(std::count(ended.out.begin(), ended.out.end(), '\n'), 2);  // it was streaming
 }
 
 }  // namespace

@@ -63,14 +63,18 @@ TEST_F(ServerSdkTest, MethodsNotBuiltYetAnswerUnimplementedNamingThem) {
   grpc::Status st = stub->SubmitJob(&ctx, v1::SubmitJobRequest(), &response);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::UNIMPLEMENTED);
   EXPECT_NE(st.error_message().find("fusion.v1.Fusion/SubmitJob is UNIMPLEMENTED"), std::string::npos);
+}
 
-  grpc::ClientContext ctx2;
-  auto reader = stub->WatchMemory(&ctx2, v1::WatchMemoryRequest());
-  v1::MemoryState state;
-  EXPECT_FALSE(reader->Read(&state));
-  grpc::Status st2 = reader->Finish();
-  EXPECT_EQ(st2.error_code(), grpc::StatusCode::UNIMPLEMENTED);
-  EXPECT_NE(st2.error_message().find("WatchMemory"), std::string::npos);
+TEST_F(ServerSdkTest, WatchMemoryStreamsStatesUntilTheClientStops) {
+  std::vector<int64_t> at;
+  absl::Status watched = client_->WatchMemory(100, [&](const MemoryState& state) {
+    at.push_back(state.unix_ms);
+    return at.size() < 3;
+  });
+  EXPECT_TRUE(watched.ok()) << watched;
+  ASSERT_EQ(at.size(), 3u);
+  EXPECT_GE(at[2] - at[1], 99);  // interval_ms is a floor (ms clock)
+  EXPECT_GE(at[1] - at[0], 99);
 }
 
 TEST_F(ServerSdkTest, SecondServerOnTheSameSocketIsRefused) {

@@ -29,7 +29,7 @@ std::string ReadFile(const std::string& path) {
 }  // namespace
 
 Process::Process(std::vector<std::string> argv, const std::string& log_dir, int uid,
-                 std::vector<std::string> env) {
+                 std::vector<std::string> env, int gid) {
   static std::atomic<int> counter{0};
   const int n = counter++;
   out_path_ = absl::StrCat(log_dir, "/proc", getpid(), "_", n, ".out");
@@ -56,7 +56,7 @@ Process::Process(std::vector<std::string> argv, const std::string& log_dir, int 
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
     if (uid >= 0) {
-      if (setgroups(0, nullptr) != 0 || setgid(static_cast<gid_t>(uid)) != 0 ||
+      if (setgroups(0, nullptr) != 0 || setgid(static_cast<gid_t>(gid >= 0 ? gid : uid)) != 0 ||
           setuid(static_cast<uid_t>(uid)) != 0) {
         _exit(126);
       }
@@ -100,8 +100,8 @@ RunResult Process::Wait(absl::Duration timeout) {
 }
 
 RunResult RunProcess(std::vector<std::string> argv, const std::string& log_dir, absl::Duration timeout,
-              int uid, std::vector<std::string> env) {
-  Process p(std::move(argv), log_dir, uid, std::move(env));
+              int uid, std::vector<std::string> env, int gid) {
+  Process p(std::move(argv), log_dir, uid, std::move(env), gid);
   return p.Wait(timeout);
 }
 

@@ -22,10 +22,11 @@ struct RunResult {
 // A started child whose stdout/stderr go to files in `log_dir`.
 class Process {
  public:
-  // Starts argv[0] (a path) with argv. When uid >= 0 the child drops to uid/gid before exec
-  // (needs root). Extra environment entries "K=V" are added to the inherited environment.
+  // Starts argv[0] (a path) with argv. When uid >= 0 the child drops to uid and to gid (the
+  // gid equal to uid when gid < 0), with no supplementary groups, before exec (needs root).
+  // Extra environment entries "K=V" are added to the inherited environment.
   Process(std::vector<std::string> argv, const std::string& log_dir, int uid = -1,
-          std::vector<std::string> env = {});
+          std::vector<std::string> env = {}, int gid = -1);
   ~Process();  // SIGKILLs a child still running
   Process(const Process&) = delete;
   Process& operator=(const Process&) = delete;
@@ -47,7 +48,7 @@ class Process {
 // Runs to completion (or `timeout`).
 RunResult RunProcess(std::vector<std::string> argv, const std::string& log_dir,
               absl::Duration timeout = absl::Seconds(30), int uid = -1,
-              std::vector<std::string> env = {});
+              std::vector<std::string> env = {}, int gid = -1);
 
 // Polls `predicate` every 10 ms until it holds or `timeout` passes.
 template <typename F>

@@ -33,6 +33,15 @@ struct ClientOptions {
   uint64_t memfd_threshold_bytes = 4ull << 20;
 };
 
+// How this client's images travelled since Connect (every call together). Counts images sent
+// (SubmitJob) and received (GetJobResult); memfd_us is the wall time of the companion-socket
+// puts/gets, microseconds.
+struct TransferStats {
+  uint64_t images_inline = 0, bytes_inline = 0;
+  uint64_t images_by_memfd = 0, bytes_by_memfd = 0;
+  uint64_t memfd_us = 0;
+};
+
 class Client {
  public:
   // Creates a client for the socket; does not connect yet (the first call does).
@@ -44,12 +53,18 @@ class Client {
 
   // "unix:///path/to.sock".
   const std::string& target() const;
+  // Thread-safe; a snapshot of counters updated by concurrent calls.
+  TransferStats transfer_stats() const;
 
   // grpc.health.v1 Check of `service` ("" = the whole server, "fusion.v1.Fusion").
   absl::StatusOr<ServingStatus> Health(const std::string& service = "");
 
   // Device and host tiers, models, clients and counters.
   absl::StatusOr<MemoryState> GetMemoryState();
+  // WatchMemory: calls `on_state` with one MemoryState now and then one every `interval_ms`
+  // (0 = 1000, at least 100) on the calling thread, until `on_state` returns false (OK) or the
+  // stream fails (its status). Blocks; no deadline.
+  absl::Status WatchMemory(uint32_t interval_ms, const std::function<bool(const MemoryState&)>& on_state);
 
   // ---- Jobs (errors: see the status table in fusion.proto) ----
   // Submits a swap of the face in `source_image` onto `target_image` (encoded PNG/JPEG/...
