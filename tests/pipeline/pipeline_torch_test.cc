@@ -429,5 +429,49 @@ INSTANTIATE_TEST_SUITE_P(StageAndMode, LadderEveryStage, ::testing::ValuesIn(All
                            return i.param.stage + "_" + ModeName(i.param.mode);
                          });
 
+// Issue 5's small-device case: the 3840x2896 mosaic (13 faces, fetched test data) with
+// enhance x4 on a 64 MiB device. Detection may tile; enhance must (a 64-px esrgan-slim-x4 tile
+// still needs ~72 MB); nothing may fall back to the CPU, and the allocator's device-scope peak
+// (models + working sets, every scope) stays within the budget. ~18 s.
+TEST(SmallDevice, MosaicWithEnhanceX4FitsA64MiBDeviceWithoutCpuFallback) {
+  constexpr uint64_t kSmall = 64ull << 20;  // 67,108,864 bytes
+  const std::string mosaic = ReadFile(FUSION_TESTDATA_DIR "/faces/mosaic_3840x2896.jpg");
+  ASSERT_FALSE(mosaic.empty());
+  // Its own manager, store and meter (the shared allocator's budget is set to 64 MiB and back).
+  auto meter = MakeCpuDeviceMeter(kSmall);
+  auto store = *ModelStore::Create(E().catalogue.get(), {.device = "cpu", .meter = meter.get()});
+  auto residency = *ResidencyManager::Create({.device_budget_bytes = kSmall, .loader = store.get()});
+  ASSERT_TRUE(store->RegisterAll(*residency).ok());
+  PipelineRunner runner(store.get(), residency.get(), meter.get(), nullptr, PipelineRunner::Options{});
+  CpuDeviceAllocator& allocator = CpuDeviceAllocator::Install(kSmall);
+  for (const char* m : {"tiny_face_detector", "face_landmark_68", "face_recognition", "classical-fusion"}) {
+    (void)E().residency->Unload(m);  // nothing of the shared environment stays charged
+  }
+  const uint64_t base_in_use = allocator.in_use();
+  allocator.ResetPeakInUse();
+  v1::JobOptions o = Ratio(1);
+  o.set_max_side(3840);
+  o.set_enhance_scale(4);
+  Recorder rec;
+  auto out = runner.Swap(Owner{"mosaic", 0}, Astronaut(), mosaic, o, rec);
+  const uint64_t peak = allocator.peak_in_use() - base_in_use;
+  CpuDeviceAllocator::Install(kBudget);
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::printf("mosaic on 64 MiB: %u faces swapped, allocator device-scope peak %llu bytes\n",
+              out->report.faces_swapped(), static_cast<unsigned long long>(peak));
+  for (const v1::StageReport& s : out->report.stages()) {
+    std::printf("  %-9s %-13s mode %d tile %u attempts %u peak %llu\n", s.name().c_str(), s.model().c_str(),
+                s.mode(), s.tile(), s.attempts(), static_cast<unsigned long long>(s.peak_bytes()));
+    EXPECT_NE(s.mode(), v1::CPU_FALLBACK) << s.name();
+  }
+  EXPECT_EQ(StageOf(out->report, "enhance")->mode(), v1::TILED);
+  EXPECT_GE(out->report.faces_swapped(), 12u);  // tiled detection finds 12 of the 13
+  EXPECT_LE(peak, kSmall);
+  const ResidencySnapshot s = residency->Snapshot();
+  EXPECT_TRUE(s.leases.empty());
+  EXPECT_EQ(s.device.reserved_bytes, 0u);
+  EXPECT_EQ(allocator.in_use() - base_in_use, s.device.used_bytes);
+}
+
 }  // namespace
 }  // namespace fusion
