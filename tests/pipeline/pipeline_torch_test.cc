@@ -17,6 +17,9 @@
 #include "models/catalogue/catalogue.h"
 #include "pipeline/model_store.h"
 #include "pipeline/pipeline_runner.h"
+#include "pipeline/stages.h"
+
+#include <ATen/autocast_mode.h>
 
 namespace fusion {
 namespace {
@@ -428,6 +431,52 @@ INSTANTIATE_TEST_SUITE_P(StageAndMode, LadderEveryStage, ::testing::ValuesIn(All
                          [](const ::testing::TestParamInfo<LadderCase>& i) {
                            return i.param.stage + "_" + ModeName(i.param.mode);
                          });
+
+constexpr double kBf16MinPsnr = 55;  // measured 60.26 dB
+constexpr double kBf16MaxDiff = 0.01;  // measured 0.0041 of 1.0 (~1 8-bit level)
+
+// Per-model precision from the manifest: esrgan-slim-x2 with default_precision "bf16" runs under
+// CPU autocast. Measured on a 96x96 face crop (x2 -> 192x192): PSNR 60.26 dB against fp32, max
+// abs difference 0.0041; fp16 is compiled only for CUDA and cannot be checked on this machine.
+TEST(Precision, Bf16FromTheManifestRunsTheEnhancerUnderCpuAutocastCloseToFp32) {
+  std::string manifest = ReadFile(FUSION_SOURCE_DIR "/models/manifest.json");
+  const size_t at = manifest.find("\"default_precision\"", manifest.find("\"esrgan-slim-x2\""));
+  ASSERT_NE(at, std::string::npos);
+  const size_t value = manifest.find("\"fp32\"", at);
+  manifest.replace(value, 6, "\"bf16\"");
+  const std::string path = ::testing::TempDir() + "/manifest-bf16.json";
+  std::ofstream(path) << manifest;
+  auto cat = models::ModelCatalogue::Create({path, FUSION_MODELS_DIR});
+  ASSERT_TRUE(cat.ok()) << cat.status();
+  auto store = ModelStore::Create(cat->get(), {.device = "cpu"});
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto bf16 = (*store)->HostCopy("esrgan-slim-x2");
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  EXPECT_EQ((*bf16)->precision, "bf16");
+  auto fp32 = E().store->HostCopy("esrgan-slim-x2");
+  ASSERT_TRUE(fp32.ok()) << fp32.status();
+  EXPECT_EQ((*fp32)->precision, "fp32");
+
+  cv::Mat crop;
+  cv::resize(Decode(Grace(), cv::IMREAD_COLOR)(cv::Rect(150, 120, 220, 220)), crop, cv::Size(96, 96), 0, 0, cv::INTER_AREA);
+  cv::cvtColor(crop, crop, cv::COLOR_BGR2RGB);
+  crop.convertTo(crop, CV_32FC3, 1.0 / 255.0);
+  cv::Mat a = crop.clone(), b = crop.clone();
+  ASSERT_TRUE(Enhance(**fp32, "cpu", 0, a).ok());
+  const absl::Status st = Enhance(**bf16, "cpu", 0, b);
+  ASSERT_TRUE(st.ok()) << st;
+  ASSERT_EQ(a.size(), cv::Size(192, 192));
+  ASSERT_EQ(b.size(), a.size());
+  EXPECT_FALSE(at::autocast::is_cpu_enabled());  // restored after the stage
+  double max_diff = 0;
+  cv::Mat diff = cv::abs(a - b);
+  cv::minMaxLoc(diff.reshape(1), nullptr, &max_diff);
+  const double psnr = cv::PSNR(a, b, 1.0);
+  std::printf("enhance bf16 autocast vs fp32: PSNR %.2f dB, max abs difference %.4f (of 1.0)\n", psnr, max_diff);
+  EXPECT_GT(max_diff, 0.0);  // bf16 really ran
+  EXPECT_GE(psnr, kBf16MinPsnr);
+  EXPECT_LE(max_diff, kBf16MaxDiff);
+}
 
 // Issue 5's small-device case: the 3840x2896 mosaic (13 faces, fetched test data) with
 // enhance x4 on a 64 MiB device. Detection may tile; enhance must (a 64-px esrgan-slim-x4 tile
