@@ -112,6 +112,12 @@ absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
     else if (key == "log_level") st = ReadString(node, origin, key, config.log_level);
     else if (key == "allowed_uids") st = ReadUids(node, origin, key, config.allowed_uids);
     else if (key == "pin_models") st = ReadStrings(node, origin, key, config.pin_models);
+    else if (key == "one_shot_min_free") st = ReadSize(node, origin, key, config.one_shot_min_free);
+    else if (key == "one_shot_pressure") {
+      auto d = node.value<double>();
+      if (!d || !(*d > 0 && *d <= 1)) st = KeyError(origin, key, "must be a number in (0, 1] (fraction of the budget)");
+      else config.one_shot_pressure = *d;
+    }
     else if (key == "drain_ms") {
       auto i = node.value_exact<int64_t>();
       if (!i || *i < 0 || *i > 600000) st = KeyError(origin, key, "must be an integer in [0, 600000] (ms)");
@@ -168,6 +174,12 @@ absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const*
   app.add_option("--manifest", manifest, "model catalogue (manifest.json); default: installed next to the binary");
   std::vector<std::string> pin_models;
   app.add_option("--pin-model", pin_models, "keep this catalogue model resident (hot); repeatable");
+  std::string one_shot_min_free;
+  double one_shot_pressure = 0;
+  app.add_option("--one-shot-min-free", one_shot_min_free,
+                 "release detect/landmark models after use when less is free (default 512MiB)");
+  app.add_option("--one-shot-pressure", one_shot_pressure,
+                 "... or when this fraction of the budget is in use (default 0.85)");
   app.add_option("--state-dir", state_dir, "directory for the job journal and results");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off");
   try {
@@ -213,6 +225,15 @@ absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const*
   }
   if (!host_limit.empty()) {
     if (auto st = SizeFlag("host-memory-limit", host_limit, config.host_memory_limit); !st.ok()) return st;
+  }
+  if (!one_shot_min_free.empty()) {
+    if (auto st = SizeFlag("one-shot-min-free", one_shot_min_free, config.one_shot_min_free); !st.ok()) return st;
+  }
+  if (one_shot_pressure != 0) {
+    if (!(one_shot_pressure > 0 && one_shot_pressure <= 1)) {
+      return absl::InvalidArgumentError(absl::StrCat("--one-shot-pressure: ", one_shot_pressure, " is not in (0, 1]"));
+    }
+    config.one_shot_pressure = one_shot_pressure;
   }
   if (!reserve.empty()) {
     if (auto st = SizeFlag("device-memory-reserve", reserve, config.device_memory_reserve); !st.ok()) return st;

@@ -8,6 +8,7 @@
 //   state_dir = "/var/lib/fusiond"           socket_group = "fusion"
 //   manifest = "/usr/share/fusiond/manifest.json"  pin_models = ["face_recognition"]
 //   allowed_uids = [1000, 1001]              log_level = "info"
+//   one_shot_pressure = 0.85                 one_shot_min_free = "512MiB"
 // Sizes are strings in ParseSize() syntax or integers (bytes). An unknown key, a wrong type or
 // a bad size is INVALID_ARGUMENT naming the key (and the file).
 // Thread-safety: plain value type.
@@ -41,6 +42,11 @@ struct DaemonConfig {
   // The model catalogue; empty = <binary dir>/../share/fusiond/manifest.json when present (the
   // installed layout), else the source tree's models/manifest.json compiled in (a build tree).
   std::string manifest;
+  // Device pressure, under which one-shot models (detect, landmarks) are released right after
+  // use: resident + reserved >= one_shot_pressure of the budget (a fraction in (0, 1]), or less
+  // than one_shot_min_free bytes of the budget free (0 = only the fraction counts).
+  double one_shot_pressure = 0.85;
+  uint64_t one_shot_min_free = 512ull << 20;
   // Catalogue models pinned at start (hot models, e.g. the generator and the encoder), on top
   // of those the catalogue pins by default. A pin that does not fit is logged, not fatal.
   std::vector<std::string> pin_models;

@@ -60,6 +60,7 @@ class BudgetAllocator final : public c10::Allocator {
 
   std::atomic<uint64_t> budget{0};
   mutable std::atomic<uint64_t> in_use{0};
+  mutable std::atomic<uint64_t> peak_in_use{0};
   mutable std::atomic<uint64_t> ooms{0};
   mutable std::mutex mu;
   mutable std::unordered_map<ScopeId, ScopeUsage> scopes;  // guarded by mu
@@ -86,6 +87,9 @@ class BudgetAllocator final : public c10::Allocator {
                             " bytes in use, budget " + std::to_string(budget.load()) + " bytes");
       }
     } while (!in_use.compare_exchange_weak(cur, cur + n));
+    uint64_t peak = peak_in_use.load();
+    while (cur + n > peak && !peak_in_use.compare_exchange_weak(peak, cur + n)) {
+    }
     std::lock_guard<std::mutex> lock(mu);
     ScopeUsage& u = scopes[scope];
     u.current_bytes += n;
@@ -137,6 +141,8 @@ CpuDeviceAllocator& CpuDeviceAllocator::Install(uint64_t budget_bytes) {
 void CpuDeviceAllocator::SetBudget(uint64_t bytes) { g_allocator->budget = bytes; }
 uint64_t CpuDeviceAllocator::budget() const { return g_allocator->budget; }
 uint64_t CpuDeviceAllocator::in_use() const { return g_allocator->in_use; }
+uint64_t CpuDeviceAllocator::peak_in_use() const { return g_allocator->peak_in_use; }
+void CpuDeviceAllocator::ResetPeakInUse() { g_allocator->peak_in_use = g_allocator->in_use.load(); }
 uint64_t CpuDeviceAllocator::oom_count() const { return g_allocator->ooms; }
 
 ScopeUsage CpuDeviceAllocator::Usage(ScopeId scope) const {

@@ -49,6 +49,9 @@ class CpuDeviceAllocator {
   void SetBudget(uint64_t bytes);
   uint64_t budget() const;
   uint64_t in_use() const;  // bytes allocated inside scopes and not freed
+  // Highest in_use() since the last ResetPeakInUse() (all scopes together, bytes).
+  uint64_t peak_in_use() const;
+  void ResetPeakInUse();  // to the current in_use()
   uint64_t oom_count() const;
   // Current and peak bytes of a scope (zeros for an unknown scope).
   ScopeUsage Usage(ScopeId scope) const;

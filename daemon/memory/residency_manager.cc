@@ -308,9 +308,12 @@ void ResidencyManager::ReleaseLease(uint64_t id) {
   leases_.erase(it);
   if (--m->leases == 0) m->state = ModelState::kDevice;
   Touch(m);
+  const uint64_t busy = used_ + reserved_;
+  const uint64_t free = device_budget_ > busy ? device_budget_ - busy : 0;
   const bool pressure =
-      waiters_ > 0 || static_cast<double>(used_ + reserved_) >
-                          options_.one_shot_pressure * static_cast<double>(device_budget_);
+      waiters_ > 0 ||
+      static_cast<double>(busy) >= options_.one_shot_pressure * static_cast<double>(device_budget_) ||
+      free < options_.one_shot_min_free_bytes;
   if (m->spec.one_shot && m->Evictable() && pressure) {
     EvictNow({m});
   } else if (over_budget_) {

@@ -84,9 +84,12 @@ class ResidencyManager {
     // then FAILED_PRECONDITION.
     ModelLoader* loader = nullptr;
     const FutureReferences* future = nullptr;  // optional; must outlive the manager
-    // A one-shot model is evicted when its last lease ends if a caller waits for memory or
-    // resident + reserved exceed this fraction of the budget.
+    // A one-shot model (detect, landmarks) is evicted when its last lease ends if the device
+    // is under pressure: a caller waits for memory, or resident + reserved reach this fraction
+    // of the budget, or less than one_shot_min_free_bytes of the budget is left (0 = no such
+    // test). fusiond sets 0.85 and 512 MiB (DaemonConfig).
     double one_shot_pressure = 0.9;
+    uint64_t one_shot_min_free_bytes = 0;
 #ifdef NDEBUG
     bool check_invariant = false;
 #else

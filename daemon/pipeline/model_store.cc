@@ -103,6 +103,7 @@ absl::StatusOr<std::shared_ptr<ModelCopy>> ModelStore::Build(const models::Model
                                                              const HostWeights& host,
                                                              bool device) const {
   auto copy = std::make_shared<ModelCopy>();
+  copy->precision = spec.default_precision;
   // The CPU device copy is a second copy: clone inside the caller's scope so it is charged.
   const bool clone = device && options_.device == "cpu";
   const tfjs::WeightMap cloned = clone ? Clone(host.weights) : tfjs::WeightMap();

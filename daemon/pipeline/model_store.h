@@ -62,6 +62,10 @@ struct ModelCopy {
   std::unique_ptr<faceapi::FaceRecognitionNet> recognition;
   std::unique_ptr<keras::KerasModel> keras;          // enhance (ESRGAN)
   std::unique_ptr<models::FusionGenerator> generator;
+  // The manifest's default_precision: "fp32"; "bf16" runs the forward under CPU autocast
+  // (bfloat16 compute, fp32 weights); "fp16" under CUDA autocast, compiled only with CUDA
+  // (LibTorch 1.13 has no fp16 convolution on the CPU). Applied by Enhance (stages.h).
+  std::string precision = "fp32";
 };
 
 class ModelStore final : public ModelLoader {

@@ -53,7 +53,8 @@ absl::Status OomLadder::Attempt(const Owner& owner, const StageSpec& stage, Stag
   const ScopeId scope = NextStageScope();
   meter_->ResetPeak(scope);
   absl::Status st;
-  if (faults_ != nullptr && faults_->FailDevice(stage.name, tile_px)) {
+  const bool injected = faults_ != nullptr && faults_->FailDevice(stage.name, tile_px);
+  if (injected) {
     st = DeviceOomError(absl::StrCat("stage '", stage.name, "': injected device OOM"));
   } else {
     st = body.RunDevice(tile_px, scope);
@@ -64,8 +65,10 @@ absl::Status OomLadder::Attempt(const Owner& owner, const StageSpec& stage, Stag
     out.peak_bytes = peak;
     // Tiles measure a tile's working set, not the whole input's: learn only from whole runs.
     if (tile_px == 0) residency_->RecordWorkingSetPeak(stage.model, stage.shape_bucket, peak);
-  } else if (IsDeviceOom(st) && tile_px == 0) {
-    // The run needed more than it was admitted with: at least what it reached.
+  } else if (IsDeviceOom(st) && tile_px == 0 && !injected) {
+    // The run needed more than it was admitted with: at least what it reached. An injected
+    // fault measured nothing: learning from it would leave the estimate raised for good (the
+    // profile keeps maxima) and send later normal jobs of this shape to tiles.
     residency_->RecordWorkingSetPeak(stage.model, stage.shape_bucket, std::max(peak, working * 2));
   }
   return st;  // the lease ends here, whatever happened

@@ -35,8 +35,9 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
   auto residency = ResidencyManager::Create(
       {.host_budget_bytes = config.host_memory_limit,
        .loader = hooks.loader,
-       // One-shot models (detect, landmarks) go right after use above 85% of the budget.
-       .one_shot_pressure = 0.85});
+       // One-shot models (detect, landmarks) go right after use under device pressure.
+       .one_shot_pressure = config.one_shot_pressure,
+       .one_shot_min_free_bytes = config.one_shot_min_free});
   if (!residency.ok()) return residency.status();
   self->residency_ = *std::move(residency);
   auto watcher = BudgetWatcher::Create(

@@ -77,9 +77,9 @@ absl::Status ParseModel(const json& j, const std::string& origin, ModelSpec& m) 
   s.Update(Read(j, "license", where, m.license));
   s.Update(Read(j, "source", where, m.source));
   if (!s.ok()) return s;
-  if (m.default_precision != "fp32" && m.default_precision != "fp16") {
+  if (m.default_precision != "fp32" && m.default_precision != "fp16" && m.default_precision != "bf16") {
     return absl::InvalidArgumentError(
-        absl::StrCat(where, ": default_precision must be fp32 or fp16, not '", m.default_precision, "'"));
+        absl::StrCat(where, ": default_precision must be fp32, bf16 or fp16, not '", m.default_precision, "'"));
   }
   auto files = j.find("files");
   if (files == j.end() || !files->is_array()) {

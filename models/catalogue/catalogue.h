@@ -47,7 +47,7 @@ struct ModelSpec {
   std::vector<ModelFile> files;  // may be empty for a model without weights (builtin)
   uint64_t device_bytes = 0;     // fp32 parameters + buffers, bytes
   uint64_t working_set_bytes_per_pixel = 0;  // activation prior, bytes per input pixel
-  std::string default_precision = "fp32";    // fp32 | fp16
+  std::string default_precision = "fp32";    // fp32 | bf16 (CPU autocast) | fp16 (CUDA only)
   bool pinned_by_default = false;
   bool one_shot = false;  // released right after use under memory pressure (DESIGN §3)
   bool tileable = false;  // may run on tiles (DESIGN §4 step 3)

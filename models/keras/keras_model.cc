@@ -2,6 +2,7 @@
 #include "models/keras/keras_model.h"
 
 #include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
 
 #include <cmath>
 #include <fstream>
@@ -127,7 +128,9 @@ at::Tensor RunConv(const Layer& l, const at::Tensor& x) {
     in = at::constant_pad_nd(x, {left, right, top, bottom}, 0.0);
   }
   at::Tensor y;
-  if (in.is_cpu() && at::hasMKLDNN()) {
+  // Under CPU autocast (a bf16 model, pipeline/stages.cc) at::conv2d is the op autocast casts;
+  // at::mkldnn_convolution is not in its list and would stay fp32.
+  if (in.is_cpu() && at::hasMKLDNN() && !at::autocast::is_cpu_enabled()) {
     // Debian's LibTorch has no optimised BLAS and at::conv2d takes its slow BLAS path for batch-1
     // CPU convolutions; oneDNN directly is several times faster (fusion_bench).
     const c10::optional<at::Tensor> bias = l.bias.defined() ? c10::optional<at::Tensor>(l.bias) : c10::nullopt;

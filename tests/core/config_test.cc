@@ -35,6 +35,26 @@ TEST_F(ConfigTest, DefaultsAreDocumented) {
   EXPECT_EQ(c->device, "cpu");
   EXPECT_EQ(c->device_memory_limit, 0u);
   EXPECT_EQ(c->device_memory_reserve, 536870912u);
+  EXPECT_EQ(c->one_shot_pressure, 0.85);
+  EXPECT_EQ(c->one_shot_min_free, 536870912u);
+}
+
+TEST_F(ConfigTest, OneShotPressureComesFromTheFileAndTheFlags) {
+  const std::string path = WriteToml("one_shot_pressure = 0.7\none_shot_min_free = \"1GiB\"\n");
+  auto c = Parse({"--config", path});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->one_shot_pressure, 0.7);
+  EXPECT_EQ(c->one_shot_min_free, 1073741824u);
+  c = Parse({"--config", path, "--one-shot-pressure", "0.95", "--one-shot-min-free", "0"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->one_shot_pressure, 0.95);
+  EXPECT_EQ(c->one_shot_min_free, 0u);
+  auto bad = Parse({"--one-shot-pressure", "1.5"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--one-shot-pressure"), std::string::npos);
+  bad = Parse({"--config", WriteToml("one_shot_pressure = 0\n")});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("one_shot_pressure"), std::string::npos);
 }
 
 TEST_F(ConfigTest, FlagsParseSizes) {

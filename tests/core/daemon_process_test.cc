@@ -32,7 +32,8 @@ class DaemonProcessTest : public ::testing::Test {
     std::vector<std::string> argv = {FUSIOND_BIN, "--socket", socket_, "--device", "cpu"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     auto p = std::make_unique<Process>(argv, dir_.path());
-    EXPECT_TRUE(WaitFor([&] { return Exists(socket_) || !p->Running(); }, absl::Seconds(20)));
+    // Ready when both sockets exist: the companion memfd socket (".fd") is bound after the main one.
+    EXPECT_TRUE(WaitFor([&] { return (Exists(socket_) && Exists(socket_ + ".fd")) || !p->Running(); }, absl::Seconds(20)));
     return p;
   }
   RunResult Ctl(std::vector<std::string> args, int uid = -1) {

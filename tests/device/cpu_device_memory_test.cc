@@ -36,6 +36,23 @@ TEST(CpuDeviceMemoryTest, OnlyAllocationsInsideAScopeAreCountedAndFreesAreCredit
   EXPECT_EQ(a.Usage(101).peak_bytes, 3 * kMiB);
 }
 
+TEST(CpuDeviceMemoryTest, PeakInUseCoversAllScopesUntilReset) {
+  CpuDeviceAllocator& a = CpuDeviceAllocator::Install(64 * kMiB);
+  a.ResetPeakInUse();
+  const uint64_t before = a.in_use();
+  EXPECT_EQ(a.peak_in_use(), before);
+  {
+    DeviceScope s1(201);
+    at::Tensor t = Bytes(2 * kMiB);
+    DeviceScope s2(202);
+    at::Tensor u = Bytes(5 * kMiB);
+  }
+  EXPECT_EQ(a.peak_in_use(), before + 7 * kMiB);  // both scopes at once
+  EXPECT_EQ(a.in_use(), before);
+  a.ResetPeakInUse();
+  EXPECT_EQ(a.peak_in_use(), before);
+}
+
 TEST(CpuDeviceMemoryTest, TwoConcurrentStagesAreMeasuredApart) {
   CpuDeviceAllocator& a = CpuDeviceAllocator::Install(256 * kMiB);
   auto stage = [](ScopeId scope, uint64_t step) {

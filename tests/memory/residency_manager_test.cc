@@ -20,8 +20,11 @@ class ResidencyTest : public ::testing::Test {
  protected:
   // Models a..e of the given MiB sizes; device budget in MiB.
   void Make(uint64_t budget_mib, std::string policy = "lru", uint64_t host_mib = 0,
-            const FutureReferences* future = nullptr) {
+            const FutureReferences* future = nullptr, double one_shot_pressure = 0.9,
+            uint64_t one_shot_min_free_mib = 0) {
     ResidencyManager::Options o;
+    o.one_shot_pressure = one_shot_pressure;
+    o.one_shot_min_free_bytes = one_shot_min_free_mib * kMiB;
     o.device_budget_bytes = budget_mib * kMiB;
     o.host_budget_bytes = host_mib * kMiB;
     o.policy = std::move(policy);
@@ -246,6 +249,35 @@ TEST_F(ResidencyTest, OneShotModelIsReleasedAfterUseUnderPressure) {
   auto gen = manager_->Acquire(kJob, "gen", 0, Soon());
   ASSERT_TRUE(gen.ok());
   Use("detect");  // 190 of 200 MiB in use: above 90%, released right after
+  EXPECT_EQ(Model("detect").state, ModelState::kHost);
+}
+
+TEST_F(ResidencyTest, OneShotModelIsReleasedAtExactlyThePressureFraction) {
+  Make(200, "lru", 0, nullptr, /*one_shot_pressure=*/0.85);
+  Add("detect", 20, /*one_shot=*/true), Add("gen", 149);
+  auto gen = manager_->Acquire(kJob, "gen", 0, Soon());
+  ASSERT_TRUE(gen.ok());
+  Use("detect");  // 169 of 200 MiB = 84.5%: kept
+  EXPECT_EQ(Model("detect").state, ModelState::kDevice);
+  auto more = manager_->Acquire(kJob, "gen", 1 * kMiB, Soon());  // 170 of 200 = 85% with it
+  ASSERT_TRUE(more.ok());
+  Use("detect");
+  EXPECT_EQ(Model("detect").state, ModelState::kHost);
+}
+
+TEST_F(ResidencyTest, OneShotModelIsReleasedWhenLessThanTheMinimumIsFree) {
+  // 1000 MiB budget, 0.85 fraction, 512 MiB minimum free (fusiond's defaults, scaled down).
+  Make(1000, "lru", 0, nullptr, 0.85, /*one_shot_min_free_mib=*/512);
+  Add("detect", 20, /*one_shot=*/true), Add("gen", 460);
+  Use("detect");  // 20 MiB in use, 980 free: kept
+  EXPECT_EQ(Model("detect").state, ModelState::kDevice);
+  auto gen = manager_->Acquire(kJob, "gen", 0, Soon());
+  ASSERT_TRUE(gen.ok());
+  Use("detect");  // 480 MiB in use (48%, far below 85%) but only 520 MiB free: kept
+  EXPECT_EQ(Model("detect").state, ModelState::kDevice);
+  auto ws = manager_->Acquire(kJob, "gen", 9 * kMiB, Soon());  // 511 MiB free with detect's lease
+  ASSERT_TRUE(ws.ok());
+  Use("detect");
   EXPECT_EQ(Model("detect").state, ModelState::kHost);
 }
 
