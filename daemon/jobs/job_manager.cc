@@ -48,6 +48,7 @@ class JobManager::RunContext final : public JobRunner::Context {
       running_->progress = progress;
       ++running_->stages_done;
     }
+    if (manager_->options_.on_change) manager_->options_.on_change();
     v1::JobEvent e;
     *e.mutable_stage_finished()->mutable_report() = report;
     e.mutable_stage_finished()->set_progress(progress);
@@ -131,6 +132,7 @@ absl::StatusOr<v1::Job> JobManager::Submit(JobSpec spec) {
                                   /*enforce_limit=*/false);
     if (!st.ok()) return st;
   }
+  if (options_.on_change) options_.on_change();
   return ToProto(*record);
 }
 
@@ -205,6 +207,7 @@ absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& id, uid_t caller) 
     v1::JobEvent e;
     *e.mutable_done()->mutable_job() = ToProto(*final_record);
     Emit(id, e, true);
+    if (options_.on_change) options_.on_change();
     return ToProto(*final_record);
   }
   return Get(id, caller);
@@ -323,7 +326,9 @@ void JobManager::WorkerLoop() {
       running->record.stage_models = entry->stage_models;
       running_[entry->id] = running;
     }
+    if (options_.on_change) options_.on_change();
     RunOne(*entry);
+    if (options_.on_change) options_.on_change();
   }
 }
 

@@ -38,6 +38,9 @@ class JobManager {
   struct Options {
     size_t concurrency = 2;        // jobs running at once
     FairQueue::Options queue;      // per-uid limit, bypass bound
+    // Called with no lock held whenever queued or running jobs (or their progress through
+    // their stages) change, e.g. to refresh QueueFutureReferences.
+    std::function<void()> on_change;
   };
   using EventCallback = std::function<void(const v1::JobEvent&)>;
   struct ClientCounts {

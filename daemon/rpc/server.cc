@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "jobs/job_manager.h"
+#include "jobs/queue_future_references.h"
 #include "jobs/journal.h"
 #include "device/device.h"
 #include "rpc/fd_exchange.h"
@@ -32,9 +33,11 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
   if (!device.ok()) return device.status();
   self->device_ = *std::move(device);
   // No model loader until the models catalogue attaches one (RegisterModel refuses before).
+  self->future_refs_ = std::make_unique<jobs::QueueFutureReferences>();
   auto residency = ResidencyManager::Create(
       {.host_budget_bytes = config.host_memory_limit,
        .loader = hooks.loader,
+       .future = self->future_refs_.get(),  // lookahead sees the queued jobs' stages
        // One-shot models (detect, landmarks) go right after use under device pressure.
        .one_shot_pressure = config.one_shot_pressure,
        .one_shot_min_free_bytes = config.one_shot_min_free});
@@ -69,9 +72,21 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
     auto journal = jobs::Journal::Open({.path = config.state_dir + "/journal.sqlite3"});
     if (!journal.ok()) return journal.status();
     self->journal_ = *std::move(journal);
-    auto manager = jobs::JobManager::Create({}, self->journal_.get(), runner, nullptr);
+    // Within fairness the queue prefers a job whose first model is already on the device.
+    ResidencyManager* residency = self->residency_.get();
+    auto is_resident = [residency](const std::string& model) {
+      for (const ModelSnapshot& m : residency->Snapshot().models) {
+        if (m.name == model) return m.state == ModelState::kDevice || m.state == ModelState::kInUse;
+      }
+      return false;
+    };
+    jobs::QueueFutureReferences* refs = self->future_refs_.get();
+    auto manager = jobs::JobManager::Create({.on_change = [refs] { refs->Refresh(); }},
+                                            self->journal_.get(), runner, is_resident);
     if (!manager.ok()) return manager.status();
     self->jobs_ = *std::move(manager);
+    refs->SetSource([jobs = self->jobs_.get()] { return jobs->UpcomingStages(64); });
+    refs->Refresh();
   }
   JobCountsFn job_counts;
   if (self->jobs_ != nullptr) {

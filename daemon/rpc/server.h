@@ -26,6 +26,7 @@ namespace fusion {
 
 namespace jobs {
 class JobManager;
+class QueueFutureReferences;
 class JobRunner;
 class Journal;
 }  // namespace jobs
@@ -82,6 +83,8 @@ class DaemonServer {
 
   DaemonConfig config_;
   std::unique_ptr<Device> device_;
+  // Before residency_: the manager asks it for next uses until the manager is gone.
+  std::unique_ptr<jobs::QueueFutureReferences> future_refs_;
   std::unique_ptr<ResidencyManager> residency_;
   std::unique_ptr<BudgetWatcher> budget_watcher_;
   std::unique_ptr<MemoryStateSource> memory_;

@@ -1,0 +1,45 @@
+// QueueFutureReferences: the job queue's future use of each model, for lookahead eviction
+// (memory/future_references.h).
+//
+// The residency manager asks NextUse() while holding its own lock, so this class never calls
+// the job manager from there: it answers from a cache that Refresh() rebuilds from the job
+// manager's upcoming stages (running jobs' remaining stages, then queued jobs in start order)
+// each time the queue changes. Distances are turns of a round robin over those jobs: the k-th
+// remaining stage of the j-th job is turn k * jobs + j.
+// Thread-safety: all methods may be called concurrently; NextUse takes only this class's lock
+// (a leaf lock), so it can be called under any other.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "memory/future_references.h"
+
+namespace fusion::jobs {
+
+class QueueFutureReferences final : public FutureReferences {
+ public:
+  using Source = std::function<std::vector<std::vector<std::string>>()>;
+
+  // Where upcoming stages come from (set once the job manager exists).
+  void SetSource(Source source);
+  // Rebuilds the cache from the source. Must not be called with the residency lock held.
+  void Refresh();
+  uint64_t NextUse(const std::string& model) const override;
+
+  // The distances for `upcoming` (exposed for tests).
+  static absl::flat_hash_map<std::string, uint64_t> Distances(
+      const std::vector<std::vector<std::string>>& upcoming);
+
+ private:
+  mutable absl::Mutex mu_;
+  Source source_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, uint64_t> next_use_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace fusion::jobs

@@ -1,0 +1,63 @@
+// Lookahead eviction sees the job queue: QueueFutureReferences between the JobManager's
+// upcoming stages and the ResidencyManager.
+#include "jobs/queue_future_references.h"
+
+#include <gtest/gtest.h>
+
+#include "fake_loader.h"
+#include "memory/residency_manager.h"
+
+namespace fusion::jobs {
+namespace {
+
+constexpr uint64_t MiB = 1ull << 20;
+
+TEST(QueueFutureReferences, DistancesAreRoundRobinTurnsOverUpcomingJobs) {
+  // Job 0 runs next with its remaining stages; job 1 is queued.
+  auto d = QueueFutureReferences::Distances({{"generator", "enhancer"}, {"detector", "generator"}});
+  EXPECT_EQ(d.at("generator"), 0u);  // job 0, stage 0
+  EXPECT_EQ(d.at("detector"), 1u);   // job 1, stage 0
+  EXPECT_EQ(d.at("enhancer"), 2u);   // job 0, stage 1
+  EXPECT_FALSE(d.contains("landmarks"));
+}
+
+TEST(QueueFutureReferences, AnswersFromTheLastRefreshOnly) {
+  QueueFutureReferences refs;
+  EXPECT_EQ(refs.NextUse("detector"), kNoFutureUse);  // no source yet
+  std::vector<std::vector<std::string>> upcoming = {{"detector"}};
+  refs.SetSource([&] { return upcoming; });
+  EXPECT_EQ(refs.NextUse("detector"), kNoFutureUse);  // not refreshed yet
+  refs.Refresh();
+  EXPECT_EQ(refs.NextUse("detector"), 0u);
+  upcoming.clear();
+  refs.Refresh();
+  EXPECT_EQ(refs.NextUse("detector"), kNoFutureUse);
+}
+
+// LRU would evict `b` (least recently used); the queue still needs `b` and not `a`, so the
+// daemon's lookahead evicts `a`.
+TEST(QueueFutureReferences, LookaheadEvictsWhatTheQueueDoesNotNeedWhereLruWouldNot) {
+  for (const std::string policy : {"lru", "lookahead"}) {
+    testing::FakeLoader loader;
+    for (const char* m : {"a", "b", "c"}) loader.SetBytes(m, 40 * MiB);
+    QueueFutureReferences refs;
+    std::vector<std::vector<std::string>> upcoming = {{"c", "b"}};
+    refs.SetSource([&] { return upcoming; });
+    refs.Refresh();
+    auto rm = *ResidencyManager::Create({.device_budget_bytes = 100 * MiB, .policy = policy,
+                                         .loader = &loader, .future = &refs});
+    for (const char* m : {"a", "b", "c"}) ASSERT_TRUE(rm->RegisterModel({m, 40 * MiB}).ok());
+    const Owner owner{"j-1", 1000};
+    { auto l = rm->Acquire(owner, "b", 0, absl::InfiniteFuture()); ASSERT_TRUE(l.ok()); }
+    { auto l = rm->Acquire(owner, "a", 0, absl::InfiniteFuture()); ASSERT_TRUE(l.ok()); }
+    { auto l = rm->Acquire(owner, "c", 0, absl::InfiniteFuture()); ASSERT_TRUE(l.ok()); }
+    std::string evicted;
+    for (const auto& m : rm->Snapshot().models) {
+      if (m.state == ModelState::kHost) evicted = m.name;
+    }
+    EXPECT_EQ(evicted, policy == "lru" ? "b" : "a") << policy;
+  }
+}
+
+}  // namespace
+}  // namespace fusion::jobs
