@@ -118,6 +118,11 @@ absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
       if (!d || !(*d > 0 && *d <= 1)) st = KeyError(origin, key, "must be a number in (0, 1] (fraction of the budget)");
       else config.one_shot_pressure = *d;
     }
+    else if (key == "max_concurrent_jobs") {
+      auto i = node.value_exact<int64_t>();
+      if (!i || *i < 1 || *i > 64) st = KeyError(origin, key, "must be an integer in [1, 64]");
+      else config.max_concurrent_jobs = static_cast<uint32_t>(*i);
+    }
     else if (key == "drain_ms") {
       auto i = node.value_exact<int64_t>();
       if (!i || *i < 0 || *i > 600000) st = KeyError(origin, key, "must be an integer in [0, 600000] (ms)");
@@ -180,6 +185,9 @@ absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const*
                  "release detect/landmark models after use when less is free (default 512MiB)");
   app.add_option("--one-shot-pressure", one_shot_pressure,
                  "... or when this fraction of the budget is in use (default 0.85)");
+  uint32_t max_jobs = 0;
+  app.add_option("--max-concurrent-jobs", max_jobs, "jobs running at once (default 2)")
+      ->check(CLI::Range(1u, 64u));
   app.add_option("--state-dir", state_dir, "directory for the job journal and results");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off");
   try {
@@ -226,6 +234,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const*
   if (!host_limit.empty()) {
     if (auto st = SizeFlag("host-memory-limit", host_limit, config.host_memory_limit); !st.ok()) return st;
   }
+  if (max_jobs != 0) config.max_concurrent_jobs = max_jobs;
   if (!one_shot_min_free.empty()) {
     if (auto st = SizeFlag("one-shot-min-free", one_shot_min_free, config.one_shot_min_free); !st.ok()) return st;
   }

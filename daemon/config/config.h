@@ -47,6 +47,8 @@ struct DaemonConfig {
   // than one_shot_min_free bytes of the budget free (0 = only the fraction counts).
   double one_shot_pressure = 0.85;
   uint64_t one_shot_min_free = 512ull << 20;
+  // Jobs running at once (the global concurrency limit); TOML max_concurrent_jobs.
+  uint32_t max_concurrent_jobs = 2;
   // Catalogue models pinned at start (hot models, e.g. the generator and the encoder), on top
   // of those the catalogue pins by default. A pin that does not fit is logged, not fatal.
   std::vector<std::string> pin_models;

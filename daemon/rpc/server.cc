@@ -81,7 +81,8 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
       return false;
     };
     jobs::QueueFutureReferences* refs = self->future_refs_.get();
-    auto manager = jobs::JobManager::Create({.on_change = [refs] { refs->Refresh(); }},
+    auto manager = jobs::JobManager::Create({.concurrency = config.max_concurrent_jobs,
+                                             .on_change = [refs] { refs->Refresh(); }},
                                             self->journal_.get(), runner, is_resident);
     if (!manager.ok()) return manager.status();
     self->jobs_ = *std::move(manager);

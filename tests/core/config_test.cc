@@ -144,6 +144,17 @@ TEST_F(ConfigTest, BooleansAndOutOfRangeNumbersAreRefused) {
   EXPECT_NE(st.message().find("at most 104 fit"), std::string::npos) << st;
 }
 
+TEST_F(ConfigTest, MaxConcurrentJobsFromFileAndFlagWithinRange) {
+  const std::string path = WriteToml("max_concurrent_jobs = 3\n");
+  EXPECT_EQ(Parse({"--config", path})->max_concurrent_jobs, 3u);
+  EXPECT_EQ(Parse({"--config", path, "--max-concurrent-jobs", "1"})->max_concurrent_jobs, 1u);
+  EXPECT_EQ(Parse({})->max_concurrent_jobs, 2u);
+  DaemonConfig c;
+  EXPECT_NE(ApplyToml("max_concurrent_jobs = 0\n", "f.toml", c).message().find("'max_concurrent_jobs'"),
+            std::string::npos);
+  EXPECT_FALSE(Parse({"--max-concurrent-jobs", "65"}).ok());
+}
+
 TEST_F(ConfigTest, EmptyOrDirectoryPathsAreErrors) {
   EXPECT_NE(Parse({"--config", ""}).status().message().find("--config: empty path"), std::string::npos);
   EXPECT_NE(Parse({"--socket", ""}).status().message().find("--socket: empty path"), std::string::npos);
