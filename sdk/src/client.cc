@@ -310,5 +310,19 @@ std::future<absl::StatusOr<std::vector<ModelState>>> Client::ListModelsAsync() {
 std::future<absl::StatusOr<MemoryState>> Client::GetMemoryStateAsync() {
   return std::async(std::launch::async, [this] { return GetMemoryState(); });
 }
+std::future<absl::StatusOr<ServingStatus>> Client::HealthAsync(std::string service) {
+  return std::async(std::launch::async, [this, s = std::move(service)] { return Health(s); });
+}
+std::future<absl::StatusOr<std::vector<JobInfo>>> Client::ListJobsAsync(
+    std::vector<JobState> states, uint32_t limit) {
+  return std::async(std::launch::async,
+                    [this, st = std::move(states), limit] { return ListJobs(st, limit); });
+}
+std::future<absl::Status> Client::WatchMemoryAsync(
+    uint32_t interval_ms, std::function<bool(const MemoryState&)> on_state) {
+  return std::async(std::launch::async, [this, interval_ms, cb = std::move(on_state)] {
+    return WatchMemory(interval_ms, cb);
+  });
+}
 
 }  // namespace fusion

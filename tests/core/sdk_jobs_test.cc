@@ -67,6 +67,14 @@ TEST_F(SdkJobsTest, AsyncCallsDeliverThroughFutures) {
   EXPECT_EQ(result->image, "cba1");
   EXPECT_FALSE(result->image_by_memfd);
   EXPECT_TRUE(client_->GetMemoryStateAsync().get().ok());
+  EXPECT_EQ(*client_->HealthAsync().get(), ServingStatus::kServing);
+  auto listed = client_->ListJobsAsync({JobState::kSucceeded}).get();
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->size(), 1u);
+  int states = 0;
+  EXPECT_TRUE(client_->WatchMemoryAsync(100, [&](const MemoryState&) { return ++states < 2; })
+                  .get().ok());
+  EXPECT_EQ(states, 2);
   EXPECT_EQ(client_->GetJobAsync("j-nope").get().status().code(), absl::StatusCode::kNotFound);
 }
 

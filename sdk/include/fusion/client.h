@@ -107,6 +107,11 @@ class Client {
   std::future<absl::StatusOr<JobInfo>> CancelJobAsync(std::string job_id);
   std::future<absl::StatusOr<JobResult>> GetJobResultAsync(std::string job_id);
   std::future<absl::StatusOr<MemoryState>> GetMemoryStateAsync();
+  std::future<absl::StatusOr<ServingStatus>> HealthAsync(std::string service = "");
+  std::future<absl::StatusOr<std::vector<JobInfo>>> ListJobsAsync(std::vector<JobState> states = {},
+                                                                  uint32_t limit = 0);
+  std::future<absl::Status> WatchMemoryAsync(uint32_t interval_ms,
+                                             std::function<bool(const MemoryState&)> on_state);
   std::future<absl::StatusOr<std::vector<ModelState>>> ListModelsAsync();
   std::future<absl::StatusOr<ModelState>> LoadModelAsync(std::string name);
   std::future<absl::StatusOr<ModelState>> UnloadModelAsync(std::string name);
