@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "fusion/size.h"
@@ -117,6 +118,16 @@ absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
       auto d = node.value<double>();
       if (!d || !(*d > 0 && *d <= 1)) st = KeyError(origin, key, "must be a number in (0, 1] (fraction of the budget)");
       else config.one_shot_pressure = *d;
+    }
+    else if (key == "result_retention_bytes") st = ReadSize(node, origin, key, config.result_retention_bytes);
+    else if (key == "result_retention") {
+      absl::Duration d;
+      auto text = node.value<std::string>();
+      if (!text || !absl::ParseDuration(*text, &d) || d < absl::ZeroDuration()) {
+        st = KeyError(origin, key, "must be a duration string like \"24h\" or \"90m\"");
+      } else {
+        config.result_retention_s = absl::ToInt64Seconds(d);
+      }
     }
     else if (key == "max_concurrent_jobs") {
       auto i = node.value_exact<int64_t>();

@@ -49,6 +49,10 @@ struct DaemonConfig {
   uint64_t one_shot_min_free = 512ull << 20;
   // Jobs running at once (the global concurrency limit); TOML max_concurrent_jobs.
   uint32_t max_concurrent_jobs = 2;
+  // Finished jobs' results are kept this long (TOML result_retention = "24h", absl duration
+  // syntax), and within this many bytes of result images (oldest removed first).
+  int64_t result_retention_s = 24 * 3600;
+  uint64_t result_retention_bytes = 1ull << 30;
   // Catalogue models pinned at start (hot models, e.g. the generator and the encoder), on top
   // of those the catalogue pins by default. A pin that does not fit is logged, not fatal.
   std::vector<std::string> pin_models;

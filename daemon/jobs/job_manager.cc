@@ -81,6 +81,7 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(Options options, 
   std::unique_ptr<JobManager> m(new JobManager(options, journal, runner, std::move(is_resident)));
   auto recovered = journal->Recover();
   if (!recovered.ok()) return recovered.status();
+  if (auto pruned = journal->Prune(NowMs()); !pruned.ok()) return pruned.status();
   // Recovered jobs were accepted once: they bypass the per-uid limit rather than be lost.
   for (const JobRecord& r : *recovered) {
     absl::MutexLock lock(&m->mu_);
@@ -385,6 +386,12 @@ void JobManager::RunOne(const FairQueue::Entry& entry) {
   auto final_record = journal_->Get(entry.id);
   if (final_record.ok()) *done.mutable_done()->mutable_job() = ToProto(*final_record);
   Emit(entry.id, std::move(done), true);
+  // Old results go as new ones arrive (retention period and bytes, Journal::Options).
+  if (auto pruned = journal_->Prune(NowMs()); !pruned.ok()) {
+    spdlog::warn("journal: pruning old results: {}", pruned.status().ToString());
+  } else if (*pruned > 0) {
+    spdlog::info("journal: removed {} finished jobs past their retention", *pruned);
+  }
 }
 
 }  // namespace fusion::jobs

@@ -7,6 +7,8 @@
 // Crash safety: Create() requeues every QUEUED/RUNNING job found in the journal, in submit
 // order. At Shutdown() running jobs are interrupted and left RUNNING in the journal, so the
 // next start runs them again: a job reaches a final state exactly once.
+// Retention: at start and after every finished job, results past the journal's retention
+// period or beyond its retention bytes are removed (Journal::Prune); their ids become NOT_FOUND.
 // Ownership: a job belongs to the uid that submitted it; other uids get NOT_FOUND.
 // Thread-safety: every method may be called concurrently; watcher callbacks are invoked with
 // no lock held, from worker threads (or from Watch() itself for the first event).

@@ -69,7 +69,9 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
       return absl::FailedPreconditionError(
           absl::StrCat("state_dir '", config.state_dir, "': ", ec.message()));
     }
-    auto journal = jobs::Journal::Open({.path = config.state_dir + "/journal.sqlite3"});
+    auto journal = jobs::Journal::Open({.path = config.state_dir + "/journal.sqlite3",
+                                        .retention = absl::Seconds(config.result_retention_s),
+                                        .retention_bytes = config.result_retention_bytes});
     if (!journal.ok()) return journal.status();
     self->journal_ = *std::move(journal);
     // Within fairness the queue prefers a job whose first model is already on the device.

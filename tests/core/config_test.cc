@@ -155,6 +155,15 @@ TEST_F(ConfigTest, MaxConcurrentJobsFromFileAndFlagWithinRange) {
   EXPECT_FALSE(Parse({"--max-concurrent-jobs", "65"}).ok());
 }
 
+TEST_F(ConfigTest, ResultRetentionIsADurationAndASize) {
+  DaemonConfig c;
+  ASSERT_TRUE(ApplyToml("result_retention = \"90m\"\nresult_retention_bytes = \"2GiB\"\n", "f.toml", c).ok());
+  EXPECT_EQ(c.result_retention_s, 5400);
+  EXPECT_EQ(c.result_retention_bytes, 2147483648u);
+  EXPECT_NE(ApplyToml("result_retention = \"soon\"\n", "f.toml", c).message().find("'result_retention'"),
+            std::string::npos);
+}
+
 TEST_F(ConfigTest, EmptyOrDirectoryPathsAreErrors) {
   EXPECT_NE(Parse({"--config", ""}).status().message().find("--config: empty path"), std::string::npos);
   EXPECT_NE(Parse({"--socket", ""}).status().message().find("--socket: empty path"), std::string::npos);

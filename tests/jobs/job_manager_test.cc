@@ -178,6 +178,22 @@ TEST_F(JobManagerTest, JobsInterruptedByShutdownRunAgainExactlyOnceAfterRestart)
   for (const auto& id : ids) EXPECT_EQ(runner_.completed[id], 1) << id;
 }
 
+TEST_F(JobManagerTest, ResultsBeyondTheRetentionBytesAreRemovedOldestFirst) {
+  journal_.reset();
+  journal_ = *Journal::Open({.path = dir_.File("retained.sqlite3"), .retention_bytes = 25});
+  auto m = Manager(1);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 4; ++i) {  // each result is 12 bytes (the target reversed + "3")
+    ids.push_back(m->Submit(Spec(1, "target-" + std::to_string(1000 + i)))->job_id());
+    ASSERT_EQ(WaitFinal(*m, ids.back(), 1), v1::SUCCEEDED);
+  }
+  // 25 bytes keep the two newest results; the two oldest jobs are gone.
+  EXPECT_EQ(m->Get(ids[0], 1).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(m->Get(ids[1], 1).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(m->Result(ids[2], 1).ok());
+  EXPECT_TRUE(m->Result(ids[3], 1).ok());
+}
+
 TEST_F(JobManagerTest, UpcomingStagesListRunningRemaindersThenQueuedJobs) {
   absl::Notification gate;
   runner_.gate = &gate;
