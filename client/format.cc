@@ -32,7 +32,7 @@ void TierLine(std::ostringstream& out, const TierState& t) {
 
 }  // namespace
 
-nlohmann::json ModelToJson(const ModelState& m) {
+nlohmann::json ModelToJson(const ModelStatus& m) {
   return {{"name", m.name},         {"stage", m.stage},         {"state", m.state},
           {"tier", m.tier},         {"bytes", m.bytes},         {"pinned", m.pinned},
           {"leases", m.leases},     {"last_use", m.last_use_unix_ms}, {"loads", m.loads},
@@ -40,14 +40,14 @@ nlohmann::json ModelToJson(const ModelState& m) {
           {"misses", m.misses},     {"one_shot", m.one_shot},   {"tileable", m.tileable}};
 }
 
-std::string ModelToText(const ModelState& m) {
+std::string ModelToText(const ModelStatus& m) {
   return absl::StrCat(m.name, "  ", m.stage, "  ", m.state, "  ", m.tier, "  ", FormatBytes(m.bytes),
                       m.pinned ? "  pinned" : "", "  leases ", m.leases);
 }
 
 nlohmann::json MemoryStateToJson(const MemoryState& s) {
   nlohmann::json models = nlohmann::json::array();
-  for (const ModelState& m : s.models) {
+  for (const ModelStatus& m : s.models) {
     models.push_back({{"name", m.name}, {"stage", m.stage}, {"state", m.state}, {"tier", m.tier},
                       {"bytes", m.bytes}, {"pinned", m.pinned}, {"leases", m.leases},
                       {"last_use", m.last_use_unix_ms}, {"loads", m.loads},
@@ -75,7 +75,7 @@ std::string MemoryStateToText(const MemoryState& s) {
   TierLine(out, s.device);
   TierLine(out, s.host);
   if (s.models.empty()) out << "models: none resident\n";
-  for (const ModelState& m : s.models) {
+  for (const ModelStatus& m : s.models) {
     out << "  " << m.name << "  " << m.state << "  " << m.tier << "  " << FormatBytes(m.bytes)
         << (m.pinned ? "  pinned" : "") << "  leases " << m.leases << "\n";
   }

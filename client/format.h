@@ -13,9 +13,9 @@ nlohmann::json MemoryStateToJson(const MemoryState& state);
 std::string MemoryStateToText(const MemoryState& state);
 // One catalogue model: name, stage, state, tier, bytes, pinned, leases, last_use, loads,
 // uploads, evictions, hits, misses, one_shot, tileable.
-nlohmann::json ModelToJson(const ModelState& model);
+nlohmann::json ModelToJson(const ModelStatus& model);
 // "name  stage  STATE  tier  bytes  [pinned]  leases N".
-std::string ModelToText(const ModelState& model);
+std::string ModelToText(const ModelStatus& model);
 nlohmann::json JobToJson(const JobInfo& job);
 std::string JobToText(const JobInfo& job);
 // DESIGN.md §7: job_id, state, device, faces_swapped, faces[{box, identity_distance}],

@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
     auto list = (*client)->ListModels();
     if (!list.ok()) return fusion::ctl::Fail(list.status());
     nlohmann::json out = nlohmann::json::array();
-    for (const fusion::ModelState& m : *list) {
+    for (const fusion::ModelStatus& m : *list) {
       if (json) out.push_back(fusion::ctl::ModelToJson(m));
       else std::cout << fusion::ctl::ModelToText(m) << "\n";
     }

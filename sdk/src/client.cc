@@ -272,19 +272,19 @@ std::future<absl::StatusOr<JobResult>> Client::GetJobResultAsync(std::string job
   return std::async(std::launch::async,
                     [this, id = std::move(job_id)] { return GetJobResult(id); });
 }
-absl::StatusOr<std::vector<ModelState>> Client::ListModels() {
+absl::StatusOr<std::vector<ModelStatus>> Client::ListModels() {
   grpc::ClientContext ctx;
   impl_->Prepare(ctx);
   v1::ListModelsResponse response;
   grpc::Status st = impl_->fusion->ListModels(&ctx, v1::ListModelsRequest(), &response);
   if (!st.ok()) return impl_->Error(st);
-  std::vector<ModelState> models;
+  std::vector<ModelStatus> models;
   for (const v1::ModelInfo& m : response.models()) models.push_back(internal::FromProto(m));
   return models;
 }
 
 #define FUSION_MODEL_CALL(Method, scale)                                        \
-  absl::StatusOr<ModelState> Client::Method(const std::string& name) {          \
+  absl::StatusOr<ModelStatus> Client::Method(const std::string& name) {          \
     grpc::ClientContext ctx;                                                    \
     impl_->Prepare(ctx, scale);                                                 \
     v1::ModelRequest request;                                                   \
@@ -294,7 +294,7 @@ absl::StatusOr<std::vector<ModelState>> Client::ListModels() {
     if (!st.ok()) return impl_->Error(st);                                      \
     return internal::FromProto(response);                                      \
   }                                                                             \
-  std::future<absl::StatusOr<ModelState>> Client::Method##Async(std::string name) { \
+  std::future<absl::StatusOr<ModelStatus>> Client::Method##Async(std::string name) { \
     return std::async(std::launch::async, [this, name] { return Method(name); }); \
   }
 FUSION_MODEL_CALL(LoadModel, 30)
@@ -303,7 +303,7 @@ FUSION_MODEL_CALL(PinModel, 30)
 FUSION_MODEL_CALL(UnpinModel, 1)
 #undef FUSION_MODEL_CALL
 
-std::future<absl::StatusOr<std::vector<ModelState>>> Client::ListModelsAsync() {
+std::future<absl::StatusOr<std::vector<ModelStatus>>> Client::ListModelsAsync() {
   return std::async(std::launch::async, [this] { return ListModels(); });
 }
 

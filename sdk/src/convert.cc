@@ -47,8 +47,8 @@ TierState FromProto(const v1::TierState& p) {
   return t;
 }
 
-ModelState FromProto(const v1::ModelInfo& p) {
-  ModelState m;
+ModelStatus FromProto(const v1::ModelInfo& p) {
+  ModelStatus m;
   m.name = p.name();
   m.stage = p.stage();
   m.state = p.state();

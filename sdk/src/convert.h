@@ -7,7 +7,7 @@
 namespace fusion::internal {
 
 TierState FromProto(const v1::TierState& p);
-ModelState FromProto(const v1::ModelInfo& p);
+ModelStatus FromProto(const v1::ModelInfo& p);
 MemoryState FromProto(const v1::MemoryState& p);
 JobInfo FromProto(const v1::Job& p);
 StageReport FromProto(const v1::StageReport& p);

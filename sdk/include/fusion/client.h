@@ -87,15 +87,15 @@ class Client {
 
   // ---- Models (catalogue names, never paths; NOT_FOUND for an unknown name) ----
   // Every catalogue model with its residency.
-  absl::StatusOr<std::vector<ModelState>> ListModels();
+  absl::StatusOr<std::vector<ModelStatus>> ListModels();
   // Brings the model to the device tier (evictable). RESOURCE_EXHAUSTED / DEADLINE_EXCEEDED
   // when it does not fit. Gets 30x the unary deadline (it may upload).
-  absl::StatusOr<ModelState> LoadModel(const std::string& name);
+  absl::StatusOr<ModelStatus> LoadModel(const std::string& name);
   // Drops the device and host copies; FAILED_PRECONDITION when pinned or in use.
-  absl::StatusOr<ModelState> UnloadModel(const std::string& name);
+  absl::StatusOr<ModelStatus> UnloadModel(const std::string& name);
   // Loads and never evicts; FAILED_PRECONDITION when pins would exceed the device budget.
-  absl::StatusOr<ModelState> PinModel(const std::string& name);
-  absl::StatusOr<ModelState> UnpinModel(const std::string& name);
+  absl::StatusOr<ModelStatus> PinModel(const std::string& name);
+  absl::StatusOr<ModelStatus> UnpinModel(const std::string& name);
 
   // Asynchronous forms: the call runs on its own thread; the future holds its outcome.
   std::future<absl::StatusOr<JobInfo>> SubmitJobAsync(std::string source_image,
@@ -112,11 +112,11 @@ class Client {
                                                                   uint32_t limit = 0);
   std::future<absl::Status> WatchMemoryAsync(uint32_t interval_ms,
                                              std::function<bool(const MemoryState&)> on_state);
-  std::future<absl::StatusOr<std::vector<ModelState>>> ListModelsAsync();
-  std::future<absl::StatusOr<ModelState>> LoadModelAsync(std::string name);
-  std::future<absl::StatusOr<ModelState>> UnloadModelAsync(std::string name);
-  std::future<absl::StatusOr<ModelState>> PinModelAsync(std::string name);
-  std::future<absl::StatusOr<ModelState>> UnpinModelAsync(std::string name);
+  std::future<absl::StatusOr<std::vector<ModelStatus>>> ListModelsAsync();
+  std::future<absl::StatusOr<ModelStatus>> LoadModelAsync(std::string name);
+  std::future<absl::StatusOr<ModelStatus>> UnloadModelAsync(std::string name);
+  std::future<absl::StatusOr<ModelStatus>> PinModelAsync(std::string name);
+  std::future<absl::StatusOr<ModelStatus>> UnpinModelAsync(std::string name);
 
  private:
   struct Impl;

@@ -26,7 +26,7 @@ struct TierState {
 };
 
 // A catalogue model and its residency.
-struct ModelState {
+struct ModelStatus {
   std::string name, stage, state, tier;
   uint64_t bytes = 0;
   bool pinned = false;
@@ -53,7 +53,7 @@ struct MemoryCounters {
 struct MemoryState {
   TierState device;
   TierState host;
-  std::vector<ModelState> models;
+  std::vector<ModelStatus> models;
   std::vector<ClientUsage> clients;
   MemoryCounters counters;
   int64_t unix_ms = 0;
