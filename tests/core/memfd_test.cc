@@ -33,13 +33,21 @@ class MemfdTest : public ::testing::Test {
     ASSERT_TRUE(ex.ok()) << ex.status();
     exchange_ = *std::move(ex);
   }
-  // Sends a raw PUT with `fd` and returns the reply line.
-  std::string RawPut(int fd) {
+  // A raw connection to the companion socket (-1 on failure).
+  int ConnectToExchange() {
     int sock = socket(AF_UNIX, SOCK_STREAM, 0);
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", exchange_->path().c_str());
-    EXPECT_EQ(connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    if (connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      close(sock);
+      return -1;
+    }
+    return sock;
+  }
+  // Sends a raw PUT with `fd` and returns the reply line.
+  std::string RawPut(int fd) {
+    const int sock = ConnectToExchange();
     EXPECT_EQ(fdproto::SendLine(sock, "PUT\n", fd), 0);
     std::string line;
     int unused;
@@ -121,11 +129,8 @@ int OpenFdCount() {
 }
 
 TEST_F(MemfdTest, ExtraFdsInARequestAreClosedNotLeaked) {
-  int sock = socket(AF_UNIX, SOCK_STREAM, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", exchange_->path().c_str());
-  ASSERT_EQ(connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const int sock = ConnectToExchange();
+  ASSERT_GE(sock, 0);
   const int before = OpenFdCount();
   // Five fds on one GET line (sent by hand: SendLine sends one).
   int fds[5];
@@ -157,11 +162,8 @@ TEST_F(MemfdTest, ExtraFdsInARequestAreClosedNotLeaked) {
 }
 
 TEST_F(MemfdTest, ASlowClientDoesNotDelayOthers) {
-  int slow = socket(AF_UNIX, SOCK_STREAM, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", exchange_->path().c_str());
-  ASSERT_EQ(connect(slow, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const int slow = ConnectToExchange();
+  ASSERT_GE(slow, 0);
   ASSERT_EQ(write(slow, "G", 1), 1);  // and nothing more
   const absl::Time start = absl::Now();
   auto token = internal::PutMemfd(socket_, Pattern(1000));
