@@ -28,43 +28,6 @@ const faceapi::FaceDetector* DetectorOf(const ModelCopy& copy) {
   return nullptr;
 }
 
-// Tiled detection at the scale of the untiled run's finest pass (multiscale.h: S_hi =
-// clamp(round32(side / 3), 416, 1024) over the whole image): regions of side * tile / S_hi
-// pixels overlapping by a quarter, each at network input tile_px; faces larger than a region
-// come from one more pass over the whole image at input tile_px. Boxes touching an inner region
-// edge are dropped (the overlap sees them whole); NMS merges.
-absl::StatusOr<std::vector<faceapi::FaceBox>> DetectTiled(const faceapi::FaceDetector& det,
-                                                          const cv::Mat& rgb, int tile_px) {
-  const int w = rgb.cols, h = rgb.rows, side = std::max(w, h);
-  const int s_hi = std::clamp((side / 3 + 16) / 32 * 32, 416, 1024);
-  const int region = std::min(side, static_cast<int>(std::ceil(static_cast<double>(side) * tile_px / s_hi)));
-  const int step = std::max(1, region * 3 / 4);
-  const int input = det.FreeInputSize() ? std::max(32, tile_px / 32 * 32) : 0;
-  auto whole = det.Detect(rgb, input);
-  if (!whole.ok()) return whole.status();
-  std::vector<faceapi::FaceBox> all = *whole;
-  for (int y0 = 0;; y0 += step) {
-    const int y = std::min(y0, std::max(0, h - region));
-    for (int x0 = 0;; x0 += step) {
-      const int x = std::min(x0, std::max(0, w - region));
-      const cv::Rect r(x, y, std::min(region, w - x), std::min(region, h - y));
-      auto boxes = det.Detect(rgb(r), input);
-      if (!boxes.ok()) return boxes.status();
-      for (faceapi::FaceBox b : *boxes) {
-        const bool cut = (b.x <= 1 && r.x > 0) || (b.y <= 1 && r.y > 0) ||
-                         (b.x + b.w >= r.width - 1 && r.x + r.width < w) ||
-                         (b.y + b.h >= r.height - 1 && r.y + r.height < h);
-        if (cut) continue;
-        b.x += r.x, b.y += r.y;
-        all.push_back(b);
-      }
-      if (x + region >= w) break;
-    }
-    if (y + region >= h) break;
-  }
-  return faceapi::Nms(std::move(all), 0.4f);
-}
-
 at::Tensor OnDevice(const at::Tensor& t, const std::string& device) {
   return device == "cpu" ? t : t.to(at::Device(device));
 }
@@ -125,8 +88,9 @@ class PrecisionScope {
 absl::Status DetectFaces(const ModelCopy& detector, int tile_px, Picture& pic) {
   const faceapi::FaceDetector* det = DetectorOf(detector);
   if (det == nullptr) return absl::InvalidArgumentError("detect: the model is not a face detector");
-  auto boxes = tile_px > 0 ? DetectTiled(*det, pic.rgb_small, tile_px)
-                           : faceapi::DetectMultiScale(*det, pic.rgb_small);
+  faceapi::MultiScaleOptions options;
+  options.tile_px = tile_px;  // the same passes; each runs its stem in windows
+  auto boxes = faceapi::DetectMultiScale(*det, pic.rgb_small, options);
   if (!boxes.ok()) return boxes.status();
   std::vector<DetectedFace> faces;
   for (const faceapi::FaceBox& b : *boxes) {

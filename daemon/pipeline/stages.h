@@ -48,10 +48,10 @@ struct SwapItem {
   cv::Matx23d frame_to_crop;    // frame pixels -> crop pixels of `fused`
 };
 
-// Faces of `pic` (boxes only), in full-resolution pixels, by descending score. tile_px 0:
-// multi-scale detection of the working image (multiscale.h); tile_px > 0: network input tile_px
-// on overlapping regions of the same scale as a 416 input over the whole image (boxes touching
-// an inner region edge are dropped; NMS merges).
+// Faces of `pic` (boxes only), in full-resolution pixels, by descending score: multi-scale
+// detection of the working image (multiscale.h). tile_px > 0 runs the same passes with each
+// network's stride-8 stem in tile_px windows (FaceDetector::Detect): a smaller working set, the
+// same boxes up to float order.
 absl::Status DetectFaces(const ModelCopy& detector, int tile_px, Picture& pic);
 // 68 landmarks of every face of `pic` (full-resolution crops).
 absl::Status FindLandmarks(const ModelCopy& landmarks, Picture& pic);

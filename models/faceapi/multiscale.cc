@@ -58,7 +58,7 @@ absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detect
   std::vector<FaceBox> all;
   for (const DetectionPass& p : PlanPasses(detector, rgb.cols, rgb.rows, options)) {
     const bool whole = p.region == cv::Rect(0, 0, rgb.cols, rgb.rows);
-    absl::StatusOr<std::vector<FaceBox>> found = detector.Detect(whole ? rgb : rgb(p.region), p.input_size);
+    absl::StatusOr<std::vector<FaceBox>> found = detector.Detect(whole ? rgb : rgb(p.region), p.input_size, options.tile_px);
     if (!found.ok()) {
       return absl::Status(found.status().code(),
                           absl::StrCat(found.status().message(), " (pass: region ", p.region.x, ",", p.region.y, " ",

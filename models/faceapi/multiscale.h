@@ -26,6 +26,7 @@ struct MultiScaleOptions {
   int max_input = 1024;        // largest network input (bounds working set and time)
   float nms_iou = 0.4f;        // merge threshold across scales and tiles
   float tile_overlap = 0.25f;  // fraction of the tile side shared with the next tile
+  int tile_px = 0;             // > 0: each pass runs its stem in windows (FaceDetector::Detect)
 };
 
 // One detector run: `region` of the image at network input `input_size`.

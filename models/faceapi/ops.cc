@@ -46,4 +46,25 @@ at::Tensor ChannelAffine(const at::Tensor& x, const at::Tensor& s, const at::Ten
   return at::addcmul(b.view({1, -1, 1, 1}), x, s.view({1, -1, 1, 1}));
 }
 
+at::Tensor TiledPrefix(const at::Tensor& x, const Prefix& prefix, int stride, int halo_px, int tile_px) {
+  const int64_t h = x.size(2), w = x.size(3), s = stride;
+  const int64_t tile = std::max<int64_t>(s, tile_px / s * s), halo = (halo_px + s - 1) / s * s;
+  TORCH_CHECK(h % s == 0 && w % s == 0, "TiledPrefix: input ", h, "x", w, " is not a multiple of stride ", s);
+  at::Tensor out;
+  for (int64_t y0 = 0; y0 < h; y0 += tile) {
+    const int64_t y1 = std::min(h, y0 + tile), wy0 = std::max<int64_t>(0, y0 - halo), wy1 = std::min(h, y1 + halo);
+    for (int64_t x0 = 0; x0 < w; x0 += tile) {
+      const int64_t x1 = std::min(w, x0 + tile), wx0 = std::max<int64_t>(0, x0 - halo), wx1 = std::min(w, x1 + halo);
+      const at::Tensor part = prefix(x.slice(2, wy0, wy1).slice(3, wx0, wx1));
+      TORCH_CHECK(part.dim() == 4 && part.size(2) == (wy1 - wy0) / s && part.size(3) == (wx1 - wx0) / s,
+                  "TiledPrefix: a ", wy1 - wy0, "x", wx1 - wx0, " window gave ", part.sizes(), ", not 1/", s);
+      if (!out.defined()) out = at::empty({x.size(0), part.size(1), h / s, w / s}, part.options());
+      out.slice(2, y0 / s, y1 / s)
+          .slice(3, x0 / s, x1 / s)
+          .copy_(part.slice(2, (y0 - wy0) / s, (y1 - wy0) / s).slice(3, (x0 - wx0) / s, (x1 - wx0) / s));
+    }
+  }
+  return out;
+}
+
 }  // namespace fusion::faceapi::ops

@@ -7,6 +7,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
+
 namespace fusion::faceapi::ops {
 
 // 2-D convolution without padding (callers pad TF-style first): x [N,C,H,W], w OIHW (groups = C
@@ -27,5 +29,19 @@ at::Tensor SeparableConv(const at::Tensor& x, const at::Tensor& dw, const at::Te
 
 // x * s + b with s, b per channel [C] (broadcast over N, H, W).
 at::Tensor ChannelAffine(const at::Tensor& x, const at::Tensor& s, const at::Tensor& b);
+
+// Tiled execution of a network's high-resolution prefix (patch-based inference, as in MCUNetV2,
+// Lin et al. 2021): the layers near the input hold the largest activations, so running them on
+// windows and stitching their outputs bounds the working set while the low-resolution rest runs
+// whole. `prefix` must be fully convolutional with total stride `stride` and map an input of
+// side n (a multiple of stride) to side n / stride. x [N,C,H,W], H and W multiples of stride.
+// Cores of tile_px x tile_px (rounded down to a multiple of stride, at least stride) are grown by
+// halo_px on each side (clipped to the image) and only the core's outputs are kept. With windows
+// starting on the stride grid and halo_px >= the prefix's receptive-field radius, the result
+// equals prefix(x) up to float summation order: a window's zero padding only touches outputs in
+// its halo, and a window at an image edge pads exactly as the whole input does.
+// Returns [N,C',H/stride,W/stride] on x's device. Throws c10::Error on a shape mismatch.
+using Prefix = std::function<at::Tensor(const at::Tensor&)>;
+at::Tensor TiledPrefix(const at::Tensor& x, const Prefix& prefix, int stride, int halo_px, int tile_px);
 
 }  // namespace fusion::faceapi::ops

@@ -90,13 +90,25 @@ std::pair<at::Tensor, at::Tensor> SsdMobilenetV1::BoxPredictor(const at::Tensor&
   return {box.permute({0, 2, 3, 1}).reshape({n, -1, 4}), cls.permute({0, 2, 3, 1}).reshape({n, -1, 3})};
 }
 
-std::pair<at::Tensor, at::Tensor> SsdMobilenetV1::Forward(const at::Tensor& input) const {
-  at::Tensor x = input / 127.5 - 1.0;
-  x = Pointwise(x, "MobilenetV1/Conv2d_0_pointwise", 2);
+// Conv2d_0 .. Conv2d_5: stride 8, where the activations are largest.
+at::Tensor SsdMobilenetV1::Stem(const at::Tensor& input) const {
+  at::Tensor x = Pointwise(input / 127.5 - 1.0, "MobilenetV1/Conv2d_0_pointwise", 2);
+  for (int i = 1; i <= kStemLayers; ++i) x = Layer(x, i);
+  return x;
+}
+
+at::Tensor SsdMobilenetV1::Layer(const at::Tensor& x, int i) const {
+  return Pointwise(Depthwise(x, absl::StrCat("MobilenetV1/Conv2d_", i, "_depthwise"), StrideTwo(i) ? 2 : 1),
+                   absl::StrCat("MobilenetV1/Conv2d_", i, "_pointwise"), 1);
+}
+
+std::pair<at::Tensor, at::Tensor> SsdMobilenetV1::Forward(const at::Tensor& input, int tile_px) const {
+  at::Tensor x = tile_px > 0 ? ops::TiledPrefix(input, [this](const at::Tensor& t) { return Stem(t); }, kStemStride,
+                                                kStemHaloPx, tile_px)
+                             : Stem(input);
   at::Tensor conv11;
-  for (int i = 1; i <= 13; ++i) {
-    x = Depthwise(x, absl::StrCat("MobilenetV1/Conv2d_", i, "_depthwise"), StrideTwo(i) ? 2 : 1);
-    x = Pointwise(x, absl::StrCat("MobilenetV1/Conv2d_", i, "_pointwise"), 1);
+  for (int i = kStemLayers + 1; i <= 13; ++i) {
+    x = Layer(x, i);
     if (i == 11) conv11 = x;
   }
   at::Tensor feats[8];
@@ -120,7 +132,7 @@ std::pair<at::Tensor, at::Tensor> SsdMobilenetV1::Forward(const at::Tensor& inpu
   return {boxes, scores};
 }
 
-absl::StatusOr<std::vector<FaceBox>> SsdMobilenetV1::Detect(const cv::Mat& rgb, int input_size) const {
+absl::StatusOr<std::vector<FaceBox>> SsdMobilenetV1::Detect(const cv::Mat& rgb, int input_size, int tile_px) const {
   if (rgb.empty() || rgb.type() != CV_8UC3) {
     return absl::InvalidArgumentError("ssd_mobilenetv1: input must be a non-empty CV_8UC3 RGB image");
   }
@@ -128,7 +140,7 @@ absl::StatusOr<std::vector<FaceBox>> SsdMobilenetV1::Detect(const cv::Mat& rgb, 
     return absl::InvalidArgumentError(absl::StrCat("ssd_mobilenetv1: input size is fixed at 512, not ", input_size));
   }
   try {
-    auto [boxes_d, scores_d] = Forward(ToBatchTensor(rgb, kInputSize, /*center=*/false).to(params_.device()));
+    auto [boxes_d, scores_d] = Forward(ToBatchTensor(rgb, kInputSize, /*center=*/false).to(params_.device()), tile_px);
     const at::Tensor boxes = boxes_d[0].to(at::kCPU).contiguous(), scores = scores_d[0].to(at::kCPU).contiguous();
     const auto b = boxes.accessor<float, 2>();
     const auto s = scores.accessor<float, 1>();
@@ -148,7 +160,8 @@ absl::StatusOr<std::vector<FaceBox>> SsdMobilenetV1::Detect(const cv::Mat& rgb, 
     if (static_cast<int>(kept.size()) > options_.max_results) kept.resize(options_.max_results);
     return kept;
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("ssd_mobilenetv1: ", e.what()));
+    return absl::InternalError(absl::StrCat(
+        "ssd_mobilenetv1", tile_px > 0 ? absl::StrCat(" in ", tile_px, "-px tiles") : "", ": ", e.what()));
   }
 }
 

@@ -10,7 +10,10 @@
 //                  scores [N,5118] = sigmoid of the face class}.
 // Detect(): score > min_confidence (0.5), greedy NMS at IoU 0.5, at most max_results boxes,
 //           clipped to the square and scaled to image pixels.
-// Device bytes: DeviceBytes() (fp32 parameters + the prior boxes buffer). Tileable: yes.
+// Device bytes: DeviceBytes() (fp32 parameters + the prior boxes buffer).
+// Tiles: Forward(x, tile_px > 0) runs the stride-8 stem (Conv2d_0-Conv2d_5, where the largest
+// activations are) in tile_px windows with a 32-px halo (ops::TiledPrefix; the stem's receptive
+// field is 43 px) and the rest whole: the same output up to float order.
 // Thread-safety: see FaceDetector.
 #pragma once
 
@@ -41,8 +44,10 @@ class SsdMobilenetV1 : public FaceDetector {
                                                                Options options);
 
   // Returns {boxes [N,5118,4], scores [N,5118]} on the weights' device.
-  std::pair<at::Tensor, at::Tensor> Forward(const at::Tensor& x) const;
-  absl::StatusOr<std::vector<FaceBox>> Detect(const cv::Mat& rgb, int input_size = 0) const override;
+  // tile_px 0 = the stem in one piece.
+  std::pair<at::Tensor, at::Tensor> Forward(const at::Tensor& x, int tile_px = 0) const;
+  absl::StatusOr<std::vector<FaceBox>> Detect(const cv::Mat& rgb, int input_size = 0,
+                                              int tile_px = 0) const override;
   int DefaultInputSize() const override { return kInputSize; }
   bool FreeInputSize() const override { return false; }
 
@@ -52,7 +57,10 @@ class SsdMobilenetV1 : public FaceDetector {
   static constexpr bool kTileable = true;
 
  private:
+  static constexpr int kStemLayers = 5, kStemStride = 8, kStemHaloPx = 32;
   explicit SsdMobilenetV1(Options options) : options_(options) {}
+  at::Tensor Stem(const at::Tensor& x) const;          // [N,3,512,512] -> [N,256,64,64]
+  at::Tensor Layer(const at::Tensor& x, int i) const;  // depthwise + pointwise layer i
   at::Tensor Pointwise(const at::Tensor& x, const std::string& prefix, int stride) const;
   at::Tensor Depthwise(const at::Tensor& x, const std::string& prefix, int stride) const;
   std::pair<at::Tensor, at::Tensor> BoxPredictor(const at::Tensor& x, int index) const;

@@ -51,25 +51,34 @@ absl::StatusOr<std::unique_ptr<TinyFaceDetector>> TinyFaceDetector::Load(
   return Create(*w, options);
 }
 
-at::Tensor TinyFaceDetector::Forward(const at::Tensor& input) const {
+at::Tensor TinyFaceDetector::Block(const at::Tensor& x, int i) const {
   const Params& p = params_;
+  const std::string c = absl::StrCat("conv", i);
+  at::Tensor y = at::constant_pad_nd(x, {1, 1, 1, 1}, 0.0);
+  y = ops::Conv2d(y, p[c + "/depthwise_filter"], at::Tensor(), 1, y.size(1));
+  y = at::leaky_relu(ops::Conv2d(y, p[c + "/pointwise_filter"], p[c + "/bias"]), 0.1);
+  if (i < 5) return at::max_pool2d(y, {2, 2}, {2, 2}, {0, 0}, {1, 1}, /*ceil_mode=*/true);
+  // 2x2 stride 1 "SAME": one -inf row/column at the bottom/right
+  return at::max_pool2d(ops::PadSame(y, 2, 1, -std::numeric_limits<double>::infinity()), {2, 2}, {1, 1});
+}
+
+// conv0 .. conv2 with their pools: stride 8, where the activations are largest.
+at::Tensor TinyFaceDetector::Stem(const at::Tensor& input) const {
   const at::Tensor mean = at::tensor({117.001f, 114.697f, 97.404f}, input.options()).view({1, 3, 1, 1});
   at::Tensor x = (input - mean) / 255.f;
-  x = at::leaky_relu(ops::Conv(x, p["conv0/filters"], p["conv0/bias"], 1, /*same=*/false), 0.1);
+  x = at::leaky_relu(ops::Conv(x, params_["conv0/filters"], params_["conv0/bias"], 1, /*same=*/false), 0.1);
   // 2x2/2 "SAME" max pool: pads bottom/right with -inf on odd sizes, which ceil_mode reproduces.
   x = at::max_pool2d(x, {2, 2}, {2, 2}, {0, 0}, {1, 1}, /*ceil_mode=*/true);
-  for (int i = 1; i <= 5; ++i) {
-    const std::string c = absl::StrCat("conv", i);
-    x = at::constant_pad_nd(x, {1, 1, 1, 1}, 0.0);
-    x = ops::Conv2d(x, p[c + "/depthwise_filter"], at::Tensor(), 1, x.size(1));
-    x = at::leaky_relu(ops::Conv2d(x, p[c + "/pointwise_filter"], p[c + "/bias"]), 0.1);
-    if (i < 5) {
-      x = at::max_pool2d(x, {2, 2}, {2, 2}, {0, 0}, {1, 1}, /*ceil_mode=*/true);
-    } else {  // 2x2 stride 1 "SAME": one -inf row/column at the bottom/right
-      x = at::max_pool2d(ops::PadSame(x, 2, 1, -std::numeric_limits<double>::infinity()), {2, 2}, {1, 1});
-    }
-  }
-  return ops::Conv2d(x, p["conv8/filters"], p["conv8/bias"]);
+  for (int i = 1; i <= 2; ++i) x = Block(x, i);
+  return x;
+}
+
+at::Tensor TinyFaceDetector::Forward(const at::Tensor& input, int tile_px) const {
+  at::Tensor x = tile_px > 0 ? ops::TiledPrefix(input, [this](const at::Tensor& t) { return Stem(t); }, kStemStride,
+                                                kStemHaloPx, tile_px)
+                             : Stem(input);
+  for (int i = 3; i <= 5; ++i) x = Block(x, i);
+  return ops::Conv2d(x, params_["conv8/filters"], params_["conv8/bias"]);
 }
 
 std::vector<FaceBox> DecodeTinyYolo(const at::Tensor& out_any, int image_w, int image_h, int input_size,
@@ -98,7 +107,8 @@ std::vector<FaceBox> DecodeTinyYolo(const at::Tensor& out_any, int image_w, int 
   return boxes;
 }
 
-absl::StatusOr<std::vector<FaceBox>> TinyFaceDetector::Detect(const cv::Mat& rgb, int input_size) const {
+absl::StatusOr<std::vector<FaceBox>> TinyFaceDetector::Detect(const cv::Mat& rgb, int input_size,
+                                                              int tile_px) const {
   const int size = input_size == 0 ? options_.input_size : input_size;
   if (rgb.empty() || rgb.type() != CV_8UC3) {
     return absl::InvalidArgumentError("tiny_face_detector: input must be a non-empty CV_8UC3 RGB image");
@@ -108,7 +118,7 @@ absl::StatusOr<std::vector<FaceBox>> TinyFaceDetector::Detect(const cv::Mat& rgb
                                                    " is not a positive multiple of 32"));
   }
   try {
-    at::Tensor out = Forward(ToBatchTensor(rgb, size, /*center=*/false).to(params_.device()));
+    at::Tensor out = Forward(ToBatchTensor(rgb, size, /*center=*/false).to(params_.device()), tile_px);
     std::vector<FaceBox> rel = DecodeTinyYolo(out, rgb.cols, rgb.rows, size, options_.score_threshold);
     std::vector<FaceBox> kept = Nms(std::move(rel), options_.nms_iou);
     for (FaceBox& b : kept) {
@@ -117,7 +127,9 @@ absl::StatusOr<std::vector<FaceBox>> TinyFaceDetector::Detect(const cv::Mat& rgb
     }
     return kept;
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("tiny_face_detector at input ", size, ": ", e.what()));
+    return absl::InternalError(absl::StrCat("tiny_face_detector at input ", size,
+                                            tile_px > 0 ? absl::StrCat(" in ", tile_px, "-px tiles") : "", ": ",
+                                            e.what()));
   }
 }
 

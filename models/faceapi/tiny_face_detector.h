@@ -9,6 +9,9 @@
 //                 zero-padded at the bottom/right (face-api toBatchTensor(S, center=false)).
 // Forward output: [N,25,S/32,S/32]: per cell 5 anchors x (tx, ty, tw, th, objectness).
 // Detect(): boxes in image pixels, score = sigmoid(objectness) > score_threshold, greedy NMS.
+// Tiles: Forward(x, tile_px > 0) runs the stride-8 stem (conv0-conv2, ~90% of the activation
+// bytes at S = 416) in tile_px windows with a 32-px halo (ops::TiledPrefix; the stem's
+// receptive field is 22 px) and the rest whole: the same output up to float order.
 // Device bytes: 773,284 (193,321 fp32 parameters). Tileable: yes (a fully convolutional net).
 // Thread-safety: see FaceDetector.
 #pragma once
@@ -40,8 +43,10 @@ class TinyFaceDetector : public FaceDetector {
   static absl::StatusOr<std::unique_ptr<TinyFaceDetector>> Load(const models::ModelCatalogue& catalogue,
                                                                  Options options);
 
-  at::Tensor Forward(const at::Tensor& x) const;
-  absl::StatusOr<std::vector<FaceBox>> Detect(const cv::Mat& rgb, int input_size = 0) const override;
+  // x [N,3,S,S] -> [N,25,S/32,S/32]; tile_px 0 = the stem in one piece.
+  at::Tensor Forward(const at::Tensor& x, int tile_px = 0) const;
+  absl::StatusOr<std::vector<FaceBox>> Detect(const cv::Mat& rgb, int input_size = 0,
+                                              int tile_px = 0) const override;
   int DefaultInputSize() const override { return options_.input_size; }
   bool FreeInputSize() const override { return true; }
 
@@ -51,7 +56,10 @@ class TinyFaceDetector : public FaceDetector {
   static constexpr bool kTileable = true;
 
  private:
+  static constexpr int kStemStride = 8, kStemHaloPx = 32;
   explicit TinyFaceDetector(Options options) : options_(options) {}
+  at::Tensor Stem(const at::Tensor& x) const;           // [N,3,S,S] -> [N,64,S/8,S/8]
+  at::Tensor Block(const at::Tensor& x, int i) const;   // separable conv i + its pool
   Params params_;
   const Options options_;
 };

@@ -1,12 +1,15 @@
 // Multi-scale detection with the real detectors on the MIT group photos (fetched), the mosaic
 // and no-face images, scored against tests/data/faces/ground_truth.json (see ground_truth.h).
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <opencv2/imgproc.hpp>
 
 #include "faceapi_fixture.h"
 #include "ground_truth.h"
+#include "models/faceapi/image.h"
 #include "models/faceapi/multiscale.h"
+#include "models/faceapi/ops.h"
 #include "models/faceapi/ssd_mobilenet_v1.h"
 
 namespace fusion::faceapi {
@@ -127,6 +130,67 @@ TEST(SsdMobilenetV1, DeviceBytesEqualTheCatalogueAndInputIsFixed) {
   EXPECT_EQ(Ssd().DeviceBytes(), (*Catalogue().Get("ssd_mobilenetv1"))->device_bytes);
   EXPECT_EQ(Ssd().Detect(Face("astronaut_eileen_collins_512.png"), 416).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Tiled stems (ops::TiledPrefix) against the whole forward on real images: the network outputs
+// agree up to float summation order, at every tile size the OOM ladder tries.
+// Measured at 256/128/64-px tiles: tiny 0 (bit-identical), ssd <= 9.6e-7 (boxes and scores).
+constexpr double kMaxTiledOutputDiff = 1e-5;
+
+double MaxDiff(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }
+
+TEST(TiledDetection, TinyStemInTilesGivesTheWholeForwardOutput) {
+  for (int input : {416, 640}) {  // 416: the 1280-px working image; 640: a larger scale
+    const at::Tensor x = ToBatchTensor(GroupPhotos()[0].rgb, input, /*center=*/false);
+    const at::Tensor whole = Tiny().Forward(x);
+    for (int tile : {256, 128, 64}) {
+      const double d = MaxDiff(Tiny().Forward(x, tile), whole);
+      std::printf("tiny @%d, %d-px tiles: max abs output difference %.3g\n", input, tile, d);
+      EXPECT_LE(d, kMaxTiledOutputDiff) << "input " << input << " tile " << tile;
+    }
+  }
+}
+
+TEST(TiledDetection, SsdStemInTilesGivesTheWholeForwardOutput) {
+  const at::Tensor x = ToBatchTensor(GroupPhotos()[0].rgb, SsdMobilenetV1::kInputSize, /*center=*/false);
+  const auto [boxes, scores] = Ssd().Forward(x);
+  for (int tile : {256, 128, 64}) {
+    const auto [tboxes, tscores] = Ssd().Forward(x, tile);
+    const double db = MaxDiff(tboxes, boxes), ds = MaxDiff(tscores, scores);
+    std::printf("ssd, %d-px tiles: max abs difference boxes %.3g, scores %.3g\n", tile, db, ds);
+    EXPECT_LE(db, kMaxTiledOutputDiff) << "tile " << tile;
+    EXPECT_LE(ds, kMaxTiledOutputDiff) << "tile " << tile;
+  }
+}
+
+TEST(TiledDetection, TiledMultiScaleDetectionFindsTheSameBoxes) {
+  for (const FaceDetector* det : {static_cast<const FaceDetector*>(&Tiny()), static_cast<const FaceDetector*>(&Ssd())}) {
+    const cv::Mat rgb = GroupPhotos()[0].rgb;
+    auto whole = DetectMultiScale(*det, rgb);
+    MultiScaleOptions o;
+    o.tile_px = 64;
+    auto tiled = DetectMultiScale(*det, rgb, o);
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    ASSERT_TRUE(tiled.ok()) << tiled.status();
+    ASSERT_EQ(tiled->size(), whole->size());
+    ASSERT_FALSE(whole->empty());
+    float shift = 0;
+    for (size_t i = 0; i < whole->size(); ++i) {
+      const FaceBox &a = (*whole)[i], &b = (*tiled)[i];
+      for (float d : {a.x - b.x, a.y - b.y, a.w - b.w, a.h - b.h}) shift = std::max(shift, std::abs(d));
+    }
+    std::printf("%s tiled (64 px) vs whole: %zu boxes, max coordinate shift %.4f px\n",
+                det == &Tiny() ? "tiny" : "ssd", whole->size(), shift);
+    EXPECT_LE(shift, 0.01f);
+  }
+}
+
+TEST(TiledDetection, AWindowThatDoesNotScaleByTheStrideIsAnError) {
+  const at::Tensor x = at::zeros({1, 3, 64, 64});
+  EXPECT_THROW(ops::TiledPrefix(x, [](const at::Tensor& t) { return t; }, 8, 32, 32), c10::Error);
+  const at::Tensor ok = ops::TiledPrefix(x + 1, [](const at::Tensor& t) { return at::avg_pool2d(t, {8, 8}); }, 8, 8, 16);
+  EXPECT_EQ(ok.sizes(), (std::vector<int64_t>{1, 3, 8, 8}));
+  EXPECT_EQ(ok.sum().item<float>(), 3 * 64.0f);
 }
 
 }  // namespace

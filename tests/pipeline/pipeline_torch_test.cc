@@ -301,10 +301,6 @@ std::string ModeName(FaultMode m) {
 
 void PrintTo(const LadderCase& c, std::ostream* os) { *os << c.stage << " " << ModeName(c.mode); }
 
-double Psnr(const std::string& a, const std::string& b) {
-  return cv::PSNR(Decode(a, cv::IMREAD_COLOR), Decode(b, cv::IMREAD_COLOR));
-}
-
 const std::string& SmallGrace() {
   static const std::string b = [] {
     cv::Mat small;
@@ -326,9 +322,9 @@ constexpr uint32_t kTileSteps = 3;  // detect/upscale 256,128,64; enhance 128,64
 
 // Max abs difference (8-bit levels) between the tiled and the untiled output, measured on this
 // input; it sits at tile seams (a tile's halo covers the receptive field up to float order).
-// Measured: enhance 0 (the tiled crops round to the same 8-bit image after blending), upscale 2.
-const std::map<std::string, double> kMaxTiledDiff = {{"enhance", 1}, {"upscale", 2}};
-constexpr float kMaxBoxShiftPx = 12;  // measured 9.0 px on the 256x300 target
+// Measured: detect 0 (the tiled stem gives the same network output, bit for bit for tiny),
+// enhance 0 (the tiled crops round to the same 8-bit image after blending), upscale 2.
+const std::map<std::string, double> kMaxTiledDiff = {{"detect", 0}, {"enhance", 1}, {"upscale", 2}};
 
 class LadderEveryStage : public ::testing::TestWithParam<LadderCase> {};
 
@@ -372,22 +368,6 @@ TEST_P(LadderEveryStage, RecoversOrFailsCleanlyAndLeavesNoTrace) {
       EXPECT_EQ(s->mode(), v1::TILED);
       EXPECT_EQ(s->tile(), c.stage == "enhance" ? 128u : 256u);
       EXPECT_EQ(s->attempts(), 3u);  // untiled, evict + retry untiled, first tile size
-      if (c.stage == "detect") {
-        // Detection's output is boxes: tiled regions see a face at the same scale as the whole
-        // 416-px input, so the boxes agree within kMaxBoxShiftPx; the image after landmarks and blend
-        // does not reach 45 dB (measured 35.5 dB: landmarks on a shifted crop move the blend).
-        ASSERT_EQ(out->report.faces_size(), base->report.faces_size());
-        float shift = 0;
-        for (int f = 0; f < out->report.faces_size(); ++f) {
-          for (int k = 0; k < 4; ++k) {
-            shift = std::max(shift, std::abs(out->report.faces(f).box(k) - base->report.faces(f).box(k)));
-          }
-        }
-        std::printf("detect tiled vs untiled: max box coordinate shift %.2f px, image PSNR %.2f dB\n", shift,
-                    Psnr(out->image, base->image));
-        EXPECT_LE(shift, kMaxBoxShiftPx);
-        break;
-      }
       const cv::Mat tiled = Decode(out->image, cv::IMREAD_COLOR);
       const cv::Mat whole = Decode(base->image, cv::IMREAD_COLOR);
       ASSERT_EQ(tiled.size(), whole.size());
