@@ -5,6 +5,10 @@ cd "$(dirname "$0")/.."
 bash scripts/build.sh
 BUILD_DIR=${BUILD_DIR:-build}
 
+# The GPU-only code (#ifdef FUSION_WITH_CUDA) compiled against the packaged c10/cuda and CUDA
+# toolkit headers: no CUDA LibTorch here to build it for real (~17 s).
+python3 scripts/check-cuda-syntax.py "$BUILD_DIR"
+
 # The residency tests under ThreadSanitizer: a second, small build (no LibTorch, only
 # memory_tests; ~40 s cold, seconds with ccache). The core locks through common/mutex.h, which
 # uses std::mutex under TSan because Debian's uninstrumented absl::Mutex gives false races.

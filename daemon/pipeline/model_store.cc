@@ -2,6 +2,11 @@
 #include "pipeline/model_store.h"
 
 #include <ATen/ATen.h>
+#ifdef FUSION_WITH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 #include <fstream>
 #include <sstream>
@@ -132,14 +137,23 @@ absl::StatusOr<std::shared_ptr<ModelCopy>> ModelStore::Build(const models::Model
   if (!st.ok()) return st;
 #ifdef FUSION_WITH_CUDA
   if (device && options_.device != "cpu") {
+    // On a side stream from the pool: an upload (often a prefetch while a stage computes on the
+    // default stream) overlaps that compute instead of queueing behind it. The copies come from
+    // pinned host memory (Params::To, KerasModel::MoveTo); the copy is published only after the
+    // side stream has drained, so the stages' default stream never reads a partial upload.
     const c10::Device d(options_.device);
-    if (copy->tiny_detector) copy->tiny_detector->To(d);
-    if (copy->ssd_detector) copy->ssd_detector->To(d);
-    if (copy->landmarks) copy->landmarks->To(d);
-    if (copy->recognition) copy->recognition->To(d);
-    if (copy->keras) {
-      if (absl::Status m = copy->keras->MoveTo(d); !m.ok()) return m;
+    const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, d.index());
+    {
+      const c10::cuda::CUDAStreamGuard on_side(side);
+      if (copy->tiny_detector) copy->tiny_detector->To(d);
+      if (copy->ssd_detector) copy->ssd_detector->To(d);
+      if (copy->landmarks) copy->landmarks->To(d);
+      if (copy->recognition) copy->recognition->To(d);
+      if (copy->keras) {
+        if (absl::Status m = copy->keras->MoveTo(d); !m.ok()) return m;
+      }
     }
+    side.synchronize();
   }
 #endif
   return copy;
@@ -203,6 +217,11 @@ void ModelStore::ReleaseDevice(const std::string& model) {
     dropped = std::move(it->second);
     device_.erase(it);
   }
+#ifdef FUSION_WITH_CUDA
+  // The copy's blocks were allocated on an upload side stream; the caching allocator would hand
+  // them to the next upload on that stream while default-stream kernels may still read them.
+  if (options_.device != "cpu") c10::cuda::device_synchronize();
+#endif
   dropped.reset();  // frees the tensors outside the lock
   if (options_.meter != nullptr) options_.meter->ReleaseCache();
 }

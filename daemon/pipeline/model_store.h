@@ -8,7 +8,8 @@
 //   Upload       HOST -> DEVICE: builds the network from the host weights inside the model's
 //                own DeviceScope. On `cpu` the weights are cloned first, so the device copy is a
 //                second copy charged to the device tier by the budget-enforcing allocator; on
-//                `cuda:N` (only with a CUDA LibTorch, FUSION_WITH_CUDA) it is moved with To().
+//                `cuda:N` (only with a CUDA LibTorch, FUSION_WITH_CUDA) it is moved with To()
+//                from pinned host memory on a side stream, published once that stream drained.
 //                Returns the measured bytes: the scope's bytes after the build (cpu), the
 //                allocator's growth (cuda). Temporaries peak at about twice the model's bytes.
 //   ReleaseDevice / ReleaseHost drop the copy (its tensors are freed when the last stage that

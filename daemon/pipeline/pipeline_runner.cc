@@ -216,7 +216,8 @@ class Execution {
 
  private:
   // Uploads `model` on a worker thread when it fits in the free budget now, evicting nothing
-  // (DESIGN.md §3 prefetch; on CUDA this would be a side stream). Failures only cost the wait.
+  // (DESIGN.md §3 prefetch; on CUDA the upload itself runs on a side stream from pinned memory,
+  // ModelStore::Upload). Failures only cost the wait.
   void Prefetch(const std::string& model) {
     const ResidencySnapshot s = residency_.Snapshot();
     for (const ModelSnapshot& m : s.models) {

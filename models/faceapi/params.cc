@@ -34,7 +34,9 @@ const at::Tensor& Params::operator[](std::string_view name) const {
 }
 
 void Params::To(const c10::Device& device) {
-  for (auto& [name, t] : tensors_) t = t.to(device);
+  // To CUDA: staged through pinned (page-locked) host memory and copied without blocking the
+  // host, on the caller's current stream (ModelStore uploads on a side stream and waits for it).
+  for (auto& [name, t] : tensors_) t = device.is_cuda() ? t.pin_memory().to(device, /*non_blocking=*/true) : t.to(device);
   device_ = device;
 }
 

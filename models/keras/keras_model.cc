@@ -252,9 +252,13 @@ absl::StatusOr<at::Tensor> KerasModel::Forward(const at::Tensor& x) const {
 
 absl::Status KerasModel::MoveTo(const at::Device& device) {
   try {
+    // To CUDA: through pinned host memory, without blocking, on the current stream (params.cc).
+    auto move = [&](const at::Tensor& t) {
+      return device.is_cuda() ? t.pin_memory().to(device, /*non_blocking=*/true) : t.to(device);
+    };
     for (auto& l : layers_) {
-      if (l->weight.defined()) l->weight = l->weight.to(device);
-      if (l->bias.defined()) l->bias = l->bias.to(device);
+      if (l->weight.defined()) l->weight = move(l->weight);
+      if (l->bias.defined()) l->bias = move(l->bias);
     }
     return absl::OkStatus();
   } catch (const std::exception& e) {
