@@ -13,7 +13,12 @@ absl::StatusOr<PeerCred> FusionService::Authorize(grpc::CallbackServerContext* c
   if (!cred.ok()) return absl::PermissionDeniedError(cred.status().message());
   absl::Status st = CheckUidAllowed(cred->uid, options_.allowed_uids);
   if (!st.ok()) {
-    spdlog::warn("refused call from uid {} pid {}: {}", cred->uid, cred->pid, std::string(st.message()));
+    uint64_t held_back = 0;
+    if (refusal_log_.Admit(cred->uid, absl::Now(), &held_back)) {
+      spdlog::warn("refused call from uid {} pid {}: {}{}", cred->uid, cred->pid, std::string(st.message()),
+                   held_back == 0 ? std::string()
+                                  : absl::StrCat(" (", held_back, " earlier refusals of this uid not logged)"));
+    }
     return st;
   }
   return cred;

@@ -4,7 +4,9 @@
 // are not allowed (PERMISSION_DENIED). Handlers validate and answer or enqueue; they never
 // block and never touch the device. Methods whose component is not built yet answer
 // UNIMPLEMENTED naming the method.
-// Thread-safety: handlers run concurrently on gRPC's threads; the service holds no mutable state.
+// A refused uid is logged at most once a minute (with the count held back since).
+// Thread-safety: handlers run concurrently on gRPC's threads; the service's only mutable state
+// is atomics and the refusal log's throttle (its own mutex).
 #pragma once
 
 #include <atomic>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "fusion/v1/fusion.grpc.pb.h"
+#include "common/log_throttle.h"
 #include "jobs/job_manager.h"
 #include "rpc/memfd_registry.h"
 #include "rpc/memory_state.h"
@@ -97,6 +100,7 @@ class FusionService final : public v1::Fusion::CallbackService {
   MemfdRegistry* memfds_;
   ResidencyManager* residency_;
   const models::ModelCatalogue* catalogue_;
+  mutable LogThrottle refusal_log_{absl::Minutes(1)};  // per uid
 };
 
 }  // namespace fusion
