@@ -21,6 +21,7 @@
 #include "models/keras/keras_model.h"
 #include "models/tfjs/weights.h"
 #include "pipeline/device_oom.h"
+#include "pipeline/precision.h"
 #include "spdlog/spdlog.h"
 
 namespace fusion {
@@ -108,7 +109,7 @@ absl::StatusOr<std::shared_ptr<ModelCopy>> ModelStore::Build(const models::Model
                                                              const HostWeights& host,
                                                              bool device) const {
   auto copy = std::make_shared<ModelCopy>();
-  copy->precision = spec.default_precision;
+  copy->precision = device && options_.device != "cpu" ? spec.cuda_precision : spec.default_precision;
   // The CPU device copy is a second copy: clone inside the caller's scope so it is charged.
   const bool clone = device && options_.device == "cpu";
   const tfjs::WeightMap cloned = clone ? Clone(host.weights) : tfjs::WeightMap();
@@ -156,7 +157,45 @@ absl::StatusOr<std::shared_ptr<ModelCopy>> ModelStore::Build(const models::Model
     side.synchronize();
   }
 #endif
+  if (copy->keras && copy->precision != "fp32") SettlePrecision(spec, device ? options_.device : "cpu", *copy);
   return copy;
+}
+
+void ModelStore::SettlePrecision(const models::ModelSpec& spec, const std::string& on, ModelCopy& copy) const {
+  const std::pair<std::string, std::string> key{spec.name, on};
+  {
+    MutexLock lock(&mu_);
+    if (auto it = verdicts_.find(key); it != verdicts_.end()) {
+      if (!it->second.accepted) copy.precision = "fp32";
+      return;
+    }
+  }
+  absl::StatusOr<double> error = ReducedPrecisionError(*copy.keras, copy.precision, on);
+  if (!error.ok()) {  // not verified (e.g. no memory for the probe now): fp32, ask again next time
+    spdlog::warn("model '{}' on {}: {} not verified, running fp32: {}", spec.name, on, copy.precision,
+                 error.status().ToString());
+    copy.precision = "fp32";
+    return;
+  }
+  const PrecisionVerdict v{copy.precision, *error, *error <= spec.reduced_precision_tolerance};
+  if (v.accepted) {
+    spdlog::info("model '{}' on {}: {} accepted (probe max abs difference {:.4g} <= {})", spec.name, on,
+                 v.precision, v.error, spec.reduced_precision_tolerance);
+  } else {
+    spdlog::warn("model '{}' on {}: {} rejected, running fp32 (probe max abs difference {:.4g} > {})", spec.name,
+                 on, v.precision, v.error, spec.reduced_precision_tolerance);
+    copy.precision = "fp32";
+  }
+  MutexLock lock(&mu_);
+  verdicts_.emplace(key, v);
+}
+
+std::optional<ModelStore::PrecisionVerdict> ModelStore::Precision(const std::string& model,
+                                                                  const std::string& device) const {
+  MutexLock lock(&mu_);
+  auto it = verdicts_.find({model, device});
+  if (it == verdicts_.end()) return std::nullopt;
+  return it->second;
 }
 
 absl::StatusOr<uint64_t> ModelStore::LoadToHost(const std::string& model) {

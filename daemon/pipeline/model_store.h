@@ -14,6 +14,10 @@
 //                allocator's growth (cuda). Temporaries peak at about twice the model's bytes.
 //   ReleaseDevice / ReleaseHost drop the copy (its tensors are freed when the last stage that
 //                holds the shared copy lets it go; stages hold it only under a lease).
+// Precision: a copy runs the manifest's default_precision (CPU device, host copies) or
+// cuda_precision (CUDA). The first copy of a model with a reduced one on a device runs the probe
+// (pipeline/precision.h); above the manifest's reduced_precision_tolerance, or when the probe
+// fails, the copy runs fp32 (logged). The verdict is kept per model and device (Precision()).
 // Weight-free models (the builtin "classical-fusion") are registered with a 1-byte estimate
 // (the manager refuses 0) and measure 0 bytes.
 // A stage holding a lease calls DeviceCopy(model); the CPU fallback calls HostCopy(model), which
@@ -29,6 +33,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -63,9 +68,10 @@ struct ModelCopy {
   std::unique_ptr<faceapi::FaceRecognitionNet> recognition;
   std::unique_ptr<keras::KerasModel> keras;          // enhance (ESRGAN)
   std::unique_ptr<models::FusionGenerator> generator;
-  // The manifest's default_precision: "fp32"; "bf16" runs the forward under CPU autocast
-  // (bfloat16 compute, fp32 weights); "fp16" under CUDA autocast, compiled only with CUDA
-  // (LibTorch 1.13 has no fp16 convolution on the CPU). Applied by Enhance (stages.h).
+  // The precision this copy runs (manifest default_precision on the CPU, cuda_precision on CUDA,
+  // fp32 when the probe rejected it): "bf16" runs the forward under CPU autocast (bfloat16
+  // compute, fp32 weights); "fp16" under CUDA autocast, compiled only with CUDA (LibTorch 1.13
+  // has no fp16 convolution on the CPU). Applied by Enhance (stages.h).
   std::string precision = "fp32";
 };
 
@@ -94,6 +100,15 @@ class ModelStore final : public ModelLoader {
   // catalogue) and pins those marked pinned_by_default (a refused pin is logged, not fatal).
   absl::Status RegisterAll(ResidencyManager& residency) const;
 
+  // The reduced-precision probe's verdict for `model` on `device` ("cpu" for host copies);
+  // nullopt before a copy with a reduced precision was built there.
+  struct PrecisionVerdict {
+    std::string precision;  // the manifest's: "bf16" | "fp16"
+    double error = 0;       // max abs output difference from fp32 on the probe
+    bool accepted = false;  // error <= reduced_precision_tolerance: copies run `precision`
+  };
+  std::optional<PrecisionVerdict> Precision(const std::string& model, const std::string& device) const;
+
   const models::ModelCatalogue& catalogue() const { return *catalogue_; }
   const std::string& device() const { return options_.device; }
 
@@ -106,6 +121,8 @@ class ModelStore final : public ModelLoader {
   absl::StatusOr<std::shared_ptr<ModelCopy>> Build(const models::ModelSpec& spec,
                                                    const HostWeights& host, bool device) const;
   ScopeId ScopeOf(const std::string& model) const;
+  // Keeps copy.precision or sets it to fp32 from the (cached) probe verdict on `on`.
+  void SettlePrecision(const models::ModelSpec& spec, const std::string& on, ModelCopy& copy) const;
 
   const models::ModelCatalogue* const catalogue_;
   const Options options_;
@@ -115,6 +132,7 @@ class ModelStore final : public ModelLoader {
   mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<const HostWeights>> host_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::shared_ptr<const ModelCopy>> device_ ABSL_GUARDED_BY(mu_);
+  mutable std::map<std::pair<std::string, std::string>, PrecisionVerdict> verdicts_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fusion

@@ -2,7 +2,6 @@
 #include "pipeline/stages.h"
 
 #include <ATen/ATen.h>
-#include <ATen/autocast_mode.h>
 
 #include <algorithm>
 #include <cmath>
@@ -18,6 +17,7 @@
 #include "models/generator/face_crop.h"
 #include "models/generator/generator.h"
 #include "models/keras/keras_model.h"
+#include "pipeline/precision.h"
 
 namespace fusion {
 namespace {
@@ -39,49 +39,6 @@ at::Tensor MatToTensor(const cv::Mat& rgb01) {  // CV_32FC3 -> [1,3,H,W]
 }
 
 absl::StatusOr<at::Tensor> Forward(const keras::KerasModel& m, const at::Tensor& x) { return m.Forward(x); }
-
-// Autocast for the copy's precision while it lives (this thread only); restores the previous
-// state. bf16 on the CPU; fp16 on CUDA (FUSION_WITH_CUDA builds only).
-class PrecisionScope {
- public:
-  static absl::StatusOr<bool> Check(const std::string& precision, const std::string& device) {
-    const bool cpu = device == "cpu";
-    if (precision == "fp32") return false;
-    if (precision == "bf16" && cpu) return true;
-#ifdef FUSION_WITH_CUDA
-    if (precision == "fp16" && !cpu) return true;
-#endif
-    return absl::InvalidArgumentError(absl::StrCat("precision '", precision, "' cannot run on ", device,
-                                                   " (bf16: CPU autocast; fp16: CUDA builds only)"));
-  }
-  PrecisionScope(bool on, const std::string& device) : on_(on), cpu_(device == "cpu") {
-    if (!on_) return;
-    if (cpu_) {
-      was_ = at::autocast::is_cpu_enabled();
-      dtype_ = at::autocast::get_autocast_cpu_dtype();
-      at::autocast::set_cpu_enabled(true);
-      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-    } else {
-      was_ = at::autocast::is_enabled();
-      at::autocast::set_enabled(true);  // CUDA autocast: fp16
-    }
-  }
-  ~PrecisionScope() {
-    if (!on_) return;
-    if (cpu_) {
-      at::autocast::set_cpu_enabled(was_);
-      at::autocast::set_autocast_cpu_dtype(dtype_);
-    } else {
-      at::autocast::set_enabled(was_);
-    }
-    at::autocast::clear_cache();
-  }
-
- private:
-  const bool on_, cpu_;
-  bool was_ = false;
-  at::ScalarType dtype_ = at::kBFloat16;
-};
 
 }  // namespace
 
@@ -178,7 +135,7 @@ absl::Status Enhance(const ModelCopy& enhancer, const std::string& device, int t
   if (tile_px > 0 && !m.tileable()) {
     return absl::InvalidArgumentError(absl::StrCat("enhance: ", m.origin(), " is not tileable"));
   }
-  auto autocast = PrecisionScope::Check(enhancer.precision, device);
+  auto autocast = PrecisionScope::Needed(enhancer.precision, device);
   if (!autocast.ok()) return absl::InvalidArgumentError(absl::StrCat("enhance: ", m.origin(), ": ", autocast.status().message()));
   PrecisionScope precision(*autocast, device);
   const at::Tensor x = OnDevice(MatToTensor(rgb01), device) * 255.0;

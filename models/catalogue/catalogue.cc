@@ -60,6 +60,29 @@ absl::Status ParseFile(const json& j, const std::string& where, ModelFile& f) {
   return Read(j, "member", fw, f.member, false);
 }
 
+// default_precision runs on the CPU device, cuda_precision on CUDA; a reduced one needs a
+// stated tolerance and a network that applies it (the Keras interpreter's enhance models).
+absl::Status CheckPrecision(const ModelSpec& m, const std::string& where) {
+  if (m.default_precision != "fp32" && m.default_precision != "bf16") {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": default_precision (the CPU device's) must be fp32 or bf16, not '",
+                                                   m.default_precision, "'"));
+  }
+  if (m.cuda_precision != "fp32" && m.cuda_precision != "fp16") {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": cuda_precision must be fp32 or fp16, not '", m.cuda_precision, "'"));
+  }
+  const bool reduced = m.default_precision != "fp32" || m.cuda_precision != "fp32";
+  if (reduced && m.format != "keras-layers-model") {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": a reduced precision applies only to keras-layers-model (enhance) models"));
+  }
+  if (reduced && !(m.reduced_precision_tolerance > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": a reduced precision needs reduced_precision_tolerance > 0 (max abs output difference)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseModel(const json& j, const std::string& origin, ModelSpec& m) {
   if (!j.is_object()) return absl::InvalidArgumentError(origin + ": a model entry is not an object");
   if (auto s = Read(j, "name", origin, m.name); !s.ok()) return s;
@@ -70,6 +93,8 @@ absl::Status ParseModel(const json& j, const std::string& origin, ModelSpec& m) 
   s.Update(Read(j, "device_bytes", where, m.device_bytes));
   s.Update(Read(j, "working_set_bytes_per_pixel", where, m.working_set_bytes_per_pixel));
   s.Update(Read(j, "default_precision", where, m.default_precision));
+  s.Update(Read(j, "cuda_precision", where, m.cuda_precision, false));
+  s.Update(Read(j, "reduced_precision_tolerance", where, m.reduced_precision_tolerance, false));
   s.Update(Read(j, "pinned_by_default", where, m.pinned_by_default));
   s.Update(Read(j, "one_shot", where, m.one_shot));
   s.Update(Read(j, "tileable", where, m.tileable));
@@ -77,10 +102,7 @@ absl::Status ParseModel(const json& j, const std::string& origin, ModelSpec& m) 
   s.Update(Read(j, "license", where, m.license));
   s.Update(Read(j, "source", where, m.source));
   if (!s.ok()) return s;
-  if (m.default_precision != "fp32" && m.default_precision != "fp16" && m.default_precision != "bf16") {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": default_precision must be fp32, bf16 or fp16, not '", m.default_precision, "'"));
-  }
+  if (absl::Status p = CheckPrecision(m, where); !p.ok()) return p;
   auto files = j.find("files");
   if (files == j.end() || !files->is_array()) {
     return absl::InvalidArgumentError(where + ": 'files' must be an array");

@@ -40,6 +40,12 @@ TEST(ModelCatalogue, ProjectManifestListsTheFaceAndEnhanceNetworks) {
   EXPECT_TRUE(tiny->one_shot);
   EXPECT_EQ(tiny->files[1].sha256, "b7503ce7df31039b1c43316a9b865cab6a70dd748cc602d3fa28b551503c3871");
   EXPECT_EQ(tiny->TotalFileBytes(), 3219u + 193321u + 1067u);
+  // fp32 on the CPU device; fp16 on CUDA for the enhancers, within one 8-bit level of fp32.
+  const ModelSpec* esrgan = *cat->Get("esrgan-slim-x4");
+  EXPECT_EQ(esrgan->default_precision, "fp32");
+  EXPECT_EQ(esrgan->cuda_precision, "fp16");
+  EXPECT_EQ(esrgan->reduced_precision_tolerance, 1.0);
+  EXPECT_EQ(tiny->cuda_precision, "fp32");
 }
 
 TEST(ModelCatalogue, FetchedFilesOfEveryModelVerify) {
@@ -120,6 +126,37 @@ TEST(ModelCatalogue, MalformedEntriesAreRejectedNamingModelAndKey) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ModelCatalogue::FromJson("{", "inline", "/x").status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ModelCatalogue, PrecisionsTheDeviceCannotRunOrWithoutAToleranceAreRejected) {
+  const std::string fp32 = "\"default_precision\":\"fp32\"";
+  auto with = [&](const std::string& fields) {
+    std::string j = kOneModel;
+    j.replace(j.find(fp32), fp32.size(), fields);
+    return ModelCatalogue::FromJson(j, "inline", "/x").status();
+  };
+  ASSERT_TRUE(with("\"default_precision\":\"fp32\"").ok());
+  const absl::Status fp16_on_cpu = with("\"default_precision\":\"fp16\"");
+  EXPECT_EQ(fp16_on_cpu.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(fp16_on_cpu.message().find("default_precision (the CPU device's) must be fp32 or bf16"), std::string::npos)
+      << fp16_on_cpu;
+  EXPECT_NE(with("\"default_precision\":\"fp32\",\"cuda_precision\":\"bf16\"").message().find("cuda_precision must be"),
+            std::string::npos);
+  // m is a tfjs-weights detector: nothing there applies a reduced precision.
+  EXPECT_NE(with("\"default_precision\":\"fp32\",\"cuda_precision\":\"fp16\",\"reduced_precision_tolerance\":1")
+                .message()
+                .find("only to keras-layers-model"),
+            std::string::npos);
+  std::string keras = kOneModel;
+  keras.replace(keras.find("tfjs-weights"), 12, "keras-layers-model");
+  keras.replace(keras.find(fp32), fp32.size(), "\"default_precision\":\"bf16\"");
+  const absl::Status no_tolerance = ModelCatalogue::FromJson(keras, "inline", "/x").status();
+  EXPECT_NE(no_tolerance.message().find("needs reduced_precision_tolerance > 0"), std::string::npos) << no_tolerance;
+  keras.replace(keras.find("\"default_precision\""), 0, "\"reduced_precision_tolerance\":0.5,");
+  auto ok = ModelCatalogue::FromJson(keras, "inline", "/x");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ((*(*ok)->Get("m"))->reduced_precision_tolerance, 0.5);
+  EXPECT_EQ((*(*ok)->Get("m"))->default_precision, "bf16");
 }
 
 TEST(Sha256OfFile, MatchesKnownDigestAndReportsMissingFile) {

@@ -1,0 +1,75 @@
+// Reduced-precision autocast and its probe (precision.h).
+#include "pipeline/precision.h"
+
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+
+#include "absl/strings/str_cat.h"
+#include "models/keras/keras_model.h"
+
+namespace fusion {
+
+absl::StatusOr<bool> PrecisionScope::Needed(const std::string& precision, const std::string& device) {
+  const bool cpu = device == "cpu";
+  if (precision == "fp32") return false;
+  if (precision == "bf16" && cpu) return true;
+#ifdef FUSION_WITH_CUDA
+  if (precision == "fp16" && !cpu) return true;
+#endif
+  return absl::InvalidArgumentError(absl::StrCat("precision '", precision, "' cannot run on ", device,
+                                                 " (bf16: CPU autocast; fp16: CUDA builds only)"));
+}
+
+PrecisionScope::PrecisionScope(bool on, const std::string& device) : on_(on), cpu_(device == "cpu") {
+  if (!on_) return;
+  if (cpu_) {
+    was_ = at::autocast::is_cpu_enabled();
+    dtype_ = static_cast<int>(at::autocast::get_autocast_cpu_dtype());
+    at::autocast::set_cpu_enabled(true);
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+  } else {
+    was_ = at::autocast::is_enabled();
+    at::autocast::set_enabled(true);  // CUDA autocast: fp16
+  }
+}
+
+PrecisionScope::~PrecisionScope() {
+  if (!on_) return;
+  if (cpu_) {
+    at::autocast::set_cpu_enabled(was_);
+    at::autocast::set_autocast_cpu_dtype(static_cast<at::ScalarType>(dtype_));
+  } else {
+    at::autocast::set_enabled(was_);
+  }
+  at::autocast::clear_cache();
+}
+
+absl::StatusOr<double> ReducedPrecisionError(const keras::KerasModel& m, const std::string& precision,
+                                             const std::string& device) {
+  auto needed = PrecisionScope::Needed(precision, device);
+  if (!needed.ok()) return needed.status();
+  if (!*needed) return 0.0;
+  // Channel c at (y, x): a diagonal gradient plus a sinusoid, with a hard-edged square: the
+  // probe exercises both flat regions and the edges where reduced precision errs most.
+  const at::Tensor y = at::arange(32, at::kFloat).view({1, 1, 32, 1});
+  const at::Tensor x = at::arange(32, at::kFloat).view({1, 1, 1, 32});
+  const at::Tensor c = at::arange(3, at::kFloat).view({1, 3, 1, 1});
+  at::Tensor probe = 127.5 + 80.0 * at::sin(0.35 * x + 0.21 * y + 2.0 * c) + 1.5 * (x - y);
+  probe = at::where((x > 8) * (x < 20) * (y > 10) * (y < 24), 255.0 - probe, probe).clamp(0, 255);
+  if (device != "cpu") probe = probe.to(at::Device(device));
+  try {
+    auto full = m.Forward(probe);
+    if (!full.ok()) return full.status();
+    absl::StatusOr<at::Tensor> reduced;
+    {
+      PrecisionScope scope(true, device);
+      reduced = m.Forward(probe);
+    }
+    if (!reduced.ok()) return reduced.status();
+    return (reduced->to(at::kFloat) - *full).abs().max().item<double>();
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(m.origin(), ": precision probe (", precision, "): ", e.what()));
+  }
+}
+
+}  // namespace fusion
