@@ -261,30 +261,23 @@ TEST(PipelineRunner, SimpleBlendIsADeviceStageOfTheBuiltinBlenderAndFullBlendSta
                                              "classical-fusion", "feather-blend", "face_recognition"}));
   auto full_plan = E().runner->StageModels(Ratio(1).SerializeAsString());
   ASSERT_TRUE(full_plan.ok());
-  EXPECT_EQ(std::count(full_plan->begin(), full_plan->end(), "feather-blend"), 0);
+  EXPECT_EQ(std::count(full_plan->begin(), full_plan->end(), "feather-blend"), 0);  // no model
 
-  auto device = Swap(simple);
-  ASSERT_TRUE(device.ok()) << device.status();
-  auto host = Swap(Ratio(1));
-  ASSERT_TRUE(host.ok()) << host.status();
+  auto device = Swap(simple), host = Swap(Ratio(1));
+  ASSERT_TRUE(device.ok() && host.ok()) << device.status() << " " << host.status();
   const v1::StageReport* d = StageOf(device->report, "blend");
   const v1::StageReport* h = StageOf(host->report, "blend");
-  ASSERT_NE(d, nullptr);
-  ASSERT_NE(h, nullptr);
+  ASSERT_TRUE(d != nullptr && h != nullptr);
   EXPECT_EQ(d->mode(), v1::DEVICE);
   EXPECT_EQ(d->model(), "feather-blend");
   EXPECT_EQ(d->attempts(), 1u);
-  EXPECT_GT(d->peak_bytes(), 1'000'000u);  // the working set is charged to the stage's scope
+  EXPECT_GT(d->peak_bytes(), 2'000'000u);  // charged to the stage's scope; measured 4,065,348
+  EXPECT_LT(d->peak_bytes(), 8'000'000u);
   EXPECT_EQ(h->mode(), v1::HOST);
   EXPECT_EQ(h->model(), "");
   std::printf("blend on 512x600 (1 face): simple on the device %.1f ms, peak %llu bytes; full on the host %.1f ms\n",
               d->ms(), static_cast<unsigned long long>(d->peak_bytes()), h->ms());
   EXPECT_LT(Psnr(device->image, host->image), 60.0) << "simple and full blending gave one image";
-  for (const ModelSnapshot& m : E().residency->Snapshot().models) {
-    if (m.name == "feather-blend") {
-      EXPECT_EQ(m.bytes, 0u);  // no weights: resident at zero bytes
-    }
-  }
   ExpectAtRest();
 }
 
