@@ -320,6 +320,9 @@ absl::Status Enhance(const ModelCopy& enhancer, const std::string& device, int t
 absl::Status BlendSimpleOnDevice(const ModelCopy& blender, const std::vector<models::BlendInput>& faces,
                                  const models::BlendOptions& options, cv::Mat* frame_bgr) {
   if (!blender.feather_blend) return absl::InvalidArgumentError("blend: the model is not a blender");
+  if (options.mode != models::BlendMode::kSimple) {
+    return absl::InvalidArgumentError("blend: full (Poisson) blending runs on the host (models::BlendFace)");
+  }
   for (size_t i = 0; i < faces.size(); ++i) {
     if (absl::Status st = models::ValidateBlendInput(faces[i], frame_bgr); !st.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(st.message(), " (face ", i, ")"));

@@ -81,10 +81,11 @@ int EnhanceScale(const ModelCopy& enhancer);
 //     around B as cv::erode does on a ROI), Gaussian-blurred ((2r+1)^2 kernel, sigma r/2,
 //     replicate border; separable conv2d), times the hull mask; r = FeatherRadiusPx;
 //   out = round(clamp(target + weight * change, 0, 255)) where weight > 0, else target's bytes.
-// The hull polygon and r are host geometry (blend.h). Matches BlendFace simple mode within
-// OpenCV's 1/32-px warp quantization and float order (pipeline_torch_test: max abs difference,
-// PSNR). Overwrites `frame_bgr` only when every face succeeded. Errors: ValidateBlendInput's
-// INVALID_ARGUMENT, with the face index; INVALID_ARGUMENT when `blender` is not a blender.
+// The hull polygon and r are host geometry (blend.h). The grid reproduces warpAffine's 1/32-px
+// fixed point, so the bytes equal BlendFace simple mode's up to float order (blend_device_test:
+// byte-identical on the test photos; tolerance 1 level). Overwrites `frame_bgr` only when every face succeeded. Errors: ValidateBlendInput's
+// INVALID_ARGUMENT, with the face index; INVALID_ARGUMENT when `blender` is not a blender or
+// `options.mode` is not kSimple (of the options only feather_fraction matters then).
 absl::Status BlendSimpleOnDevice(const ModelCopy& blender, const std::vector<models::BlendInput>& faces,
                                  const models::BlendOptions& options, cv::Mat* frame_bgr);
 

@@ -185,6 +185,9 @@ TEST(BlendOnDevice, BadInputsAreInvalidArgumentNamingBlendAndTheInput) {
   landmarks.faces[0].landmarks.pop_back();
   expect_invalid(landmarks, "need 68 landmarks, got 67 (face 0)", blender);
   expect_invalid(Grace(), "not a blender", *Copy("face_landmark_68"));
+  cv::Mat frame = Grace().frame.clone();
+  models::BlendOptions full;  // kFull: Poisson is host code
+  EXPECT_EQ(BlendSimpleOnDevice(blender, Grace().faces, full, &frame).code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
