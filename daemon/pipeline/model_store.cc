@@ -110,6 +110,7 @@ absl::StatusOr<std::shared_ptr<ModelCopy>> ModelStore::Build(const models::Model
                                                              bool device) const {
   auto copy = std::make_shared<ModelCopy>();
   copy->precision = device && options_.device != "cpu" ? spec.cuda_precision : spec.default_precision;
+  copy->device = device ? options_.device : "cpu";
   // The CPU device copy is a second copy: clone inside the caller's scope so it is charged.
   const bool clone = device && options_.device == "cpu";
   const tfjs::WeightMap cloned = clone ? Clone(host.weights) : tfjs::WeightMap();
@@ -129,6 +130,8 @@ absl::StatusOr<std::shared_ptr<ModelCopy>> ModelStore::Build(const models::Model
     }
   } else if (spec.format == "keras-layers-model") {
     st = Take(keras::KerasModel::FromJson(host.model_json, w, spec.name), copy->keras);
+  } else if (spec.format == "builtin" && spec.stage == "blend" && spec.name == kFeatherBlendModel) {
+    copy->feather_blend = true;
   } else if (spec.stage == "generate") {
     st = Take(models::CreateGenerator(*catalogue_, spec.name), copy->generator);
   } else {

@@ -18,8 +18,8 @@
 // cuda_precision (CUDA). The first copy of a model with a reduced one on a device runs the probe
 // (pipeline/precision.h); above the manifest's reduced_precision_tolerance, or when the probe
 // fails, the copy runs fp32 (logged). The verdict is kept per model and device (Precision()).
-// Weight-free models (the builtin "classical-fusion") are registered with a 1-byte estimate
-// (the manager refuses 0) and measure 0 bytes.
+// Weight-free models (the builtins "classical-fusion" and "feather-blend") are registered with a
+// 1-byte estimate (the manager refuses 0) and measure 0 bytes.
 // A stage holding a lease calls DeviceCopy(model); the CPU fallback calls HostCopy(model), which
 // builds a network from the host weights outside the device scope (from storage when the host
 // copy was dropped).
@@ -58,6 +58,8 @@ class FusionGenerator;
 
 namespace fusion {
 
+inline constexpr char kFeatherBlendModel[] = "feather-blend";  // the builtin simple blender
+
 // One runnable copy of a model (host or device); exactly one member is set, by format/name.
 struct ModelCopy {
   ModelCopy();
@@ -68,6 +70,12 @@ struct ModelCopy {
   std::unique_ptr<faceapi::FaceRecognitionNet> recognition;
   std::unique_ptr<keras::KerasModel> keras;          // enhance (ESRGAN)
   std::unique_ptr<models::FusionGenerator> generator;
+  // The builtin "feather-blend" (stage blend): no weights, only at:: ops on `device`
+  // (BlendSimpleOnDevice, stages.h). Its copies hold nothing and measure 0 bytes.
+  bool feather_blend = false;
+  // Where this copy's tensors live and runs: the store's device for a device copy, "cpu" for a
+  // host copy (the CPU fallback).
+  std::string device = "cpu";
   // The precision this copy runs (manifest default_precision on the CPU, cuda_precision on CUDA,
   // fp32 when the probe rejected it): "bf16" runs the forward under CPU autocast (bfloat16
   // compute, fp32 weights); "fp16" under CUDA autocast, compiled only with CUDA (LibTorch 1.13

@@ -129,6 +129,7 @@ absl::StatusOr<std::vector<std::string>> PipelineRunner::StageModels(const std::
   std::vector<std::string> models = {options_.detector, options_.landmarks, options_.encoder,
                                      options_.generator};
   if (o.enhance_scale() != 0) models.push_back(EnhancerFor(o, o.enhance_scale()));
+  if (o.simple()) models.push_back(options_.blender);  // full blending is host code: no model
   models.push_back(options_.encoder);  // score
   if (o.upscale() != 0) models.push_back(EnhancerFor(o, o.upscale()));
   return models;
@@ -278,7 +279,7 @@ std::string Bucket(const cv::Mat& m) { return absl::StrCat(m.cols, "x", m.rows);
 namespace {
 
 struct FaceStages {
-  std::string landmarks, encoder, generator, enhancer, upscaler, device;
+  std::string landmarks, encoder, generator, enhancer, blender, upscaler, device;
 };
 
 constexpr uint64_t kCropPixels = 256 * 256;
@@ -349,7 +350,7 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
   if (tgt.faces.size() > options_.max_faces) tgt.faces.resize(options_.max_faces);
   const FaceStages stages{options_.landmarks, options_.encoder, options_.generator,
                           o.enhance_scale() != 0 ? EnhancerFor(o, o.enhance_scale()) : "",
-                          o.upscale() != 0 ? EnhancerFor(o, o.upscale()) : "", device};
+                          options_.blender, o.upscale() != 0 ? EnhancerFor(o, o.upscale()) : "", device};
   cv::Mat frame;
   st = SwapFaces(stages, o, pics, run, report, &frame);
   if (!st.ok()) return st;
@@ -359,6 +360,40 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
 }
 
 namespace {
+
+// Frame pixels one face's simple blend holds at once: the hull's bounding box (landmarks' box
+// within the frame) and the crop.
+uint64_t BlendPixels(const models::BlendInput& in, cv::Size frame) {
+  const cv::Rect box = cv::boundingRect(in.landmarks) & cv::Rect(0, 0, frame.width, frame.height);
+  return static_cast<uint64_t>(box.area()) + in.fused_crop.total();
+}
+
+// Simple mode: the feather-blend model stage (at:: ops on the device, under the ladder), faces
+// one at a time. Full mode: Poisson blending is a global solve, host code by design (HOST).
+absl::Status BlendFaces(const FaceStages& m, const v1::JobOptions& o, const Picture& tgt,
+                        const std::vector<SwapItem>& items, Execution& run, cv::Mat* frame) {
+  models::BlendOptions options;
+  options.mode = o.simple() ? models::BlendMode::kSimple : models::BlendMode::kFull;
+  options.colour_correction = !o.simple();
+  std::vector<models::BlendInput> faces;
+  uint64_t pixels = 1;
+  for (const SwapItem& it : items) {
+    faces.push_back({it.fused, it.target_crop, it.frame_to_crop, Points(tgt.faces[it.face].landmarks)});
+    pixels = std::max(pixels, BlendPixels(faces.back(), frame->size()));
+  }
+  if (o.simple()) {
+    uint64_t bucket = 1;  // estimates per power-of-two pixel count: faces differ in size
+    while (bucket < pixels) bucket *= 2;
+    return run.Stage("blend", m.blender, pixels, absl::StrCat("<=", bucket, "px"), 0.75f,
+                     [&](const ModelCopy& c, int) { return BlendSimpleOnDevice(c, faces, options, frame); });
+  }
+  return run.HostStage("blend", 0.75f, [&] {
+    for (const models::BlendInput& in : faces) {
+      if (absl::Status s = models::BlendFace(in, options, frame); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  });
+}
 
 absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector<Picture>& pics,
                        Execution& run, v1::JobResult& report, cv::Mat* frame) {
@@ -394,7 +429,7 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
         "no face of the target image is within identity distance ", limit, " of the reference face"));
   }
   st = run.Stage("generate", m.generator, kCropPixels, "256x256", 0.45f,
-                 [&](const ModelCopy& c, int) { return Generate(c, m.device, src, tgt, o.ratio(), items); });
+                 [&](const ModelCopy& c, int) { return Generate(c, c.device, src, tgt, o.ratio(), items); });
   if (!st.ok()) return st;
 
   if (!m.enhancer.empty()) {
@@ -404,7 +439,7 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
                      std::vector<cv::Mat> up;
                      for (const SwapItem& it : items) {
                        cv::Mat crop = it.fused.clone();
-                       if (absl::Status s = Enhance(c, m.device, tile, crop); !s.ok()) return s;
+                       if (absl::Status s = Enhance(c, c.device, tile, crop); !s.ok()) return s;
                        up.push_back(crop);
                      }
                      for (size_t i = 0; i < items.size(); ++i) items[i].fused = up[i];
@@ -422,16 +457,7 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
   }
 
   *frame = tgt.bgr.clone();
-  st = run.HostStage("blend", 0.75f, [&] {
-    models::BlendOptions options;
-    options.mode = o.simple() ? models::BlendMode::kSimple : models::BlendMode::kFull;
-    options.colour_correction = !o.simple();
-    for (const SwapItem& it : items) {
-      models::BlendInput in{it.fused, it.target_crop, it.frame_to_crop, Points(tgt.faces[it.face].landmarks)};
-      if (absl::Status s = models::BlendFace(in, options, frame); !s.ok()) return s;
-    }
-    return absl::OkStatus();
-  });
+  st = BlendFaces(m, o, tgt, items, run, frame);
   if (!st.ok()) return st;
 
   cv::Mat result_rgb;
@@ -464,7 +490,7 @@ absl::Status FinishJob(const FaceStages& m, const v1::JobOptions& o, const Decod
     absl::Status st = run.Stage("upscale", m.upscaler, frame.total(), Bucket(frame), 0.9f,
                                 [&](const ModelCopy& c, int tile) {
                                   cv::Mat up = rgb01.clone();
-                                  if (absl::Status s = Enhance(c, m.device, tile, up); !s.ok()) return s;
+                                  if (absl::Status s = Enhance(c, c.device, tile, up); !s.ok()) return s;
                                   rgb01 = up;
                                   return absl::OkStatus();
                                 });

@@ -6,9 +6,10 @@
 // low_vram 800; aspect ratio kept); landmarks, descriptors and the generator work on
 // full-resolution crops, and the output keeps the target's resolution (upscale excepted).
 // Every model stage runs under an OomLadder (one lease per attempt; RunDevice inside the stage's
-// device scope from the model's device copy, RunCpu outside it from a host copy). Blending is
-// OpenCV code on the host in both modes ("full" Poisson, "simple" feathering) and is reported
-// with mode HOST. "score" re-describes each swapped face in the result with the encoder: its
+// device scope from the model's device copy, RunCpu outside it from a host copy). Blending:
+// "simple" (feathering) is a model stage over the weight-free builtin "feather-blend", at:: ops
+// on the stage's device under the ladder (reported DEVICE, CPU_FALLBACK, ...); "full" (Poisson,
+// cv::seamlessClone) is a global solve, OpenCV code on the host by design, reported HOST. "score" re-describes each swapped face in the result with the encoder: its
 // distance to the source face is the face's identity_distance.
 // Face selection: ALL target faces, the LARGEST, or REFERENCE: those whose descriptor is within
 // reference_max_distance (0 = 0.6) of the reference image's largest face.
@@ -41,6 +42,7 @@ class PipelineRunner final : public jobs::JobRunner {
     std::string generator = "classical-fusion";
     std::string enhancer_x2 = "esrgan-slim-x2";  // enhance/upscale defaults per scale
     std::string enhancer_x4 = "esrgan-slim-x4";
+    std::string blender = "feather-blend";  // simple blending (a builtin, no weights)
     uint32_t default_max_side = 1280;  // pixels
     uint32_t low_vram_max_side = 800;  // pixels
     uint64_t max_pixels = 100'000'000;  // per decoded image

@@ -9,6 +9,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "models/blend/blend.h"
 #include "models/faceapi/face_landmark_68.h"
 #include "models/faceapi/face_recognition.h"
 #include "models/faceapi/multiscale.h"
@@ -36,6 +37,80 @@ at::Tensor MatToTensor(const cv::Mat& rgb01) {  // CV_32FC3 -> [1,3,H,W]
   return at::from_blob(const_cast<float*>(rgb01.ptr<float>()), {1, rgb01.rows, rgb01.cols, 3}, at::kFloat)
       .permute({0, 3, 1, 2})
       .contiguous();
+}
+
+// A CV_8U / CV_8UC3 image (a ROI: rows may be strided) as a uint8 [1,C,H,W] tensor on `dev`.
+at::Tensor BytesToDevice(const cv::Mat& m, const at::Device& dev) {
+  const int64_t c = m.channels();
+  return at::from_blob(const_cast<uchar*>(m.ptr<uchar>()), {m.rows, m.cols, c},
+                       {static_cast<int64_t>(m.step[0]), c, 1}, at::kByte)
+      .to(dev)
+      .permute({2, 0, 1})
+      .unsqueeze(0);
+}
+
+// The sampling grid [1,h,w,2] of grid_sampler (align_corners false: pixel centres at integer
+// coordinates) for the frame pixels of `roi`, crop = m * frame, with cv::warpAffine's fixed
+// point: per axis round(1024 * m0 * x) + round(1024 * (m1 * y + m2)) + 16, shifted right by 5,
+// is the coordinate in 1/32 pixel. The integers stay below 2^24, so fp32 holds them exactly.
+at::Tensor CropGrid(const cv::Matx23d& m, const cv::Rect& roi, cv::Size crop, const at::Device& dev) {
+  const at::TensorOptions d = at::TensorOptions().dtype(at::kDouble).device(dev);
+  const at::Tensor x = at::arange(roi.width, d).view({1, roi.width});
+  const at::Tensor y = at::arange(roi.height, d).view({roi.height, 1});
+  at::Tensor axes[2];
+  const int sizes[2] = {crop.width, crop.height};
+  for (int i = 0; i < 2; ++i) {
+    const double c = m(i, 0) * roi.x + m(i, 1) * roi.y + m(i, 2);  // the ROI offset folded in
+    const at::Tensor a = (x * (1024 * m(i, 0))).round().to(at::kFloat);
+    const at::Tensor b = ((y * m(i, 1) + c) * 1024).round().to(at::kFloat) + 16.0f;
+    const at::Tensor px = at::floor((a + b) * (1.0f / 32)) * (1.0f / 32);  // crop pixels
+    axes[i] = (px * 2.0f + 1.0f) / static_cast<float>(sizes[i]) - 1.0f;
+  }
+  return at::stack({axes[0], axes[1]}, -1).unsqueeze(0);
+}
+
+// Feathered weight [1,1,h,w] of the hull over `roi`; `hull` is the whole frame's mask.
+at::Tensor FeatherWeightOnDevice(const cv::Mat& hull, const cv::Rect& roi, int r, const at::Device& dev) {
+  // cv::erode of a ROI reads its parent's pixels (zeros around the hull) and treats pixels beyond
+  // the frame as the maximum: max_pool's implicit -inf padding of -mask is that maximum.
+  const cv::Rect ext = cv::Rect(roi.x - r, roi.y - r, roi.width + 2 * r, roi.height + 2 * r) &
+                       cv::Rect(0, 0, hull.cols, hull.rows);
+  const at::Tensor mask = BytesToDevice(hull(ext), dev).to(at::kFloat) / 255.0;
+  const int64_t k = 2 * r + 1, y0 = roi.y - ext.y, x0 = roi.x - ext.x;
+  auto in_roi = [&](const at::Tensor& t) {
+    return t.slice(2, y0, y0 + roi.height).slice(3, x0, x0 + roi.width);
+  };
+  // A square's erosion is separable: rows then columns (3x faster than one k x k pool on a CPU).
+  const at::Tensor inner = in_roi(-at::max_pool2d(at::max_pool2d(-mask, {1, k}, {1, 1}, {0, r}), {k, 1}, {1, 1}, {r, 0}));
+  const cv::Mat g = cv::getGaussianKernel(static_cast<int>(k), r / 2.0, CV_32F);
+  const at::Tensor taps = at::from_blob(const_cast<float*>(g.ptr<float>()), {k}, at::kFloat).to(dev);
+  at::Tensor w = at::replication_pad2d(inner, {r, r, r, r});
+  w = at::conv2d(w, taps.view({1, 1, 1, k}));  // rows, then columns (cv::sepFilter2D's order)
+  w = at::conv2d(w, taps.view({1, 1, k, 1}));
+  return w * in_roi(mask);
+}
+
+// One face into `frame` (BlendSimpleOnDevice).
+void BlendOneOnDevice(const models::BlendInput& in, const models::BlendOptions& options,
+                      const at::Device& dev, cv::Mat& frame) {
+  const cv::Mat hull = models::FaceHullMask(in.landmarks, frame.size());
+  const cv::Rect roi = cv::boundingRect(hull);
+  if (roi.empty()) return;  // hull entirely outside the frame
+  const at::Tensor weight = FeatherWeightOnDevice(hull, roi, models::FeatherRadiusPx(in.landmarks, options), dev);
+  const at::Tensor crop = (MatToTensor(in.fused_crop).to(dev) - MatToTensor(in.target_crop).to(dev)).flip({1}) * 255.0;
+  const at::Tensor change = at::grid_sampler(crop, CropGrid(in.frame_to_crop, roi, in.fused_crop.size(), dev),
+                                            /*interpolation_mode=bilinear*/ 0, /*padding_mode=zeros*/ 0,
+                                            /*align_corners=*/false);
+  cv::Mat target8 = frame(roi);
+  const at::Tensor target = BytesToDevice(target8, dev).to(at::kFloat);
+  const at::Tensor out = at::where(weight > 0, (target + weight * change).round().clamp(0, 255), target)
+                             .to(at::kByte)
+                             .squeeze(0)
+                             .permute({1, 2, 0})
+                             .contiguous()
+                             .cpu();
+  const uint8_t* src = out.data_ptr<uint8_t>();
+  for (int y = 0; y < roi.height; ++y) std::copy_n(src + y * roi.width * 3, roi.width * 3, target8.ptr<uchar>(y));
 }
 
 absl::StatusOr<at::Tensor> Forward(const keras::KerasModel& m, const at::Tensor& x) { return m.Forward(x); }
@@ -160,6 +235,24 @@ absl::Status Enhance(const ModelCopy& enhancer, const std::string& device, int t
     }
   }
   rgb01 = models::TensorToRgbMat((y.to(at::kFloat) / 255.0).clamp(0.0, 1.0));
+  return absl::OkStatus();
+}
+
+absl::Status BlendSimpleOnDevice(const ModelCopy& blender, const std::vector<models::BlendInput>& faces,
+                                 const models::BlendOptions& options, cv::Mat* frame_bgr) {
+  if (!blender.feather_blend) return absl::InvalidArgumentError("blend: the model is not a blender");
+  if (options.mode != models::BlendMode::kSimple) {
+    return absl::InvalidArgumentError("blend: full (Poisson) blending runs on the host (models::BlendFace)");
+  }
+  for (size_t i = 0; i < faces.size(); ++i) {
+    if (absl::Status st = models::ValidateBlendInput(faces[i], frame_bgr); !st.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(st.message(), " (face ", i, ")"));
+    }
+  }
+  const at::Device dev(blender.device);
+  cv::Mat frame = frame_bgr->clone();  // a retried attempt starts from the untouched frame
+  for (const models::BlendInput& in : faces) BlendOneOnDevice(in, options, dev, frame);
+  *frame_bgr = frame;
   return absl::OkStatus();
 }
 

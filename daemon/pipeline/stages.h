@@ -16,6 +16,7 @@
 #include <opencv2/core.hpp>
 
 #include "absl/status/status.h"
+#include "models/blend/blend.h"
 #include "models/faceapi/types.h"
 #include "pipeline/model_store.h"
 
@@ -69,6 +70,24 @@ absl::Status Generate(const ModelCopy& generator, const std::string& device, con
 absl::Status Enhance(const ModelCopy& enhancer, const std::string& device, int tile_px, cv::Mat& rgb01);
 // The model's scale (output side / input side) of an enhancer copy; 0 for another model.
 int EnhanceScale(const ModelCopy& enhancer);
+
+// Blends each face of `faces` into `frame_bgr` (CV_8UC3 BGR) in turn: the simple (feathered)
+// mode of models::BlendFace (blend.h) as at:: ops on `blender.device` (a feather-blend copy).
+// Per face, over the hull's bounding box B (h x w frame pixels):
+//   change [1,3,h,w] fp32 = (fused - target crop, BGR, 0-255 units) sampled with
+//     at::grid_sampler (bilinear, zeros outside the crop, align_corners false: pixel centres at
+//     integer coordinates, as cv::warpAffine with WARP_INVERSE_MAP) at frame_to_crop(pixel);
+//   weight [1,1,h,w] fp32 = hull mask eroded by r (-max_pool2d(-mask), reading the mask r pixels
+//     around B as cv::erode does on a ROI), Gaussian-blurred ((2r+1)^2 kernel, sigma r/2,
+//     replicate border; separable conv2d), times the hull mask; r = FeatherRadiusPx;
+//   out = round(clamp(target + weight * change, 0, 255)) where weight > 0, else target's bytes.
+// The hull polygon and r are host geometry (blend.h). The grid reproduces warpAffine's 1/32-px
+// fixed point, so the bytes equal BlendFace simple mode's up to float order (blend_device_test:
+// byte-identical on the test photos; tolerance 1 level). Overwrites `frame_bgr` only when every face succeeded. Errors: ValidateBlendInput's
+// INVALID_ARGUMENT, with the face index; INVALID_ARGUMENT when `blender` is not a blender or
+// `options.mode` is not kSimple (of the options only feather_fraction matters then).
+absl::Status BlendSimpleOnDevice(const ModelCopy& blender, const std::vector<models::BlendInput>& faces,
+                                 const models::BlendOptions& options, cv::Mat* frame_bgr);
 
 // A source-face choice: index of the largest face (box area), or -1 when there is none.
 int LargestFace(const std::vector<DetectedFace>& faces);

@@ -22,23 +22,6 @@ std::vector<cv::Point> HullPoints(const std::vector<cv::Point2f>& landmarks) {
   return out;
 }
 
-absl::Status Validate(const BlendInput& in, const cv::Mat* frame) {
-  if (frame == nullptr || frame->type() != CV_8UC3 || frame->empty()) {
-    return absl::InvalidArgumentError("blend: frame must be a non-empty CV_8UC3 image");
-  }
-  if (in.fused_crop.type() != CV_32FC3 || in.target_crop.type() != CV_32FC3 ||
-      in.fused_crop.size() != in.target_crop.size() || in.fused_crop.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "blend: fused_crop and target_crop must be CV_32FC3 of one size, got types ",
-        in.fused_crop.type(), "/", in.target_crop.type(), " sizes ", in.fused_crop.cols, "x",
-        in.fused_crop.rows, "/", in.target_crop.cols, "x", in.target_crop.rows));
-  }
-  if (in.landmarks.size() != kNumLandmarks) {
-    return absl::InvalidArgumentError(absl::StrCat("blend: need 68 landmarks, got ", in.landmarks.size()));
-  }
-  return absl::OkStatus();
-}
-
 // The crop's change (fused - target), BGR in 0-255 units, warped into the frame ROI.
 cv::Mat ChangeInRoi(const BlendInput& in, const cv::Rect& roi) {
   cv::Mat change_rgb = in.fused_crop - in.target_crop, change;
@@ -111,8 +94,25 @@ int FeatherRadiusPx(const std::vector<cv::Point2f>& landmarks, const BlendOption
   return std::max(1, static_cast<int>(std::lround(options.feather_fraction * std::sqrt(area))));
 }
 
+absl::Status ValidateBlendInput(const BlendInput& in, const cv::Mat* frame) {
+  if (frame == nullptr || frame->type() != CV_8UC3 || frame->empty()) {
+    return absl::InvalidArgumentError("blend: frame must be a non-empty CV_8UC3 image");
+  }
+  if (in.fused_crop.type() != CV_32FC3 || in.target_crop.type() != CV_32FC3 ||
+      in.fused_crop.size() != in.target_crop.size() || in.fused_crop.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "blend: fused_crop and target_crop must be CV_32FC3 of one size, got types ",
+        in.fused_crop.type(), "/", in.target_crop.type(), " sizes ", in.fused_crop.cols, "x",
+        in.fused_crop.rows, "/", in.target_crop.cols, "x", in.target_crop.rows));
+  }
+  if (in.landmarks.size() != kNumLandmarks) {
+    return absl::InvalidArgumentError(absl::StrCat("blend: need 68 landmarks, got ", in.landmarks.size()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status BlendFace(const BlendInput& in, const BlendOptions& options, cv::Mat* frame_bgr) {
-  if (auto s = Validate(in, frame_bgr); !s.ok()) return s;
+  if (auto s = ValidateBlendInput(in, frame_bgr); !s.ok()) return s;
   cv::Mat& frame = *frame_bgr;
   const cv::Mat hull = FaceHullMask(in.landmarks, frame.size());
   const cv::Rect roi = cv::boundingRect(hull);

@@ -12,6 +12,9 @@
 //                the hull), then Poisson blending (cv::seamlessClone, NORMAL_CLONE, Perez et al.
 //                2003) into the target over the hull, then the same feathered weight.
 // Invariant: every pixel outside FaceHullMask() is byte-identical to the input frame.
+// The pipeline runs simple mode as at:: ops on the stage's device (BlendSimpleOnDevice,
+// daemon/pipeline/stages.h) with the hull, radius and checks from here; this file is the
+// reference it is tested against.
 // Thread-safety: free functions, no shared state. Host (OpenCV) code; no LibTorch.
 #pragma once
 
@@ -42,6 +45,10 @@ struct BlendInput {
 cv::Mat FaceHullMask(const std::vector<cv::Point2f>& landmarks, cv::Size frame_size);
 
 int FeatherRadiusPx(const std::vector<cv::Point2f>& landmarks, const BlendOptions& options);
+
+// OK when `in` and `frame_bgr` fit BlendFace: InvalidArgument ("blend: ...") naming the frame,
+// fused_crop/target_crop (types, sizes) or the landmark count.
+absl::Status ValidateBlendInput(const BlendInput& in, const cv::Mat* frame_bgr);
 
 // Blends one face into `frame_bgr` (CV_8UC3) in place. Errors: InvalidArgument naming the input
 // whose type/size is wrong; Internal with OpenCV's message if seamlessClone fails.

@@ -4,6 +4,7 @@
 // resident models' bytes, and the next normal job giving the same bytes as before the fault.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -101,6 +102,10 @@ const v1::StageReport* StageOf(const v1::JobResult& r, const std::string& name) 
     if (s.name() == name) return &s;
   }
   return nullptr;
+}
+
+double Psnr(const std::string& a, const std::string& b) {
+  return cv::PSNR(Decode(a, cv::IMREAD_COLOR), Decode(b, cv::IMREAD_COLOR));
 }
 
 // After any outcome: no lease, nothing reserved, device-scope bytes == resident models' bytes.
@@ -247,6 +252,77 @@ TEST(PipelineRunner, RealDeviceOomOnDetectIsRecoveredByEvictionAndRetry) {
   ExpectAtRest();
 }
 
+TEST(PipelineRunner, SimpleBlendIsADeviceStageOfTheBuiltinBlenderAndFullBlendStaysOnTheHost) {
+  v1::JobOptions simple = Ratio(1);
+  simple.set_simple(true);
+  auto plan = E().runner->StageModels(simple.SerializeAsString());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(*plan, (std::vector<std::string>{"tiny_face_detector", "face_landmark_68", "face_recognition",
+                                             "classical-fusion", "feather-blend", "face_recognition"}));
+  auto full_plan = E().runner->StageModels(Ratio(1).SerializeAsString());
+  ASSERT_TRUE(full_plan.ok());
+  EXPECT_EQ(std::count(full_plan->begin(), full_plan->end(), "feather-blend"), 0);  // no model
+
+  auto device = Swap(simple), host = Swap(Ratio(1));
+  ASSERT_TRUE(device.ok() && host.ok()) << device.status() << " " << host.status();
+  const v1::StageReport* d = StageOf(device->report, "blend");
+  const v1::StageReport* h = StageOf(host->report, "blend");
+  ASSERT_TRUE(d != nullptr && h != nullptr);
+  EXPECT_EQ(d->mode(), v1::DEVICE);
+  EXPECT_EQ(d->model(), "feather-blend");
+  EXPECT_EQ(d->attempts(), 1u);
+  EXPECT_GT(d->peak_bytes(), 2'000'000u);  // charged to the stage's scope; measured 4,065,348
+  EXPECT_LT(d->peak_bytes(), 8'000'000u);
+  EXPECT_EQ(h->mode(), v1::HOST);
+  EXPECT_EQ(h->model(), "");
+  std::printf("blend on 512x600 (1 face): simple on the device %.1f ms, peak %llu bytes; full on the host %.1f ms\n",
+              d->ms(), static_cast<unsigned long long>(d->peak_bytes()), h->ms());
+  EXPECT_LT(Psnr(device->image, host->image), 60.0) << "simple and full blending gave one image";
+  ExpectAtRest();
+}
+
+TEST(PipelineRunner, RealDeviceOomInSimpleBlendIsRecoveredByEvictionAndRetry) {
+  // Grace at 3.5x (1792x2100): the face's hull box grows 12x, so the simple blend's working set
+  // (measured 38 MB) is the job's largest (detection sees the 1280-px copy: 26 MB). The
+  // allocator's budget leaves room for every other stage above the resident models but not for
+  // the blend: its first attempt hits a real c10 OutOfMemoryError inside the stage's scope;
+  // evicting the idle models (24.7 MB) makes room for the retry.
+  cv::Mat big;
+  cv::resize(Decode(Grace(), cv::IMREAD_COLOR), big, cv::Size(1792, 2100), 0, 0, cv::INTER_CUBIC);
+  v1::JobOptions o = Ratio(1);
+  o.set_simple(true);
+  auto warm = Swap(o, Png(big));  // models resident; every stage's peak measured
+  ASSERT_TRUE(warm.ok()) << warm.status();
+  uint64_t others = 0;
+  for (const v1::StageReport& s : warm->report.stages()) {
+    std::printf("grace x3.5 simple: %-9s peak %llu bytes, %.1f ms\n", s.name().c_str(),
+                static_cast<unsigned long long>(s.peak_bytes()), s.ms());
+    if (s.name() != "blend") others = std::max<uint64_t>(others, s.peak_bytes());
+  }
+  const uint64_t blend_peak = StageOf(warm->report, "blend")->peak_bytes();
+  uint64_t evictable = 0;  // every resident model is idle between jobs
+  for (const ModelSnapshot& m : E().residency->Snapshot().models) {
+    if (m.state == ModelState::kDevice) evictable += m.bytes;
+  }
+  // Above every other stage and above what the retry has after eviction; below the blend.
+  const uint64_t low = std::max(others, blend_peak - std::min(blend_peak, evictable));
+  ASSERT_LT(low + (2ull << 20), blend_peak) << "no budget separates the blend from the other stages";
+  const uint64_t headroom = (low + blend_peak) / 2;
+  CpuDeviceAllocator& allocator = CpuDeviceAllocator::Install(kBudget);
+  const uint64_t ooms = allocator.oom_count();
+  allocator.SetBudget(allocator.in_use() + headroom);
+  auto out = Swap(o, Png(big));
+  allocator.SetBudget(kBudget);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_GT(allocator.oom_count(), ooms);
+  const v1::StageReport* blend = StageOf(out->report, "blend");
+  EXPECT_EQ(blend->mode(), v1::DEVICE);
+  EXPECT_EQ(blend->attempts(), 2u);
+  EXPECT_EQ(StageOf(out->report, "detect")->attempts(), 1u);  // only the blend ran short
+  EXPECT_TRUE(out->image == warm->image) << "the retry computes the same image";
+  ExpectAtRest();
+}
+
 TEST(PipelineRunner, UpscaleDoublesTheOutputOnlyWhenAsked) {
   cv::Mat small;
   cv::resize(Decode(Grace(), cv::IMREAD_COLOR), small, cv::Size(256, 300), 0, 0, cv::INTER_AREA);
@@ -282,7 +358,7 @@ TEST(PipelineRunner, NextStageModelIsPrefetchedWhileTheCurrentStageRuns) {
 }
 
 // Every model stage under every fault mode (issue 5's done-when). Small images keep it quick:
-// a 256x300 target (one face), enhance and upscale at x2.
+// a 256x300 target (one face), enhance and upscale at x2, blend in simple mode.
 struct LadderCase {
   std::string stage;
   FaultMode mode;
@@ -314,6 +390,7 @@ v1::JobOptions OptionsFor(const std::string& stage) {
   v1::JobOptions o = Ratio(1);
   if (stage == "enhance") o.set_enhance_scale(2);
   if (stage == "upscale") o.set_upscale(2);
+  if (stage == "blend") o.set_simple(true);  // simple blending is a model stage; full is HOST
   return o;
 }
 
@@ -395,7 +472,7 @@ TEST_P(LadderEveryStage, RecoversOrFailsCleanlyAndLeavesNoTrace) {
 
 std::vector<LadderCase> AllCases() {
   std::vector<LadderCase> cases;
-  for (const char* stage : {"detect", "landmarks", "encode", "generate", "enhance", "score", "upscale"}) {
+  for (const char* stage : {"detect", "landmarks", "encode", "generate", "enhance", "blend", "score", "upscale"}) {
     const std::string s = stage;
     const bool tileable = s == "detect" || s == "enhance" || s == "upscale";
     for (FaultMode m : {FaultMode::kFailFirstDevice, FaultMode::kFailUntiled, FaultMode::kFailDevice,

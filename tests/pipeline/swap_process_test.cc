@@ -60,9 +60,12 @@ class SwapProcessTest : public ::testing::Test {
     args.insert(args.begin(), {FUSIONCTL_BIN, "--socket", socket_});
     return testing::RunProcess(args, dir_.path(), absl::Seconds(60));
   }
-  RunResult SwapJson(const std::string& out, const std::string& ratio = "1") {
-    return Ctl({"swap", "--source", FUSION_TEST_DATA_DIR "/faces/astronaut_eileen_collins_512.png", "--target",
-                FUSION_TEST_DATA_DIR "/faces/grace_hopper_512x600.jpg", "-o", out, "--ratio", ratio, "--json"});
+  RunResult SwapJson(const std::string& out, const std::string& ratio = "1", bool simple = false) {
+    std::vector<std::string> args = {"swap", "--source", FUSION_TEST_DATA_DIR "/faces/astronaut_eileen_collins_512.png",
+                                     "--target", FUSION_TEST_DATA_DIR "/faces/grace_hopper_512x600.jpg",
+                                     "-o", out, "--ratio", ratio, "--json"};
+    if (simple) args.push_back("--simple");
+    return Ctl(args);
   }
   // No lease and nothing reserved, in the daemon's own words.
   void ExpectAtRest() {
@@ -107,12 +110,25 @@ TEST_F(SwapProcessTest, SwapThroughTheDaemonWritesATargetSizedPngWithTheSourceId
     EXPECT_EQ((*s)["mode"], std::string(name) == "blend" ? "host" : "device") << name;
   }
   ExpectAtRest();
+  const RunResult simple = SwapJson(dir_.File("simple.png"), "1", /*simple=*/true);
+  ASSERT_EQ(simple.exit_code, 0) << simple.err;
+  const nlohmann::json sr = nlohmann::json::parse(simple.out);
+  const nlohmann::json* blend = Stage(sr, "blend");
+  ASSERT_NE(blend, nullptr);
+  EXPECT_EQ((*blend)["mode"], "device");  // --simple: the feather-blend model stage
+  EXPECT_EQ((*blend)["model"], "feather-blend");
+  ExpectAtRest();
   const RunResult models = Ctl({"models", "--json"});
   ASSERT_EQ(models.exit_code, 0) << models.err;
   const nlohmann::json listed = nlohmann::json::parse(models.out);
-  EXPECT_EQ(listed.size(), 9u);  // every catalogue model
+  EXPECT_EQ(listed.size(), 10u);  // every catalogue model
   for (const auto& m : listed) {
     EXPECT_EQ(m["pinned"].get<bool>(), m["name"] == "face_recognition") << m["name"];  // --pin-model
+    if (m["name"] == "feather-blend") {
+      EXPECT_EQ(m["stage"], "blend");  // the builtin simple blender: no weights
+      EXPECT_EQ(m["state"], "DEVICE");
+      EXPECT_EQ(m["bytes"].get<uint64_t>(), 0u);  // measured on upload (1 = the estimate before)
+    }
   }
   Stop(std::move(daemon));
 }
