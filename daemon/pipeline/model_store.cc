@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "models/common/exception_text.h"
 #include "absl/strings/str_cat.h"
 #include "device/cpu_device_memory.h"
 #include "models/faceapi/face_landmark_68.h"
@@ -94,7 +95,7 @@ absl::StatusOr<std::shared_ptr<const ModelStore::HostWeights>> ModelStore::ReadH
     if (!weights.ok()) return weights.status();
     host->weights = *std::move(weights);
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("model '", spec.name, "': reading weights: ", e.what()));
+    return absl::InternalError(absl::StrCat("model '", spec.name, "': reading weights: ", ExceptionText(e)));
   }
   if (spec.format == "keras-layers-model") {
     auto json = ReadText(first);
@@ -233,9 +234,9 @@ absl::StatusOr<uint64_t> ModelStore::Upload(const std::string& model) {
     copy = Build(**spec, *host, /*device=*/true);
   } catch (const std::exception& e) {
     if (IsDeviceOom(e)) {
-      return absl::ResourceExhaustedError(absl::StrCat("model '", model, "': upload: ", e.what()));
+      return absl::ResourceExhaustedError(absl::StrCat("model '", model, "': upload: ", ExceptionText(e)));
     }
-    return absl::InternalError(absl::StrCat("model '", model, "': upload: ", e.what()));
+    return absl::InternalError(absl::StrCat("model '", model, "': upload: ", ExceptionText(e)));
   }
   if (!copy.ok()) return copy.status();
   uint64_t bytes = 0;
@@ -297,7 +298,7 @@ absl::StatusOr<std::shared_ptr<const ModelCopy>> ModelStore::HostCopy(const std:
     if (!copy.ok()) return copy.status();
     return std::shared_ptr<const ModelCopy>(*std::move(copy));
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("model '", model, "': host copy: ", e.what()));
+    return absl::InternalError(absl::StrCat("model '", model, "': host copy: ", ExceptionText(e)));
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <opencv2/imgproc.hpp>
 
+#include "models/common/exception_text.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -50,8 +51,8 @@ class ModelBody final : public StageBody {
     try {
       st = fn_(copy, tile_px);
     } catch (const std::exception& e) {
-      if (IsDeviceOom(e)) return DeviceOomError(absl::StrCat("stage '", stage_, "': ", e.what()));
-      return absl::InternalError(absl::StrCat("stage '", stage_, "' (model '", model_, "'): ", e.what()));
+      if (IsDeviceOom(e)) return DeviceOomError(absl::StrCat("stage '", stage_, "': ", ExceptionText(e)));
+      return absl::InternalError(absl::StrCat("stage '", stage_, "' (model '", model_, "'): ", ExceptionText(e)));
     }
     // Networks turn LibTorch exceptions into INTERNAL; the allocator's flag tells an OOM apart.
     if (!st.ok() && (IsDeviceOom(std::runtime_error("")) ||

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 
+#include "models/common/exception_text.h"
 #include "absl/strings/str_cat.h"
 #include "models/keras/keras_model.h"
 
@@ -68,7 +69,7 @@ absl::StatusOr<double> ReducedPrecisionError(const keras::KerasModel& m, const s
     if (!reduced.ok()) return reduced.status();
     return (reduced->to(at::kFloat) - *full).abs().max().item<double>();
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(m.origin(), ": precision probe (", precision, "): ", e.what()));
+    return absl::InternalError(absl::StrCat(m.origin(), ": precision probe (", precision, "): ", ExceptionText(e)));
   }
 }
 

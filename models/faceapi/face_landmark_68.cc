@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "models/common/exception_text.h"
 #include "absl/strings/str_cat.h"
 #include "models/faceapi/image.h"
 #include "models/faceapi/ops.h"
@@ -77,7 +78,7 @@ absl::StatusOr<Landmarks68> FaceLandmark68Net::Detect(const cv::Mat& rgb, const 
   try {
     out = Forward(ToBatchTensor(face, kInputSize, /*center=*/true).to(params_.device())).to(at::kCPU);
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("face_landmark_68: ", e.what()));
+    return absl::InternalError(absl::StrCat("face_landmark_68: ", ExceptionText(e)));
   }
   // postProcess: undo the centred padding of the crop, then scale to crop pixels.
   const double w = face.cols, h = face.rows, s = kInputSize / std::max(w, h);

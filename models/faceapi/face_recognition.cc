@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "models/common/exception_text.h"
 #include "absl/strings/str_cat.h"
 #include "models/faceapi/align.h"
 #include "models/faceapi/image.h"
@@ -111,7 +112,7 @@ absl::StatusOr<Descriptor> FaceRecognitionNet::Compute(const cv::Mat& rgb, const
   try {
     out = Forward(ToBatchTensor(face, kInputSize, /*center=*/true).to(params_.device())).to(at::kCPU);
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("face_recognition: ", e.what()));
+    return absl::InternalError(absl::StrCat("face_recognition: ", ExceptionText(e)));
   }
   Descriptor d;
   const auto a = out.accessor<float, 2>();

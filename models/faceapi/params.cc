@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 
+#include "models/common/exception_text.h"
 #include "absl/strings/str_cat.h"
 
 namespace fusion::faceapi {
@@ -22,7 +23,7 @@ absl::Status Params::Take(const tfjs::WeightMap& w, const std::string& name,
   try {
     tensors_[name] = v.contiguous().to(device_);
   } catch (const std::exception& e) {
-    return absl::ResourceExhaustedError(absl::StrCat(w.origin(), ": tensor '", name, "': ", e.what()));
+    return absl::ResourceExhaustedError(absl::StrCat(w.origin(), ": tensor '", name, "': ", ExceptionText(e)));
   }
   return absl::OkStatus();
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "models/common/exception_text.h"
 #include "absl/strings/str_cat.h"
 #include "models/faceapi/image.h"
 #include "models/faceapi/ops.h"
@@ -161,7 +162,7 @@ absl::StatusOr<std::vector<FaceBox>> SsdMobilenetV1::Detect(const cv::Mat& rgb, 
     return kept;
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat(
-        "ssd_mobilenetv1", tile_px > 0 ? absl::StrCat(" in ", tile_px, "-px tiles") : "", ": ", e.what()));
+        "ssd_mobilenetv1", tile_px > 0 ? absl::StrCat(" in ", tile_px, "-px tiles") : "", ": ", ExceptionText(e)));
   }
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "models/common/exception_text.h"
 #include "absl/strings/str_cat.h"
 #include "models/faceapi/image.h"
 #include "models/faceapi/ops.h"
@@ -129,7 +130,7 @@ absl::StatusOr<std::vector<FaceBox>> TinyFaceDetector::Detect(const cv::Mat& rgb
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("tiny_face_detector at input ", size,
                                             tile_px > 0 ? absl::StrCat(" in ", tile_px, "-px tiles") : "", ": ",
-                                            e.what()));
+                                            ExceptionText(e)));
   }
 }
 

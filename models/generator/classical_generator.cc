@@ -9,6 +9,7 @@
 #include <opencv2/imgproc.hpp>
 #include <vector>
 
+#include "models/common/exception_text.h"
 #include "absl/strings/str_cat.h"
 
 namespace fusion::models {
@@ -168,7 +169,7 @@ absl::StatusOr<at::Tensor> ClassicalGenerator::Fuse(const GeneratorInputs& in) c
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("classical-fusion generator failed on a ", size, "x",
                                             size, " crop with ", tris->size(), " triangles: ",
-                                            e.what()));
+                                            ExceptionText(e)));
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "models/common/exception_text.h"
 #include "absl/strings/str_cat.h"
 
 namespace fusion::models {
@@ -27,7 +28,7 @@ absl::StatusOr<std::unique_ptr<TorchScriptGenerator>> TorchScriptGenerator::Load
     return std::unique_ptr<TorchScriptGenerator>(new TorchScriptGenerator(path, std::move(module)));
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(
-        absl::StrCat("TorchScript generator ", path, " failed to load: ", e.what()));
+        absl::StrCat("TorchScript generator ", path, " failed to load: ", ExceptionText(e)));
   }
 }
 
@@ -36,7 +37,7 @@ absl::Status TorchScriptGenerator::MoveTo(const std::string& device) {
     module_->to(torch::Device(device));
     return absl::OkStatus();
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("TorchScript generator ", path_, " to ", device, ": ", e.what()));
+    return absl::InternalError(absl::StrCat("TorchScript generator ", path_, " to ", device, ": ", ExceptionText(e)));
   }
 }
 
@@ -54,7 +55,7 @@ absl::StatusOr<at::Tensor> TorchScriptGenerator::Fuse(const GeneratorInputs& in)
     }
     out = result.toTensor();
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("generator '", name(), "' forward failed: ", e.what()));
+    return absl::InternalError(absl::StrCat("generator '", name(), "' forward failed: ", ExceptionText(e)));
   }
   if (auto s = ValidateGeneratorOutput(name(), in, out); !s.ok()) return s;
   return out;

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "models/common/exception_text.h"
 #include "absl/strings/str_cat.h"
 #include "models/tfjs/weights.h"
 
@@ -245,7 +246,7 @@ absl::StatusOr<at::Tensor> KerasModel::Forward(const at::Tensor& x) const {
       }
     }
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(origin_, ": layer '", layers_[i]->name, "' failed: ", e.what()));
+    return absl::InternalError(absl::StrCat(origin_, ": layer '", layers_[i]->name, "' failed: ", ExceptionText(e)));
   }
   return values[output_layer_];
 }
@@ -262,7 +263,7 @@ absl::Status KerasModel::MoveTo(const at::Device& device) {
     }
     return absl::OkStatus();
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(origin_, ": copy to ", device.str(), " failed: ", e.what()));
+    return absl::InternalError(absl::StrCat(origin_, ": copy to ", device.str(), " failed: ", ExceptionText(e)));
   }
 }
 

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "models/common/exception_text.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
@@ -181,7 +182,7 @@ absl::StatusOr<WeightMap> DecodeWeights(const ParsedManifest& manifest,
       tensors.emplace(t.name, DecodeOne(t, group_buffers[t.group].data() + t.offset));
     } catch (const std::exception& e) {
       return absl::ResourceExhaustedError(
-          absl::StrCat(origin, ": tensor '", t.name, "' ", ShapeString(t.shape), ": ", e.what()));
+          absl::StrCat(origin, ": tensor '", t.name, "' ", ShapeString(t.shape), ": ", ExceptionText(e)));
     }
   }
   return WeightMap(std::move(tensors), origin);

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "models/catalogue/catalogue.h"
+#include "models/common/exception_text.h"
 #include "test_paths.h"
 
 namespace fusion::tfjs {
@@ -150,6 +151,18 @@ TEST(TfjsWeights, UpscalerJsModelJsonWeightsDecodeToTheCataloguedDeviceBytes) {
   auto slim4 = LoadWeights(testing::ModelsDir() / "esrgan-slim/x4/model.json");
   ASSERT_TRUE(slim4.ok());
   EXPECT_TRUE(slim4->Get("UPN3/kernel", {3, 3, 32, 48}).ok()) << slim4->Get("UPN3/kernel", {3, 3, 32, 48}).status();
+}
+
+// Errors at a LibTorch edge reach clients as the message, without c10's C++ backtrace.
+TEST(ExceptionText, DropsTheBacktraceOfAc10Error) {
+  try {
+    C10_THROW_ERROR(OutOfMemoryError, "device budget exceeded: 1179648 bytes");  // as the allocator throws
+  } catch (const std::exception& e) {
+    const std::string full = e.what(), text = ExceptionText(e);
+    EXPECT_NE(full.find("Exception raised from"), std::string::npos) << "c10 appends a backtrace";
+    EXPECT_EQ(text, "device budget exceeded: 1179648 bytes");
+  }
+  EXPECT_EQ(ExceptionText(std::runtime_error("plain")), "plain");
 }
 
 }  // namespace
