@@ -233,6 +233,11 @@ absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const*
   }
   if (!socket.empty()) config.socket = socket;
   if (absl::StartsWith(config.socket, "unix://")) config.socket = config.socket.substr(7);
+  // Clients address the socket as unix://<absolute path>; log and serve that.
+  if (std::error_code ec; !config.socket.empty()) {
+    const std::filesystem::path absolute = std::filesystem::absolute(config.socket, ec);
+    if (!ec) config.socket = absolute.lexically_normal().string();
+  }
   if (!device.empty()) config.device = device;
   if (!models_dir.empty()) config.models_dir = models_dir;
   if (!manifest.empty()) config.manifest = manifest;

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/match.h"
@@ -77,7 +78,11 @@ std::string ResolveSocketTarget(const std::string& socket) {
     const char* env = std::getenv("FUSIOND_SOCKET");
     path = (env != nullptr && *env != '\0') ? env : "/run/fusiond/fusiond.sock";
   }
-  return absl::StartsWith(path, "unix:") ? path : absl::StrCat("unix://", path);
+  if (absl::StartsWith(path, "unix:")) return path;
+  // "unix://" takes an absolute path (a relative one would read as an authority).
+  std::error_code ec;
+  const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+  return absl::StrCat("unix://", ec ? path : absolute.lexically_normal().string());
 }
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {

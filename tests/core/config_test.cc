@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <cstdlib>
 #include <fstream>
 
@@ -99,6 +101,12 @@ TEST_F(ConfigTest, EnvSocketSitsBetweenFileAndFlag) {
   EXPECT_EQ(Parse({"--config", path})->socket, "/tmp/env.sock");
   EXPECT_EQ(Parse({"--config", path, "--socket", "unix:///tmp/flag.sock"})->socket, "/tmp/flag.sock");
   unsetenv(kSocketEnv);
+}
+
+TEST_F(ConfigTest, RelativeSocketPathIsMadeAbsolute) {
+  const std::string cwd = std::filesystem::current_path().string();
+  EXPECT_EQ(Parse({"--socket", "f.sock"})->socket, cwd + "/f.sock");
+  EXPECT_EQ(Parse({"--socket", "./a/../f.sock"})->socket, cwd + "/f.sock");
 }
 
 TEST_F(ConfigTest, UnknownKeyIsAnErrorNamingKeyAndFile) {

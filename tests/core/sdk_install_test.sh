@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the build to a temporary prefix, builds sdk/examples against it with
-# find_package(fusion_sdk), and runs the example against a real fusiond.
-# Usage: sdk_install_test.sh BUILD_DIR EXAMPLES_DIR FUSIOND_BIN
+# find_package(fusion_sdk), and runs the example and the installed fusionctl against the
+# installed fusiond (the installed binaries must find their shared libraries: RUNPATH).
+# Usage: sdk_install_test.sh BUILD_DIR EXAMPLES_DIR
 set -euo pipefail
-build=$1 examples=$2 fusiond=$3
+build=$1 examples=$2
 tmp=$(mktemp -d)
 trap 'kill $pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
 pid=
@@ -19,11 +20,13 @@ command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S "$examples" -B "$tmp/example" -G Ninja -DCMAKE_PREFIX_PATH="$tmp/prefix" \
   "${launcher[@]}" >/dev/null
 cmake --build "$tmp/example" >/dev/null
+fusiond=$tmp/prefix/sbin/fusiond fusionctl=$tmp/prefix/bin/fusionctl
 "$fusiond" --socket "$tmp/f.sock" --device cpu --device-memory-limit 256MiB 2>"$tmp/daemon.log" &
 pid=$!
 for _ in $(seq 200); do [ -S "$tmp/f.sock" ] && break; sleep 0.05; done
 out=$("$tmp/example/memory_report" "$tmp/f.sock")
 echo "$out"
 [ "$out" = "health SERVING device cpu budget_bytes 268435456" ] || { echo "FAIL: unexpected output" >&2; exit 1; }
+"$fusionctl" --socket "$tmp/f.sock" health
 kill -TERM $pid; wait $pid
 echo "PASS"

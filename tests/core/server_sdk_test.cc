@@ -4,6 +4,8 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "fusion/client.h"
 #include "fusion/v1/fusion.grpc.pb.h"
 #include "rpc/server.h"
@@ -126,6 +128,9 @@ TEST(Sdk, NoDaemonIsUnavailableQuicklyWithTheTarget) {
 TEST(Sdk, TargetResolution) {
   EXPECT_EQ(ResolveSocketTarget("/a/b.sock"), "unix:///a/b.sock");
   EXPECT_EQ(ResolveSocketTarget("unix:///a/b.sock"), "unix:///a/b.sock");
+  const std::string cwd = std::filesystem::current_path().string();
+  EXPECT_EQ(ResolveSocketTarget("f.sock"), "unix://" + cwd + "/f.sock");
+  EXPECT_EQ(ResolveSocketTarget("./d/../f.sock"), "unix://" + cwd + "/f.sock");
   setenv("FUSIOND_SOCKET", "/env.sock", 1);
   EXPECT_EQ(ResolveSocketTarget(""), "unix:///env.sock");
   unsetenv("FUSIOND_SOCKET");

@@ -124,7 +124,8 @@ class Client {
   std::unique_ptr<Impl> impl_;
 };
 
-// The socket target a client with `socket` would use (applies $FUSIOND_SOCKET and the default).
+// The socket target a client with `socket` would use (applies $FUSIOND_SOCKET and the default;
+// a relative path is made absolute against the current directory).
 std::string ResolveSocketTarget(const std::string& socket);
 
 }  // namespace fusion
