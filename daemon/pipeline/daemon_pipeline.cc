@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "device/cpu_device_memory.h"
 #include "spdlog/spdlog.h"
 
@@ -21,6 +22,29 @@ std::string ResolveManifest(const std::string& configured) {
   }
   return FUSION_SOURCE_MANIFEST;
 }
+
+namespace {
+
+// Jobs would fail later naming the file; say it once at start-up (a daemon may start before the
+// weights are fetched, so this is not fatal). Existence only: hashes are checked at load.
+void WarnAboutMissingWeights(const models::ModelCatalogue& catalogue, const std::string& models_dir) {
+  std::vector<std::string> missing;
+  for (const models::ModelSpec& m : catalogue.models()) {
+    for (const models::ModelFile& f : m.files) {
+      std::error_code ec;
+      if (!std::filesystem::exists(catalogue.PathOf(f), ec)) {
+        missing.push_back(m.name);
+        break;
+      }
+    }
+  }
+  if (missing.empty()) return;
+  spdlog::warn("weights of {} of {} models are missing in {} ({}); jobs using them fail until "
+               "`scripts/fetch-models.sh {}` fetches them",
+               missing.size(), catalogue.models().size(), models_dir, absl::StrJoin(missing, ", "), models_dir);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<DaemonPipeline>> DaemonPipeline::Create(const DaemonConfig& config) {
   std::unique_ptr<DaemonPipeline> self(new DaemonPipeline());
@@ -47,6 +71,7 @@ absl::StatusOr<std::unique_ptr<DaemonPipeline>> DaemonPipeline::Create(const Dae
   self->faults_ = std::make_unique<FaultInjector>(*faults);
   spdlog::info("model catalogue {} ({} models), weights in {}", self->manifest_,
                self->catalogue_->models().size(), config.models_dir);
+  WarnAboutMissingWeights(*self->catalogue_, config.models_dir);
   return self;
 }
 

@@ -46,7 +46,7 @@ class DaemonProcessTest : public ::testing::Test {
 };
 
 TEST_F(DaemonProcessTest, ServesMemJsonWithBudgetAndStopsCleanlyOnSigterm) {
-  auto daemon = StartDaemon({"--device-memory-limit", "256MiB"});
+  auto daemon = StartDaemon({"--device-memory-limit", "256MiB", "--models-dir", dir_.File("no-models")});
   ASSERT_TRUE(daemon->Running());
 
   EXPECT_TRUE(Exists(socket_ + ".fd"));  // the companion memfd socket
@@ -93,6 +93,9 @@ TEST_F(DaemonProcessTest, ServesMemJsonWithBudgetAndStopsCleanlyOnSigterm) {
   EXPECT_EQ(stopped.exit_code, 0) << stopped.err;
   EXPECT_FALSE(Exists(socket_));
   EXPECT_FALSE(Exists(socket_ + ".fd"));
+  // Started without fetched weights: said once at start-up, with the command that fetches them.
+  EXPECT_NE(stopped.err.find("models are missing in " + dir_.File("no-models")), std::string::npos) << stopped.err;
+  EXPECT_NE(stopped.err.find("scripts/fetch-models.sh " + dir_.File("no-models")), std::string::npos);
 }
 
 TEST_F(DaemonProcessTest, FusionctlWithoutDaemonExits2Within2Seconds) {
