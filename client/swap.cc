@@ -2,11 +2,16 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "format.h"
 
 namespace fusion::ctl {
@@ -18,6 +23,29 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) 
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// --format, or OUT's extension when it is not given; a contradiction is an error.
+absl::StatusOr<OutputFormat> OutputFormatFor(const std::string& flag, const std::string& output) {
+  const std::string ext = absl::AsciiStrToLower(std::filesystem::path(output).extension().string());
+  const bool jpeg_ext = ext == ".jpg" || ext == ".jpeg", png_ext = ext == ".png";
+  if (flag.empty()) return jpeg_ext ? OutputFormat::kJpeg : OutputFormat::kPng;
+  if ((flag == "png" && jpeg_ext) || (flag == "jpeg" && png_ext)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--format ", flag, " does not match the extension of '", output, "'"));
+  }
+  return flag == "jpeg" ? OutputFormat::kJpeg : OutputFormat::kPng;
+}
+
+// OUT's directory must exist and be writable before a job is spent on it.
+absl::Status CheckWritable(const std::string& output) {
+  std::filesystem::path dir = std::filesystem::path(output).parent_path();
+  if (dir.empty()) dir = ".";
+  if (access(dir.c_str(), W_OK) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("-o: cannot write into '", dir.string(), "': ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<SwapOptions> ToOptions(const SwapArgs& a) {
@@ -40,7 +68,9 @@ absl::StatusOr<SwapOptions> ToOptions(const SwapArgs& a) {
   o.max_side = a.max_side;
   o.low_vram = a.low_vram;
   o.simple = a.simple;
-  o.format = a.format == "jpeg" ? OutputFormat::kJpeg : OutputFormat::kPng;
+  auto format = OutputFormatFor(a.format, a.output);
+  if (!format.ok()) return format.status();
+  o.format = *format;
   o.priority = a.priority == "low" ? Priority::kLow : a.priority == "high" ? Priority::kHigh
                                                                            : Priority::kNormal;
   return o;
@@ -54,7 +84,7 @@ void ShowEvent(const JobEvent& e, bool tty) {
       line = absl::StrCat("queued, position ", e.queue_position);
       break;
     case JobEvent::Kind::kStageStarted:
-      line = absl::StrCat("stage ", e.stage, " started");
+      line = e.stage.empty() ? "running" : absl::StrCat("stage ", e.stage, " started");
       break;
     case JobEvent::Kind::kStageFinished:
       line = absl::StrCat("stage ", e.stage, " done in ", static_cast<int64_t>(e.report.ms),
@@ -79,6 +109,12 @@ void ShowEvent(const JobEvent& e, bool tty) {
 }
 
 }  // namespace
+
+// A bad argument found before anything was submitted: exit 2, like CLI11's usage errors.
+static int Usage(const absl::Status& status) {
+  std::fprintf(stderr, "fusionctl: swap: %s\n", std::string(status.message()).c_str());
+  return 2;
+}
 
 int Fail(const absl::Status& status) {
   if (absl::IsUnavailable(status)) {
@@ -113,7 +149,10 @@ int RunSwap(Client& client, const SwapArgs& a) {
     return 2;
   }
   auto options = ToOptions(a);
-  if (!options.ok()) return Fail(options.status());
+  if (!options.ok()) return Usage(options.status());
+  if (!a.output.empty()) {
+    if (absl::Status st = CheckWritable(a.output); !st.ok()) return Usage(st);
+  }
   auto source = ReadFile(a.source, "--source");
   if (!source.ok()) return Fail(source.status());
   auto target = ReadFile(a.target, "--target");
@@ -144,7 +183,11 @@ int RunResult(Client& client, const std::string& id, const std::string& output, 
   if (!result.ok()) return Fail(result.status());
   std::ofstream out(output, std::ios::binary);
   out.write(result->image.data(), static_cast<std::streamsize>(result->image.size()));
-  if (!out) return Fail(absl::InternalError(absl::StrCat("cannot write '", output, "'")));
+  if (!out) {
+    return Fail(absl::InternalError(absl::StrCat("cannot write '", output, "': ", std::strerror(errno),
+                                                 "; the result stays with fusiond: fusionctl result ", id,
+                                                 " -o OTHER")));
+  }
   if (json) {
     nlohmann::json j = JobResultToJson(*result);
     const TransferStats t = client.transfer_stats();  // this process's calls: submit and result

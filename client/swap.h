@@ -17,7 +17,7 @@ struct SwapArgs {
   std::string faces = "all";      // all|largest|reference:IMG
   uint32_t max_side = 0;
   bool low_vram = false, simple = false, json = false, no_wait = false;
-  std::string format = "png", priority = "normal";
+  std::string format, priority = "normal";  // format "" = from OUT's extension (.jpg/.jpeg), else png
 };
 
 // Registers the swap options on `cmd`.

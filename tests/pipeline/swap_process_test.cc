@@ -130,6 +130,21 @@ TEST_F(SwapProcessTest, SwapThroughTheDaemonWritesATargetSizedPngWithTheSourceId
       EXPECT_EQ(m["bytes"].get<uint64_t>(), 0u);  // measured on upload (1 = the estimate before)
     }
   }
+  // The output format follows OUT's extension unless --format says otherwise; a contradiction
+  // or an unwritable OUT is a usage error before any job is submitted.
+  const RunResult jpeg = SwapJson(dir_.File("out.jpg"));
+  ASSERT_EQ(jpeg.exit_code, 0) << jpeg.err;
+  EXPECT_EQ(ReadFile(dir_.File("out.jpg")).substr(0, 3), "\xFF\xD8\xFF");  // a JPEG
+  const size_t jobs_before = nlohmann::json::parse(Ctl({"jobs", "--json"}).out).size();
+  const RunResult clash = Ctl({"swap", "--source", FUSION_TEST_DATA_DIR "/faces/astronaut_eileen_collins_512.png", "--target",
+               FUSION_TEST_DATA_DIR "/faces/grace_hopper_512x600.jpg", "-o", dir_.File("clash.jpg"), "--format", "png"});
+  EXPECT_EQ(clash.exit_code, 2);
+  EXPECT_NE(clash.err.find("--format png does not match the extension of"), std::string::npos) << clash.err;
+  const RunResult nowhere = SwapJson("/nonexistent-fusiond-dir/x.png");
+  EXPECT_EQ(nowhere.exit_code, 2);
+  EXPECT_NE(nowhere.err.find("cannot write into '/nonexistent-fusiond-dir': No such file or directory"),
+            std::string::npos) << nowhere.err;
+  EXPECT_EQ(nlohmann::json::parse(Ctl({"jobs", "--json"}).out).size(), jobs_before) << "nothing was submitted";
   Stop(std::move(daemon));
 }
 
