@@ -9,7 +9,8 @@
 // and Gaussian-blurred with a (2r+1)^2 kernel, so the feathered weight is > 0 only inside the hull.
 //   simple mode: out = target + weight * change.
 //   full mode:   colour correction (the changed face's Lab mean/std matched to the target's over
-//                the hull), then Poisson blending (cv::seamlessClone, NORMAL_CLONE, Perez et al.
+//                the hull; the std gain capped to [0.8, 1.25] so a grey source's faint chroma is
+//                not stretched into spots), then Poisson blending (cv::seamlessClone, NORMAL_CLONE, Perez et al.
 //                2003) into the target over the hull, then the same feathered weight.
 // Invariant: every pixel outside FaceHullMask() is byte-identical to the input frame.
 // The pipeline runs simple mode as at:: ops on the stage's device (BlendSimpleOnDevice,

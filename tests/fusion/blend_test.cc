@@ -47,6 +47,10 @@ Diff Compare(const cv::Mat& a, const cv::Mat& b, const cv::Mat& hull) {
 
 class SwapTest : public ::testing::TestWithParam<Case> {};
 
+// Largest chroma spot in full mode beyond simple mode's (which has no colour correction), in
+// 8-bit Lab levels. Measured: a +2, b +3 (before the gain cap: a +47, b +30).
+constexpr double kMaxGreyChromaShift = 6;
+
 TEST_P(SwapTest, OutsideTheFaceMaskOutputIsByteIdenticalAndRatioZeroKeepsTheTarget) {
   const cv::Mat source = Load("astronaut_eileen_collins_512.png");
   const cv::Mat target = Load(GetParam().target);
@@ -84,6 +88,42 @@ INSTANTIATE_TEST_SUITE_P(
       return (info.param.target.rfind("grace", 0) == 0 ? std::string("Grace") : std::string("Sample1")) +
              (info.param.mode == BlendMode::kFull ? "Full" : "Simple");
     });
+
+// A grey source face carries almost no chroma; full mode's colour correction must not stretch
+// what little it has into coloured spots (it did: a 4.5x gain made green/cyan blotches).
+TEST(Blend, GreySourceInFullModeHasNoColouredSpots) {
+  cv::Mat grey;
+  cv::cvtColor(Load("astronaut_eileen_collins_512.png"), grey, cv::COLOR_BGR2GRAY);
+  cv::cvtColor(grey, grey, cv::COLOR_GRAY2BGR);
+  const cv::Mat target = Load("grace_hopper_512x600.jpg");
+  const auto src_lm = testing::CommittedLandmarks("astronaut_eileen_collins_512.png")[0];
+  const auto dst_lm = testing::CommittedLandmarks("grace_hopper_512x600.jpg")[0];
+  cv::Mat full = target.clone(), simple = target.clone();
+  ASSERT_TRUE(testing::SwapFace(grey, src_lm, dst_lm, 1.0, BlendMode::kFull, &full).ok());
+  ASSERT_TRUE(testing::SwapFace(grey, src_lm, dst_lm, 1.0, BlendMode::kSimple, &simple).ok());
+  // Inside the hull, away from its edge where Poisson and feathering differ by design.
+  cv::Mat lab_full, lab_simple, hull;
+  cv::erode(FaceHullMask(dst_lm, target.size()), hull, cv::getStructuringElement(cv::MORPH_ELLIPSE, {31, 31}));
+  cv::cvtColor(full, lab_full, cv::COLOR_BGR2Lab);
+  cv::cvtColor(simple, lab_simple, cv::COLOR_BGR2Lab);
+  std::vector<cv::Mat> f, s;
+  cv::split(lab_full, f);
+  cv::split(lab_simple, s);
+  for (int c = 1; c < 3; ++c) {  // a, b (8-bit Lab)
+    // A spot is a small blob off its surroundings: the chroma minus its 15-px median.
+    double spot[2] = {0, 0};
+    for (int m = 0; m < 2; ++m) {
+      const cv::Mat& ch = m == 0 ? f[c] : s[c];
+      cv::Mat median, d;
+      cv::medianBlur(ch, median, 15);
+      cv::absdiff(ch, median, d);
+      cv::minMaxLoc(d, nullptr, &spot[m], nullptr, nullptr, hull);
+    }
+    std::printf("grey source, Lab %s: largest spot full %.0f, simple %.0f levels\n", c == 1 ? "a" : "b", spot[0],
+                spot[1]);
+    EXPECT_LE(spot[0], spot[1] + kMaxGreyChromaShift) << (c == 1 ? "a" : "b");
+  }
+}
 
 TEST(Blend, FeatherWeightIsZeroOutsideTheHullAndOneDeepInside) {
   // A constant change of +40/255 in simple mode: pixels deep in the face get all of it.
