@@ -164,12 +164,17 @@ int RunSwap(Client& client, const SwapArgs& a) {
     return 0;
   }
   const bool tty = isatty(STDERR_FILENO) != 0;
+  std::fprintf(stderr, "job %s submitted\n", job->job_id.c_str());  // to find it again if we lose the daemon
   JobInfo final_job;
   absl::Status watched = client.WatchJob(job->job_id, [&](const JobEvent& e) {
     ShowEvent(e, tty);
     if (e.kind == JobEvent::Kind::kDone) final_job = e.job;
   });
-  if (!watched.ok()) return Fail(watched);
+  if (!watched.ok()) {
+    // The job is in fusiond's journal: a daemon restart runs it again exactly once.
+    return Fail(absl::Status(watched.code(), absl::StrCat(watched.message(), " (while watching job ", job->job_id,
+                                                          "; see it later with: fusionctl job ", job->job_id, ")")));
+  }
   if (final_job.state != JobState::kSucceeded) {
     return Fail(absl::Status(static_cast<absl::StatusCode>(final_job.error_code),
                              absl::StrCat("job ", final_job.job_id, " ", ToString(final_job.state),

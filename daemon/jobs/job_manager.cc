@@ -12,7 +12,10 @@ namespace {
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
 absl::Status NotFound(const std::string& id) {
-  return absl::NotFoundError(absl::StrCat("job '", id, "' not found"));
+  // Finished jobs are pruned after result_retention / result_retention_bytes: say so, since
+  // an expired id and a mistyped one look alike.
+  return absl::NotFoundError(
+      absl::StrCat("job '", id, "' not found (unknown, or its result was pruned by result_retention)"));
 }
 
 }  // namespace
