@@ -30,11 +30,17 @@ void TierLine(std::ostringstream& out, const TierState& t) {
       << (t.over_budget ? "  OVER BUDGET" : "") << "\n";
 }
 
+// "  host copy 4.0 MiB" when the model's weights are in the host tier, else nothing.
+std::string HostCopyText(const ModelStatus& m) {
+  return m.host_bytes == 0 ? "" : absl::StrCat("  host copy ", FormatBytes(m.host_bytes));
+}
+
 }  // namespace
 
 nlohmann::json ModelToJson(const ModelStatus& m) {
   return {{"name", m.name},         {"stage", m.stage},         {"state", m.state},
-          {"tier", m.tier},         {"bytes", m.bytes},         {"pinned", m.pinned},
+          {"tier", m.tier},         {"bytes", m.bytes},         {"host_bytes", m.host_bytes},
+          {"pinned", m.pinned},
           {"leases", m.leases},     {"last_use", m.last_use_unix_ms}, {"loads", m.loads},
           {"uploads", m.uploads},   {"evictions", m.evictions}, {"hits", m.hits},
           {"misses", m.misses},     {"one_shot", m.one_shot},   {"tileable", m.tileable}};
@@ -42,14 +48,15 @@ nlohmann::json ModelToJson(const ModelStatus& m) {
 
 std::string ModelToText(const ModelStatus& m) {
   return absl::StrCat(m.name, "  ", m.stage, "  ", m.state, "  ", m.tier, "  ", FormatBytes(m.bytes),
-                      m.pinned ? "  pinned" : "", "  leases ", m.leases);
+                      HostCopyText(m), m.pinned ? "  pinned" : "", "  leases ", m.leases);
 }
 
 nlohmann::json MemoryStateToJson(const MemoryState& s) {
   nlohmann::json models = nlohmann::json::array();
   for (const ModelStatus& m : s.models) {
     models.push_back({{"name", m.name}, {"stage", m.stage}, {"state", m.state}, {"tier", m.tier},
-                      {"bytes", m.bytes}, {"pinned", m.pinned}, {"leases", m.leases},
+                      {"bytes", m.bytes}, {"host_bytes", m.host_bytes}, {"pinned", m.pinned},
+                      {"leases", m.leases},
                       {"last_use", m.last_use_unix_ms}, {"loads", m.loads},
                       {"uploads", m.uploads}, {"evictions", m.evictions}, {"hits", m.hits},
                       {"misses", m.misses}});
@@ -77,7 +84,7 @@ std::string MemoryStateToText(const MemoryState& s) {
   if (s.models.empty()) out << "models: none resident\n";
   for (const ModelStatus& m : s.models) {
     out << "  " << m.name << "  " << m.state << "  " << m.tier << "  " << FormatBytes(m.bytes)
-        << (m.pinned ? "  pinned" : "") << "  leases " << m.leases << "\n";
+        << HostCopyText(m) << (m.pinned ? "  pinned" : "") << "  leases " << m.leases << "\n";
   }
   for (const ClientUsage& c : s.clients) {
     out << "uid " << c.uid << ": " << c.jobs_queued << " queued, " << c.jobs_running

@@ -11,10 +11,10 @@ namespace fusion::ctl {
 
 nlohmann::json MemoryStateToJson(const MemoryState& state);
 std::string MemoryStateToText(const MemoryState& state);
-// One catalogue model: name, stage, state, tier, bytes, pinned, leases, last_use, loads,
-// uploads, evictions, hits, misses, one_shot, tileable.
+// One catalogue model: name, stage, state, tier, bytes, host_bytes, pinned, leases, last_use,
+// loads, uploads, evictions, hits, misses, one_shot, tileable.
 nlohmann::json ModelToJson(const ModelStatus& model);
-// "name  stage  STATE  tier  bytes  [pinned]  leases N".
+// "name  stage  STATE  tier  bytes  [host copy BYTES]  [pinned]  leases N".
 std::string ModelToText(const ModelStatus& model);
 nlohmann::json JobToJson(const JobInfo& job);
 std::string JobToText(const JobInfo& job);

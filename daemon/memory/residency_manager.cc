@@ -15,6 +15,10 @@ struct ResidencyManager::Model {
   ModelState state = ModelState::kAbsent;
   uint64_t device_bytes = 0;  // the charge: estimate, then measured
   uint64_t host_bytes = 0;
+  // The weights are in the host tier (charged to host_used_). Independent of `state` while the
+  // model is resident: a device copy may have had its host copy dropped under the host budget.
+  // Always set in HOST and UPLOADING, never in ABSENT and LOADING.
+  bool host_copy = false;
   // Bytes reserved for this model outside leases: model + working set while LOADING/UPLOADING,
   // then the working set of an admission until its lease is recorded.
   uint64_t transit = 0;
@@ -36,6 +40,11 @@ struct ResidencyManager::Model {
   }
   bool Evictable() const {
     return state == ModelState::kDevice && leases == 0 && !pinned && admitting == 0;
+  }
+  // The host copy may be released now: no loader call for this model is in flight.
+  bool HostDroppable() const {
+    return host_copy && (state == ModelState::kHost || state == ModelState::kDevice ||
+                         state == ModelState::kInUse);
   }
 };
 
@@ -182,6 +191,7 @@ absl::Status ResidencyManager::Bring(Model* m, uint64_t working) {
       return host.status();
     }
     m->host_bytes = *host;
+    m->host_copy = true;
     host_used_ += *host;
     ++m->counters.loads;
     ++totals_.loads;
@@ -207,6 +217,8 @@ absl::Status ResidencyManager::Bring(Model* m, uint64_t working) {
   ++m->admitting;
   resident_.insert(m);
   m->state = ModelState::kDevice;
+  Touch(m);  // the most recent host copy: others' go first if the host tier is over budget
+  EnforceHostBudget();
   ++m->counters.uploads;
   ++m->counters.misses;
   m->counters.bytes_uploaded += *device;
@@ -266,7 +278,8 @@ void ResidencyManager::EvictNow(std::vector<Model*> victims) {
   for (Model* v : victims) {
     used_ -= v->device_bytes;
     resident_.erase(v);
-    v->state = ModelState::kHost;
+    // Without a host copy (dropped under the host budget) the weights are only in storage.
+    v->state = v->host_copy ? ModelState::kHost : ModelState::kAbsent;
   }
   if (over_budget_ && used_ + reserved_ <= device_budget_) over_budget_ = false;
   EnforceHostBudget();
@@ -281,22 +294,40 @@ void ResidencyManager::EnforceDeviceBudget(const Model* except) {
   over_budget_ = used_ + reserved_ > device_budget_;
 }
 
-// Drops host copies of models that are only on the host, least recently used first. The
-// release is cheap (freeing RAM), so it happens under the lock.
+// Drops host copies down to the host budget: first every copy that alone exceeds the whole
+// budget (it can never stay), then least recently used first, whether or not the model is also
+// on the device (its device copy stays; an upload after its eviction re-reads storage). A copy
+// with a loader call in flight (UPLOADING, EVICTING) cannot be dropped now: one larger than the
+// budget is dropped when its call ends (this runs again then), so others are not dropped for
+// it; the others count as staying. The release is cheap (freeing RAM): it happens under the lock.
 void ResidencyManager::EnforceHostBudget() {
   if (host_budget_ == 0) return;
-  while (host_used_ > host_budget_) {
+  uint64_t oversize_pending = 0;  // oversize copies in transit: dropped once their call ends
+  for (const auto& [name, m] : models_) {
+    if (m->host_copy && m->host_bytes > host_budget_ && !m->HostDroppable()) {
+      oversize_pending += m->host_bytes;
+    }
+  }
+  // Victims in order of (fits the budget alone, last use): oversize first, then LRU.
+  auto rank = [&](const Model* m) {
+    return std::pair(m->host_bytes <= host_budget_, m->last_use);
+  };
+  while (host_used_ - oversize_pending > host_budget_) {
     Model* victim = nullptr;
     for (auto& [name, m] : models_) {
-      if (m->state == ModelState::kHost && (victim == nullptr || m->last_use < victim->last_use)) {
-        victim = m.get();
-      }
+      if (!m->HostDroppable()) continue;
+      if (victim == nullptr || rank(m.get()) < rank(victim)) victim = m.get();
     }
     if (victim == nullptr) return;
-    options_.loader->ReleaseHost(victim->spec.name);
-    host_used_ -= victim->host_bytes;
-    victim->state = ModelState::kAbsent;
+    DropHostCopy(victim);
   }
+}
+
+void ResidencyManager::DropHostCopy(Model* m) {
+  options_.loader->ReleaseHost(m->spec.name);
+  host_used_ -= m->host_bytes;
+  m->host_copy = false;
+  if (m->state == ModelState::kHost) m->state = ModelState::kAbsent;
 }
 
 void ResidencyManager::ReleaseLease(uint64_t id) {
@@ -387,9 +418,7 @@ absl::Status ResidencyManager::Unload(const std::string& name) {
   }
   if (m->Resident()) EvictNow({m});
   if (m->state == ModelState::kHost) {  // not re-acquired while the lock was released
-    options_.loader->ReleaseHost(name);
-    host_used_ -= m->host_bytes;
-    m->state = ModelState::kAbsent;
+    DropHostCopy(m);
     Changed();
   }
   return absl::OkStatus();
@@ -477,7 +506,13 @@ absl::Status ResidencyManager::CheckInvariantLocked() const {
     }
     reserved += m->transit;
     if (m->pinned) pinned += m->device_bytes;
-    if (m->state != ModelState::kAbsent && m->state != ModelState::kLoading) host += m->host_bytes;
+    if (m->host_copy) host += m->host_bytes;
+    const bool needs_host = m->state == ModelState::kHost || m->state == ModelState::kUploading;
+    const bool storage_only = m->state == ModelState::kAbsent || m->state == ModelState::kLoading;
+    if ((needs_host && !m->host_copy) || (storage_only && m->host_copy)) {
+      return absl::InternalError(absl::StrCat("model '", name, "' is ", ToString(m->state),
+                                              m->host_copy ? " with" : " without", " a host copy"));
+    }
     if ((m->pinned || m->leases > 0) && (m->state == ModelState::kEvicting || !m->Resident())) {
       return absl::InternalError(absl::StrCat("pinned/leased model '", name, "' is ",
                                               ToString(m->state)));
@@ -511,8 +546,9 @@ ResidencySnapshot ResidencyManager::Snapshot() const {
   s.host = {host_budget_, host_used_, host_reserved, host_peak_,
             host_budget_ != 0 && host_used_ > host_budget_};
   for (const auto& [name, m] : models_) {
-    s.models.push_back({name, m->state, m->device_bytes, m->measured, m->pinned, m->spec.one_shot,
-                        m->leases, m->last_use_ms, m->counters});
+    s.models.push_back({name, m->state, m->device_bytes, m->host_copy ? m->host_bytes : 0,
+                        m->measured, m->pinned, m->spec.one_shot, m->leases, m->last_use_ms,
+                        m->counters});
   }
   std::sort(s.models.begin(), s.models.end(),
             [](const ModelSnapshot& a, const ModelSnapshot& b) { return a.name < b.name; });

@@ -6,8 +6,19 @@
 // To make room the manager evicts unleased, unpinned models chosen by its EvictionPolicy;
 // evicted models drop to HOST, and HOST drops to STORAGE under the host budget.
 //
+// Host tier: a cache of weights in RAM. Over the host budget the manager drops host copies
+// (loader ReleaseHost) until it fits: first any copy larger than the whole budget, then least
+// recently used first, including the host copies of models resident on the device (the device
+// copy stays; evicting it later goes straight to ABSENT). Uploading needs the host copy, so an
+// Acquire/Load/Pin of a model without one loads it from storage first, uploads, and drops it
+// again at once if the tier is over budget. A host budget too small for the working models
+// therefore degrades to re-reading storage on each upload, never to a refusal; a model larger
+// than the whole host budget is still usable (the tier is over budget only during its upload).
+// At rest host used <= host budget.
+//
 // Invariant (checked after every change when Options::check_invariant, on by default in debug
-// builds): resident device bytes + reserved working sets <= device budget, unless the budget
+// builds): host used = the bytes of the host copies; resident device bytes + reserved working
+// sets <= device budget, unless the budget
 // shrank below what cannot be evicted yet (then over_budget is reported and nothing new is
 // admitted until it fits again). Pinned or leased models are never evicted. A model's charge is
 // its measured bytes once uploaded; the reservation is released when the last lease drops.
@@ -154,6 +165,7 @@ class ResidencyManager {
   void EvictNow(std::vector<Model*> victims) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EnforceDeviceBudget(const Model* except) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EnforceHostBudget() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DropHostCopy(Model* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Changed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckInvariantLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Touch(Model* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -172,7 +184,7 @@ class ResidencyManager {
   uint64_t reserved_ ABSL_GUARDED_BY(mu_) = 0;  // working sets + uploads in flight
   uint64_t pinned_ ABSL_GUARDED_BY(mu_) = 0;    // device bytes of pinned models
   uint64_t peak_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t host_used_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t host_used_ ABSL_GUARDED_BY(mu_) = 0;  // host bytes of models with a host copy
   uint64_t host_peak_ ABSL_GUARDED_BY(mu_) = 0;
   bool over_budget_ ABSL_GUARDED_BY(mu_) = false;
   int waiters_ ABSL_GUARDED_BY(mu_) = 0;

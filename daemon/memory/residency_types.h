@@ -4,14 +4,18 @@
 //
 //        Load/Acquire                 upload                  first lease
 //   ABSENT ---------> LOADING ---> HOST ---------> UPLOADING ---> DEVICE <-----> IN_USE
-//     ^                  |          ^ ^               |             |   last lease
-//     |   load failed    |          | |  upload failed|             | victim chosen
-//     +------------------+          | +---------------+             v
-//     +--- host budget / Unload ----+ <--------------------------- EVICTING
-//                                          device copy released
-//
-// HOST: weights in RAM (host tier). DEVICE: also resident on the device tier, no lease.
+//     ^ ^                |          ^ ^               |             |   last lease
+//     | |   load failed  |          | |  upload failed|             | victim chosen
+//     | +----------------+          | +---------------+             v
+//     +--- host budget / Unload ----+ <-- device copy released --- EVICTING
+//     ^                                                               |
+//     +------ device copy released, host copy already dropped --------+
+
+// HOST: weights in RAM (host tier). DEVICE: resident on the device tier, no lease.
 // IN_USE: DEVICE with at least one lease. A pinned model stays DEVICE/IN_USE.
+// The host copy is tracked apart from the state: HOST and UPLOADING always have one, ABSENT and
+// LOADING never, DEVICE/IN_USE/EVICTING may have lost it to the host budget; such a model is
+// evicted straight to ABSENT (EVICTING -> ABSENT) and its next upload loads it again.
 // Thread-safety: plain value types.
 #pragma once
 
@@ -54,6 +58,10 @@ struct ModelSnapshot {
   std::string name;
   ModelState state = ModelState::kAbsent;
   uint64_t bytes = 0;  // measured device bytes once uploaded, else the catalogue's estimate
+  // Bytes of the host copy (weights in RAM, charged to the host tier), 0 when there is none: in
+  // ABSENT/LOADING, and in DEVICE/IN_USE/EVICTING once the host budget dropped it (the device
+  // copy stays; the next upload re-reads storage). The sum over models is host.used_bytes.
+  uint64_t host_bytes = 0;
   bool measured = false;
   bool pinned = false;
   bool one_shot = false;
@@ -70,10 +78,13 @@ struct LeaseSnapshot {
 
 struct TierUsage {
   uint64_t budget_bytes = 0;    // what the tier may hold now (0 for host = unbounded)
-  uint64_t used_bytes = 0;      // resident model bytes (includes models being evicted)
+  uint64_t used_bytes = 0;      // device: resident model bytes (includes models being evicted);
+                                // host: bytes of the host copies
   uint64_t reserved_bytes = 0;  // working sets of leases + uploads in flight
   uint64_t peak_bytes = 0;      // high-water mark of used + reserved
-  bool over_budget = false;     // pinned + leased bytes exceed the budget
+  // device: pinned + leased bytes exceed the budget; host: the host copies exceed it (only while
+  // a copy in transit needs the room, e.g. the upload of a model larger than the host budget).
+  bool over_budget = false;
 };
 
 struct ResidencySnapshot {

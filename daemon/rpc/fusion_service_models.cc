@@ -16,19 +16,7 @@ constexpr absl::Duration kUploadDeadline = absl::Seconds(60);
 
 v1::ModelInfo ToInfo(const ModelSnapshot& m, const models::ModelCatalogue& catalogue) {
   v1::ModelInfo info;
-  info.set_name(m.name);
-  info.set_state(ToString(m.state));
-  info.set_tier(ToString(TierOf(m.state)));
-  info.set_bytes(m.bytes);
-  info.set_pinned(m.pinned);
-  info.set_leases(m.leases);
-  info.set_last_use_unix_ms(m.last_use_unix_ms);
-  info.set_loads(m.counters.loads);
-  info.set_uploads(m.counters.uploads);
-  info.set_evictions(m.counters.evictions);
-  info.set_hits(m.counters.hits);
-  info.set_misses(m.counters.misses);
-  info.set_one_shot(m.one_shot);
+  FillModelInfo(m, &info);
   if (auto spec = catalogue.Get(m.name); spec.ok()) {
     info.set_stage((*spec)->stage);
     info.set_tileable((*spec)->tileable);

@@ -19,22 +19,6 @@ void FillTier(const TierUsage& usage, v1::TierState* t) {
   t->set_over_budget(usage.over_budget);
 }
 
-void FillModel(const ModelSnapshot& m, v1::ModelInfo* info) {
-  info->set_name(m.name);
-  info->set_state(ToString(m.state));
-  info->set_tier(ToString(TierOf(m.state)));
-  info->set_bytes(m.bytes);
-  info->set_pinned(m.pinned);
-  info->set_leases(m.leases);
-  info->set_last_use_unix_ms(m.last_use_unix_ms);
-  info->set_loads(m.counters.loads);
-  info->set_uploads(m.counters.uploads);
-  info->set_evictions(m.counters.evictions);
-  info->set_hits(m.counters.hits);
-  info->set_misses(m.counters.misses);
-  info->set_one_shot(m.one_shot);
-}
-
 void FillCounters(const ResidencyCounters& c, v1::Counters* out) {
   out->set_bytes_uploaded(c.bytes_uploaded);
   out->set_loads(c.loads);
@@ -47,6 +31,23 @@ void FillCounters(const ResidencyCounters& c, v1::Counters* out) {
 }
 
 }  // namespace
+
+void FillModelInfo(const ModelSnapshot& m, v1::ModelInfo* info) {
+  info->set_name(m.name);
+  info->set_state(ToString(m.state));
+  info->set_tier(ToString(TierOf(m.state)));
+  info->set_bytes(m.bytes);
+  info->set_host_bytes(m.host_bytes);
+  info->set_pinned(m.pinned);
+  info->set_leases(m.leases);
+  info->set_last_use_unix_ms(m.last_use_unix_ms);
+  info->set_loads(m.counters.loads);
+  info->set_uploads(m.counters.uploads);
+  info->set_evictions(m.counters.evictions);
+  info->set_hits(m.counters.hits);
+  info->set_misses(m.counters.misses);
+  info->set_one_shot(m.one_shot);
+}
 
 absl::StatusOr<v1::MemoryState> ResidencyMemoryStateSource::Snapshot() const {
   auto dev = device_->QueryMemory();
@@ -79,7 +80,7 @@ absl::StatusOr<v1::MemoryState> ResidencyMemoryStateSource::Snapshot() const {
   const uint64_t host_taken = host->total_bytes - host->available_bytes;
   h->set_external_bytes(host_taken > r.host.used_bytes ? host_taken - r.host.used_bytes : 0);
 
-  for (const ModelSnapshot& m : r.models) FillModel(m, state.add_models());
+  for (const ModelSnapshot& m : r.models) FillModelInfo(m, state.add_models());
   // Per uid: working bytes (and, without a job queue, running jobs) from the leases held now;
   // queued and running jobs from the job queue.
   struct Usage {

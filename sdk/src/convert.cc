@@ -54,6 +54,7 @@ ModelStatus FromProto(const v1::ModelInfo& p) {
   m.state = p.state();
   m.tier = p.tier();
   m.bytes = p.bytes();
+  m.host_bytes = p.host_bytes();
   m.pinned = p.pinned();
   m.leases = p.leases();
   m.last_use_unix_ms = p.last_use_unix_ms();

@@ -54,10 +54,13 @@ TEST_F(MemoryStateTest, ReportsTiersModelsAndCountersFromTheManager) {
   EXPECT_EQ(swapper.state(), "IN_USE");
   EXPECT_EQ(swapper.tier(), "device");
   EXPECT_EQ(swapper.bytes(), 300 * kMiB);
+  EXPECT_EQ(swapper.host_bytes(), 300 * kMiB);  // its host copy: the whole host tier
+  EXPECT_EQ(state->host().used_bytes(), 300 * kMiB);
   EXPECT_EQ(swapper.leases(), 1u);
   EXPECT_EQ(swapper.uploads(), 1u);
   EXPECT_EQ(state->models(0).state(), "ABSENT");
   EXPECT_EQ(state->models(0).tier(), "storage");
+  EXPECT_EQ(state->models(0).host_bytes(), 0u);
   EXPECT_EQ(state->counters().bytes_uploaded(), 300 * kMiB);
   EXPECT_EQ(state->counters().misses(), 1u);
   ASSERT_EQ(state->clients_size(), 1);

@@ -18,6 +18,7 @@ absl::StatusOr<uint64_t> FakeLoader::LoadToHost(const std::string& model) {
   log_.push_back("load " + model);
   auto it = bytes_.find(model);
   if (it == bytes_.end()) return absl::NotFoundError("fake loader: no file for '" + model + "'");
+  if (!on_host_.insert(model).second) std::abort();  // the manager loaded twice
   return it->second;
 }
 
@@ -26,6 +27,7 @@ absl::StatusOr<uint64_t> FakeLoader::Upload(const std::string& model) {
   if (during_upload) during_upload(model);
   std::lock_guard l(mu_);
   log_.push_back("upload " + model);
+  if (!on_host_.contains(model)) std::abort();  // an upload needs the host copy
   if (fail_upload_.contains(model)) return absl::InternalError("fake upload failure: " + model);
   if (!on_device_.insert(model).second) std::abort();  // the manager uploaded twice
   return bytes_.at(model);
@@ -40,6 +42,7 @@ void FakeLoader::ReleaseDevice(const std::string& model) {
 void FakeLoader::ReleaseHost(const std::string& model) {
   std::lock_guard l(mu_);
   log_.push_back("release_host " + model);
+  if (on_host_.erase(model) != 1) std::abort();  // released a host copy that is not there
 }
 
 int FakeLoader::Count(const std::string& prefix) const {

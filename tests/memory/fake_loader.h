@@ -1,6 +1,8 @@
 // FakeLoader: a ModelLoader that moves no weights and logs every call ("load a", "upload a",
 // "release_device a", "release_host a"). Measured bytes default to the catalogue figure and
-// can be overridden; failures can be injected. Thread-safe.
+// can be overridden; failures can be injected. It aborts on a broken loader contract: a load of
+// a model already on the host, an upload without a host copy or twice, a release of a copy that
+// is not there. Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +42,7 @@ class FakeLoader final : public ModelLoader {
   absl::flat_hash_map<std::string, uint64_t> bytes_;
   absl::flat_hash_set<std::string> fail_upload_;
   absl::flat_hash_set<std::string> on_device_;  // detects a double upload or release
+  absl::flat_hash_set<std::string> on_host_;    // detects a double load, an upload from storage
   std::vector<std::string> log_;
   int upload_delay_us_ = 0;
 };

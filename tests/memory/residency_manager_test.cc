@@ -292,6 +292,111 @@ TEST_F(ResidencyTest, HostBudgetDropsLeastRecentHostCopyToStorage) {
   EXPECT_EQ(loader_.Count("load a"), 2);
 }
 
+// Host tier bytes (snapshot) after checking it against the models' host copies and the
+// manager's own invariant.
+uint64_t HostUsed(const ResidencyManager& manager) {
+  const ResidencySnapshot s = manager.Snapshot();
+  uint64_t copies = 0;
+  for (const ModelSnapshot& m : s.models) copies += m.host_bytes;
+  EXPECT_EQ(copies, s.host.used_bytes);
+  EXPECT_TRUE(manager.CheckInvariant().ok()) << manager.CheckInvariant();
+  return s.host.used_bytes;
+}
+
+TEST_F(ResidencyTest, HostBudgetDropsHostCopiesOfDeviceResidentModelsAndKeepsTheirDeviceCopies) {
+  Make(1000, "lru", /*host_mib=*/250);
+  Add("a", 100), Add("b", 100), Add("c", 100);
+  Use("a"), Use("b");
+  EXPECT_EQ(HostUsed(*manager_), 200 * kMiB);
+  Use("c");  // 300 MiB of host copies: a's (least recent) goes, although a is on the device
+  EXPECT_EQ(HostUsed(*manager_), 200 * kMiB);
+  EXPECT_EQ(Model("a").state, ModelState::kDevice);
+  EXPECT_EQ(Model("a").host_bytes, 0u);
+  EXPECT_EQ(Model("b").host_bytes, 100 * kMiB);
+  EXPECT_EQ(Model("c").host_bytes, 100 * kMiB);
+  EXPECT_EQ(manager_->Snapshot().device.used_bytes, 300 * kMiB);
+  EXPECT_EQ(loader_.Count("release_device "), 0);
+  EXPECT_EQ(loader_.log(), (std::vector<std::string>{"load a", "upload a", "load b", "upload b",
+                                                     "load c", "release_host a", "upload c"}));
+  Use("a");  // still on the device: a hit, nothing re-read
+  EXPECT_EQ(loader_.Count("load a"), 1);
+  EXPECT_FALSE(manager_->Snapshot().host.over_budget);
+}
+
+TEST_F(ResidencyTest, HostCopiesAreDroppedLeastRecentlyUsedFirst) {
+  Make(1000, "lru", /*host_mib=*/200);
+  Add("a", 100), Add("b", 100), Add("c", 100), Add("d", 100);
+  Use("a"), Use("b"), Use("a");  // b is now the least recently used
+  Use("c");
+  Use("d");
+  std::vector<std::string> drops;
+  for (const std::string& entry : loader_.log()) {
+    if (absl::StartsWith(entry, "release_host ")) drops.push_back(entry);
+  }
+  EXPECT_EQ(drops, (std::vector<std::string>{"release_host b", "release_host a"}));
+  EXPECT_EQ(HostUsed(*manager_), 200 * kMiB);
+  EXPECT_EQ(Model("c").host_bytes + Model("d").host_bytes, 200 * kMiB);
+}
+
+TEST_F(ResidencyTest, UploadAfterTheHostCopyWasDroppedReloadsFromStorage) {
+  Make(200, "lru", /*host_mib=*/100);
+  Add("a", 100), Add("b", 100), Add("c", 100);
+  Use("a");
+  EXPECT_EQ(HostUsed(*manager_), 100 * kMiB);
+  Use("b");  // b's load drops a's host copy; a stays on the device
+  EXPECT_EQ(HostUsed(*manager_), 100 * kMiB);
+  EXPECT_EQ(Model("a").state, ModelState::kDevice);
+  Use("c");  // evicts a, which has no host copy left: straight to storage
+  EXPECT_EQ(HostUsed(*manager_), 100 * kMiB);
+  EXPECT_EQ(Model("a").state, ModelState::kAbsent);
+  EXPECT_EQ(Model("b").state, ModelState::kDevice);
+  EXPECT_EQ(Model("b").host_bytes, 0u);
+  ASSERT_TRUE(manager_->Load("a", Soon()).ok());  // re-read from storage, uploaded
+  EXPECT_EQ(loader_.Count("load a"), 2);
+  EXPECT_EQ(Model("a").state, ModelState::kDevice);
+  EXPECT_EQ(Model("a").host_bytes, 100 * kMiB);
+  EXPECT_EQ(HostUsed(*manager_), 100 * kMiB);
+  EXPECT_EQ(loader_.Count("release_host "), 3);  // a, b, c: each when the next one loaded
+  ASSERT_TRUE(manager_->Unload("c").ok());  // device only: no host copy to release
+  EXPECT_EQ(Model("c").state, ModelState::kAbsent);
+  EXPECT_EQ(loader_.Count("release_host "), 3);
+  EXPECT_EQ(manager_->Snapshot().device.used_bytes, 100 * kMiB);
+  EXPECT_FALSE(manager_->Snapshot().host.over_budget);
+}
+
+TEST_F(ResidencyTest, ModelLargerThanTheHostBudgetIsUploadedThenLosesItsHostCopyAlone) {
+  Make(1000, "lru", /*host_mib=*/50);
+  Add("a", 30), Add("big", 80);
+  Use("a");
+  TierUsage during;
+  loader_.during_upload = [&](const std::string& model) {
+    if (model == "big") during = manager_->Snapshot().host;
+  };
+  Use("big");
+  EXPECT_EQ(during.used_bytes, 110 * kMiB);  // the upload needs the host copy
+  EXPECT_TRUE(during.over_budget);
+  EXPECT_EQ(HostUsed(*manager_), 30 * kMiB);  // a's copy is not sacrificed for one that can't stay
+  EXPECT_EQ(Model("a").host_bytes, 30 * kMiB);
+  EXPECT_EQ(Model("big").state, ModelState::kDevice);
+  EXPECT_EQ(Model("big").host_bytes, 0u);
+  EXPECT_EQ(loader_.Count("release_host "), 1);
+  EXPECT_EQ(loader_.Count("release_host big"), 1);
+  EXPECT_FALSE(manager_->Snapshot().host.over_budget);
+}
+
+TEST_F(ResidencyTest, ShrinkingTheHostBudgetDropsHostCopiesOfResidentModels) {
+  Make(1000, "lru");
+  Add("a", 100), Add("b", 100), Add("c", 100);
+  Use("a"), Use("b"), Use("c");
+  EXPECT_EQ(HostUsed(*manager_), 300 * kMiB);
+  manager_->SetHostBudget(150 * kMiB);
+  EXPECT_EQ(HostUsed(*manager_), 100 * kMiB);
+  EXPECT_EQ(Model("c").host_bytes, 100 * kMiB);
+  EXPECT_EQ(manager_->Snapshot().device.used_bytes, 300 * kMiB);
+  EXPECT_EQ(loader_.Count("release_device "), 0);
+  EXPECT_FALSE(manager_->Snapshot().host.over_budget);
+}
+
 TEST_F(ResidencyTest, UploadRunsWithoutTheManagerLockAndReservesItsBytes) {
   Make(1000);
   Add("a", 100);

@@ -148,6 +148,39 @@ TEST_F(SwapProcessTest, SwapThroughTheDaemonWritesATargetSizedPngWithTheSourceId
   Stop(std::move(daemon));
 }
 
+// The host tier (weights in RAM) is a cache under --host-memory-limit: a budget smaller than
+// the models of one swap drops host copies (also of models on the device) instead of growing past
+// it, and a load still succeeds by re-reading storage.
+TEST_F(SwapProcessTest, HostMemoryLimitSmallerThanTheModelsIsKeptAfterSwapAndLoad) {
+  constexpr uint64_t kLimit = 10ull << 20;
+  auto daemon = StartDaemon("", {"--host-memory-limit", "10MiB"});
+  ASSERT_TRUE(daemon->Running());
+  auto expect_within = [&](const char* after) {
+    const RunResult mem = Ctl({"mem", "--json"});
+    ASSERT_EQ(mem.exit_code, 0) << mem.err;
+    const nlohmann::json j = nlohmann::json::parse(mem.out);
+    EXPECT_EQ(j["host"]["budget_bytes"].get<uint64_t>(), kLimit) << after;
+    EXPECT_LE(j["host"]["used_bytes"].get<uint64_t>(), kLimit) << after;
+    EXPECT_FALSE(j["host"]["over_budget"].get<bool>()) << after;
+    uint64_t copies = 0;
+    for (const auto& m : j["models"]) copies += m["host_bytes"].get<uint64_t>();
+    EXPECT_EQ(copies, j["host"]["used_bytes"].get<uint64_t>()) << after;
+  };
+  const RunResult swapped = SwapJson(dir_.File("out.png"));
+  ASSERT_EQ(swapped.exit_code, 0) << swapped.err;
+  EXPECT_EQ(nlohmann::json::parse(swapped.out)["state"], "SUCCEEDED");
+  expect_within("swap");
+  const RunResult load = Ctl({"load", "ssd_mobilenetv1"});
+  ASSERT_EQ(load.exit_code, 0) << load.err;
+  expect_within("load ssd_mobilenetv1");
+  const nlohmann::json models = nlohmann::json::parse(Ctl({"models", "--json"}).out);
+  for (const auto& m : models) {
+    if (m["name"] == "ssd_mobilenetv1") EXPECT_EQ(m["state"], "DEVICE");
+  }
+  ExpectAtRest();
+  Stop(std::move(daemon));
+}
+
 TEST_F(SwapProcessTest, InjectedFaultsDegradeReportAndReleaseEverything) {
   auto normal = StartDaemon();
   ASSERT_EQ(SwapJson(dir_.File("normal.png")).exit_code, 0);

@@ -28,7 +28,8 @@ struct TierState {
 // A catalogue model and its residency.
 struct ModelStatus {
   std::string name, stage, state, tier;
-  uint64_t bytes = 0;
+  uint64_t bytes = 0;       // device bytes (measured once uploaded, else the catalogue's)
+  uint64_t host_bytes = 0;  // host copy in RAM; 0 = none (dropped under the host budget)
   bool pinned = false;
   uint32_t leases = 0;
   int64_t last_use_unix_ms = 0;
