@@ -101,7 +101,7 @@ nlohmann::json JobToJson(const JobInfo& j) {
           {"queue_position", j.queue_position}, {"progress", j.progress},
           {"created_unix_ms", j.created_unix_ms}, {"started_unix_ms", j.started_unix_ms},
           {"finished_unix_ms", j.finished_unix_ms}, {"error_code", j.error_code},
-          {"error_message", j.error_message}};
+          {"error_message", j.error_message}, {"cancel_requested", j.cancel_requested}};
 }
 
 std::string JobToText(const JobInfo& j) {
@@ -109,6 +109,7 @@ std::string JobToText(const JobInfo& j) {
   out << j.job_id << "  " << ToString(j.state);
   if (j.state == JobState::kQueued) out << "  position " << j.queue_position;
   if (j.state == JobState::kRunning) out << "  " << j.stage << " " << static_cast<int>(100 * j.progress) << "%";
+  if (j.state == JobState::kRunning && j.cancel_requested) out << "  (cancel requested)";
   if (!j.error_message.empty()) out << "  " << j.error_message;
   return out.str();
 }

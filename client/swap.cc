@@ -3,13 +3,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
-
-#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/ascii.h"
 #include "format.h"
@@ -228,6 +229,16 @@ int RunJob(Client& client, const std::string& id, bool json) {
 int RunCancel(Client& client, const std::string& id, bool json) {
   auto job = client.CancelJob(id);
   if (!job.ok()) return Fail(job.status());
+  // A running job ends at its next checkpoint (a face, tile or detection pass): wait briefly for
+  // that, so the answer is usually the final state; past kCancelWait it says "cancel requested".
+  constexpr auto kCancelWait = std::chrono::seconds(2);
+  const auto until = std::chrono::steady_clock::now() + kCancelWait;
+  while (job->state == JobState::kRunning && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto now = client.GetJob(id);
+    if (!now.ok()) break;  // the cancel was accepted: report what it returned
+    job = *std::move(now);
+  }
   std::cout << (json ? JobToJson(*job).dump(2) : JobToText(*job)) << "\n";
   return 0;
 }

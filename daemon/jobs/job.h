@@ -7,14 +7,15 @@
 //   | restart      |                                      |
 //   | (crash       | picked by the FairQueue              v
 //   |  recovery)   v                                  CANCELLED
-//   +--------  RUNNING(stage) ---- Cancel (at the next stage or tile boundary)
+//   +--------  RUNNING(stage) ---- Cancel (at the next face, tile, detection pass or stage)
 //                  |
 //          +-------+--------+
 //          v                v
 //      SUCCEEDED          FAILED
 //
-// A RUNNING job found in the journal at start-up (the daemon died under it) goes back to
-// QUEUED and runs again; SUCCEEDED, FAILED and CANCELLED are final.
+// A RUNNING job found in the journal at start-up (the daemon died under it, or stopped and
+// interrupted it after its drain deadline) goes back to QUEUED and runs again; SUCCEEDED,
+// FAILED and CANCELLED are final.
 // Thread-safety: plain value types.
 #pragma once
 

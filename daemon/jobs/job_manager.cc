@@ -101,11 +101,21 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(Options options, 
 
 JobManager::~JobManager() { Shutdown(); }
 
-void JobManager::Shutdown() {
+void JobManager::Shutdown(absl::Time deadline) {
   {
     absl::MutexLock lock(&mu_);
     if (shutdown_ && workers_.empty()) return;
-    shutdown_ = true;
+    shutdown_ = true;  // workers pick no queued job from now on
+    mu_.AwaitWithDeadline(absl::Condition(
+                              +[](JobManager* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(m->mu_) {
+                                return m->running_.empty();
+                              },
+                              this),
+                          deadline);
+    if (!running_.empty()) {
+      spdlog::info("stopping: interrupting {} running job(s); they run again at the next start",
+                   running_.size());
+    }
     for (auto& [id, running] : running_) running->interrupt = true;
   }
   for (std::thread& t : workers_) t.join();
@@ -165,6 +175,7 @@ v1::Job JobManager::ToProto(const JobRecord& r) {
   if (auto it = running_.find(r.id); it != running_.end()) {
     job.set_stage(it->second->stage);
     job.set_progress(it->second->progress);
+    job.set_cancel_requested(it->second->cancel);
   }
   return job;
 }

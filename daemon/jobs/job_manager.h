@@ -5,8 +5,11 @@
 // `concurrency` worker threads pop jobs, mark them RUNNING, run them through the JobRunner and
 // record the final state and result in one journal transaction. Watchers get JobEvents.
 // Crash safety: Create() requeues every QUEUED/RUNNING job found in the journal, in submit
-// order. At Shutdown() running jobs are interrupted and left RUNNING in the journal, so the
-// next start runs them again: a job reaches a final state exactly once.
+// order. Shutdown(deadline) starts no more jobs, lets running ones finish until the deadline,
+// then interrupts the rest through the cancellation path (the runner's checkpoints: the next
+// face, tile, detection pass or stage) and leaves them RUNNING in the journal, so the next start
+// runs them again: a job reaches a final state exactly once, and an interrupted job is never
+// recorded CANCELLED (only its owner cancels).
 // Retention: at start and after every finished job, results past the journal's retention
 // period or beyond its retention bytes are removed (Journal::Prune); their ids become NOT_FOUND.
 // Ownership: a job belongs to the uid that submitted it; other uids get NOT_FOUND.
@@ -28,6 +31,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "fusion/v1/fusion.pb.h"
 #include "jobs/fair_queue.h"
 #include "jobs/job_runner.h"
@@ -64,8 +68,9 @@ class JobManager {
   absl::StatusOr<v1::Job> Get(const std::string& id, uid_t caller);
   absl::StatusOr<std::vector<v1::Job>> List(uid_t caller, const std::vector<JobState>& states,
                                             size_t limit);
-  // A queued job is CANCELLED at once; a running one at its next stage/tile boundary (the
-  // returned Job may still say RUNNING). FAILED_PRECONDITION if already final.
+  // A queued job is CANCELLED at once; a running one at its next checkpoint (face, tile,
+  // detection pass or stage): the returned Job may still say RUNNING, with cancel_requested
+  // set. FAILED_PRECONDITION if already final.
   absl::StatusOr<v1::Job> Cancel(const std::string& id, uid_t caller);
   // FAILED_PRECONDITION if the job has not SUCCEEDED.
   absl::StatusOr<StoredResult> Result(const std::string& id, uid_t caller);
@@ -78,8 +83,11 @@ class JobManager {
   std::map<uid_t, ClientCounts> CountsByUid();
   // Models of the stages not yet run: running jobs first, then queued jobs in start order.
   std::vector<std::vector<std::string>> UpcomingStages(size_t max_jobs);
-  // Stops the workers; running jobs are interrupted and stay RUNNING in the journal.
-  void Shutdown();
+  // Refuses new jobs and starts no queued one; running jobs may finish until `deadline`, then
+  // are interrupted (JobRunner::Context::Cancelled() turns true) and stay RUNNING in the
+  // journal. Returns once every worker has stopped: the deadline plus one checkpoint interval
+  // of the slowest running job. The default deadline interrupts at once. Idempotent.
+  void Shutdown(absl::Time deadline = absl::InfinitePast());
 
  private:
   struct Running;

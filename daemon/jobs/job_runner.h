@@ -2,7 +2,9 @@
 //
 // The JobManager calls Run() on one of its worker threads, with the job's journaled inputs.
 // The runner reports progress through the Context and checks Context::Cancelled() at every
-// stage and tile boundary, returning CANCELLED when it is set (leases released by then).
+// stage boundary and inside long stages (between faces, tiles, detection passes), returning
+// CANCELLED when it is set (leases released by then). The flag is set by the owner's Cancel or
+// by a shutdown past its drain deadline; the manager tells the two apart.
 // Thread-safety: Run() and StageModels() are called concurrently from several threads.
 #pragma once
 

@@ -20,16 +20,18 @@
 namespace fusion {
 namespace {
 
-using StageFn = std::function<absl::Status(const ModelCopy& copy, int tile_px)>;
+// A stage's computation on one model copy; `cp` is asked between its faces/tiles/passes.
+using StageFn = std::function<absl::Status(const ModelCopy& copy, int tile_px, const Checkpoint& cp)>;
 
 // A stage body over one model: the device attempt runs inside the stage's scope on the
 // device copy, the CPU fallback outside any scope on a host copy. Exceptions become statuses;
 // a device OOM (thrown, or swallowed by a network into an error status after the allocator
-// refused) becomes DeviceOomError().
+// refused) becomes DeviceOomError(); a cancellation stays CANCELLED.
 class ModelBody final : public StageBody {
  public:
-  ModelBody(const ModelStore& store, std::string stage, std::string model, StageFn fn)
-      : store_(store), stage_(std::move(stage)), model_(std::move(model)), fn_(std::move(fn)) {}
+  ModelBody(const ModelStore& store, std::string stage, std::string model, StageFn fn, Checkpoint cp)
+      : store_(store), stage_(std::move(stage)), model_(std::move(model)), fn_(std::move(fn)),
+        cp_(std::move(cp)) {}
 
   absl::Status RunDevice(int tile_px, ScopeId scope) override {
     DeviceScope in_scope(scope);
@@ -49,11 +51,12 @@ class ModelBody final : public StageBody {
     (void)IsDeviceOom(std::runtime_error(""));  // clears this thread's refusal flag
     absl::Status st;
     try {
-      st = fn_(copy, tile_px);
+      st = fn_(copy, tile_px, cp_);
     } catch (const std::exception& e) {
       if (IsDeviceOom(e)) return DeviceOomError(absl::StrCat("stage '", stage_, "': ", ExceptionText(e)));
       return absl::InternalError(absl::StrCat("stage '", stage_, "' (model '", model_, "'): ", ExceptionText(e)));
     }
+    if (absl::IsCancelled(st)) return st;  // never mistaken for an OOM: the ladder ends at once
     // Networks turn LibTorch exceptions into INTERNAL; the allocator's flag tells an OOM apart.
     if (!st.ok() && (IsDeviceOom(std::runtime_error("")) ||
                      absl::StrContains(st.message(), "out of memory"))) {
@@ -65,6 +68,7 @@ class ModelBody final : public StageBody {
   const ModelStore& store_;
   const std::string stage_, model_;
   StageFn fn_;
+  const Checkpoint cp_;
 };
 
 v1::StageMode ToProto(StageMode m) {
@@ -184,7 +188,7 @@ class Execution {
     const double prefetch_wait_ms = absl::ToDoubleMilliseconds(absl::Now() - wait_start);
     while (next_ < plan_.size() && plan_[next_] == model) ++next_;
     if (next_ < plan_.size()) Prefetch(plan_[next_]);
-    ModelBody body(store_, name, model, std::move(fn));
+    ModelBody body(store_, name, model, std::move(fn), Checkpoint(name, [this] { return ctx_.Cancelled(); }));
     auto outcome = ladder_.Run(owner_, stage, body);
     if (!outcome.ok()) return outcome.status();
     outcome->upload_wait_ms += prefetch_wait_ms;
@@ -202,11 +206,12 @@ class Execution {
   }
 
   // A host stage (no model, no lease): runs `fn` and reports it with mode HOST.
-  absl::Status HostStage(const std::string& name, float progress, const std::function<absl::Status()>& fn) {
+  absl::Status HostStage(const std::string& name, float progress,
+                         const std::function<absl::Status(const Checkpoint&)>& fn) {
     if (ctx_.Cancelled()) return absl::CancelledError(absl::StrCat("job cancelled before stage '", name, "'"));
     ctx_.StageStarted(name, progress);
     const absl::Time start = absl::Now();
-    if (absl::Status st = fn(); !st.ok()) return st;
+    if (absl::Status st = fn(Checkpoint(name, [this] { return ctx_.Cancelled(); })); !st.ok()) return st;
     v1::StageReport r;
     r.set_name(name);
     r.set_ms(absl::ToDoubleMilliseconds(absl::Now() - start));
@@ -336,9 +341,9 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
     detect_px = std::max(detect_px, side * side);
   }
   absl::Status st = run.Stage("detect", options_.detector, detect_px, Bucket(tgt.rgb_small), 0.05f,
-                              [&](const ModelCopy& m, int tile) {
+                              [&](const ModelCopy& m, int tile, const Checkpoint& cp) {
                                 for (Picture& p : pics) {
-                                  if (absl::Status s = DetectFaces(m, tile, p); !s.ok()) return s;
+                                  if (absl::Status s = DetectFaces(m, tile, p, cp.Within(p.what)); !s.ok()) return s;
                                 }
                                 return absl::OkStatus();
                               });
@@ -386,11 +391,14 @@ absl::Status BlendFaces(const FaceStages& m, const v1::JobOptions& o, const Pict
     uint64_t bucket = 1;  // estimates per power-of-two pixel count: faces differ in size
     while (bucket < pixels) bucket *= 2;
     return run.Stage("blend", m.blender, pixels, absl::StrCat("<=", bucket, "px"), 0.75f,
-                     [&](const ModelCopy& c, int) { return BlendSimpleOnDevice(c, faces, options, frame); });
+                     [&](const ModelCopy& c, int, const Checkpoint& cp) {
+                       return BlendSimpleOnDevice(c, faces, options, frame, cp);
+                     });
   }
-  return run.HostStage("blend", 0.75f, [&] {
-    for (const models::BlendInput& in : faces) {
-      if (absl::Status s = models::BlendFace(in, options, frame); !s.ok()) return s;
+  return run.HostStage("blend", 0.75f, [&](const Checkpoint& cp) {
+    for (size_t i = 0; i < faces.size(); ++i) {
+      if (absl::Status s = cp.Check("face", i, faces.size()); !s.ok()) return s;
+      if (absl::Status s = models::BlendFace(faces[i], options, frame); !s.ok()) return s;
     }
     return absl::OkStatus();
   });
@@ -403,18 +411,18 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
   const bool by_reference = pics.size() > 2;
   // Faces are processed one at a time: a stage's working set is that of one face.
   absl::Status st = run.Stage("landmarks", m.landmarks, 112 * 112, "112x112", 0.15f,
-                              [&](const ModelCopy& c, int) {
+                              [&](const ModelCopy& c, int, const Checkpoint& cp) {
                                 for (Picture& p : pics) {
-                                  if (absl::Status s = FindLandmarks(c, p); !s.ok()) return s;
+                                  if (absl::Status s = FindLandmarks(c, p, cp.Within(p.what)); !s.ok()) return s;
                                 }
                                 return absl::OkStatus();
                               });
   if (!st.ok()) return st;
-  st = run.Stage("encode", m.encoder, 150 * 150, "150x150", 0.25f, [&](const ModelCopy& c, int) {
-    if (absl::Status s = DescribeFaces(c, src, {}); !s.ok()) return s;
+  st = run.Stage("encode", m.encoder, 150 * 150, "150x150", 0.25f, [&](const ModelCopy& c, int, const Checkpoint& cp) {
+    if (absl::Status s = DescribeFaces(c, src, {}, cp.Within(src.what)); !s.ok()) return s;
     if (!by_reference) return absl::OkStatus();
-    if (absl::Status s = DescribeFaces(c, pics[2], {}); !s.ok()) return s;
-    return DescribeFaces(c, tgt, {});
+    if (absl::Status s = DescribeFaces(c, pics[2], {}, cp.Within(pics[2].what)); !s.ok()) return s;
+    return DescribeFaces(c, tgt, {}, cp.Within(tgt.what));
   });
   if (!st.ok()) return st;
 
@@ -430,17 +438,21 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
         "no face of the target image is within identity distance ", limit, " of the reference face"));
   }
   st = run.Stage("generate", m.generator, kCropPixels, "256x256", 0.45f,
-                 [&](const ModelCopy& c, int) { return Generate(c, c.device, src, tgt, o.ratio(), items); });
+                 [&](const ModelCopy& c, int, const Checkpoint& cp) {
+                   return Generate(c, c.device, src, tgt, o.ratio(), items, cp);
+                 });
   if (!st.ok()) return st;
 
   if (!m.enhancer.empty()) {
     int scale = 1;
     st = run.Stage("enhance", m.enhancer, kCropPixels, "256x256", 0.6f,
-                   [&](const ModelCopy& c, int tile) {
+                   [&](const ModelCopy& c, int tile, const Checkpoint& cp) {
                      std::vector<cv::Mat> up;
-                     for (const SwapItem& it : items) {
-                       cv::Mat crop = it.fused.clone();
-                       if (absl::Status s = Enhance(c, c.device, tile, crop); !s.ok()) return s;
+                     for (size_t i = 0; i < items.size(); ++i) {
+                       if (absl::Status s = cp.Check("face", i, items.size()); !s.ok()) return s;
+                       cv::Mat crop = items[i].fused.clone();
+                       const Checkpoint tiles = cp.Within(absl::StrCat("face ", i + 1, " of ", items.size()));
+                       if (absl::Status s = Enhance(c, c.device, tile, crop, tiles); !s.ok()) return s;
                        up.push_back(crop);
                      }
                      for (size_t i = 0; i < items.size(); ++i) items[i].fused = up[i];
@@ -464,8 +476,9 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
   cv::Mat result_rgb;
   cv::cvtColor(*frame, result_rgb, cv::COLOR_BGR2RGB);
   std::vector<FaceDescriptor> scored(items.size());
-  st = run.Stage("score", m.encoder, 150 * 150, "150x150", 0.85f, [&](const ModelCopy& c, int) {
+  st = run.Stage("score", m.encoder, 150 * 150, "150x150", 0.85f, [&](const ModelCopy& c, int, const Checkpoint& cp) {
     for (size_t i = 0; i < items.size(); ++i) {
+      if (absl::Status s = cp.Check("face", i, items.size()); !s.ok()) return s;
       if (absl::Status s = Describe(c, result_rgb, tgt.faces[items[i].face].landmarks, &scored[i]); !s.ok()) return s;
     }
     return absl::OkStatus();
@@ -489,9 +502,9 @@ absl::Status FinishJob(const FaceStages& m, const v1::JobOptions& o, const Decod
     cv::cvtColor(frame, rgb01, cv::COLOR_BGR2RGB);
     rgb01.convertTo(rgb01, CV_32FC3, 1.0 / 255.0);
     absl::Status st = run.Stage("upscale", m.upscaler, frame.total(), Bucket(frame), 0.9f,
-                                [&](const ModelCopy& c, int tile) {
+                                [&](const ModelCopy& c, int tile, const Checkpoint& cp) {
                                   cv::Mat up = rgb01.clone();
-                                  if (absl::Status s = Enhance(c, c.device, tile, up); !s.ok()) return s;
+                                  if (absl::Status s = Enhance(c, c.device, tile, up, cp); !s.ok()) return s;
                                   rgb01 = up;
                                   return absl::OkStatus();
                                 });

@@ -13,7 +13,9 @@
 // distance to the source face is the face's identity_distance.
 // Face selection: ALL target faces, the LARGEST, or REFERENCE: those whose descriptor is within
 // reference_max_distance (0 = 0.6) of the reference image's largest face.
-// Cancellation is checked before every stage. Errors: INVALID_ARGUMENT (bad option, undecodable
+// Cancellation is checked before every stage and inside it between faces, tiles and detection
+// passes (checkpoint.h: "job cancelled during stage 'enhance' (face 3 of 13, tile 5 of 16)").
+// Errors: INVALID_ARGUMENT (bad option, undecodable
 // image naming source/target/reference), FAILED_PRECONDITION ("no face in the source image",
 // "no face in the target image", no face within the reference distance), RESOURCE_EXHAUSTED
 // naming the stage, CANCELLED, INTERNAL naming the stage and model.

@@ -117,11 +117,12 @@ absl::StatusOr<at::Tensor> Forward(const keras::KerasModel& m, const at::Tensor&
 
 }  // namespace
 
-absl::Status DetectFaces(const ModelCopy& detector, int tile_px, Picture& pic) {
+absl::Status DetectFaces(const ModelCopy& detector, int tile_px, Picture& pic, const Checkpoint& cp) {
   const faceapi::FaceDetector* det = DetectorOf(detector);
   if (det == nullptr) return absl::InvalidArgumentError("detect: the model is not a face detector");
   faceapi::MultiScaleOptions options;
   options.tile_px = tile_px;  // the same passes; each runs its stem in windows
+  options.before_pass = [&cp](size_t i, size_t n) { return cp.Check("pass", i, n); };
   auto boxes = faceapi::DetectMultiScale(*det, pic.rgb_small, options);
   if (!boxes.ok()) return boxes.status();
   std::vector<DetectedFace> faces;
@@ -135,10 +136,11 @@ absl::Status DetectFaces(const ModelCopy& detector, int tile_px, Picture& pic) {
   return absl::OkStatus();
 }
 
-absl::Status FindLandmarks(const ModelCopy& landmarks, Picture& pic) {
+absl::Status FindLandmarks(const ModelCopy& landmarks, Picture& pic, const Checkpoint& cp) {
   if (!landmarks.landmarks) return absl::InvalidArgumentError("landmarks: the model is not a landmark net");
   std::vector<faceapi::Landmarks68> found;
   for (const DetectedFace& f : pic.faces) {
+    if (absl::Status st = cp.Check("face", found.size(), pic.faces.size()); !st.ok()) return st;
     auto pts = landmarks.landmarks->Detect(pic.rgb, f.box);
     if (!pts.ok()) return pts.status();
     found.push_back(*pts);
@@ -156,13 +158,15 @@ absl::Status Describe(const ModelCopy& recognition, const cv::Mat& rgb,
   return absl::OkStatus();
 }
 
-absl::Status DescribeFaces(const ModelCopy& recognition, Picture& pic, const std::vector<size_t>& which) {
+absl::Status DescribeFaces(const ModelCopy& recognition, Picture& pic, const std::vector<size_t>& which,
+                           const Checkpoint& cp) {
   std::vector<size_t> idx = which;
   if (idx.empty()) {
     for (size_t i = 0; i < pic.faces.size(); ++i) idx.push_back(i);
   }
   std::vector<FaceDescriptor> found(idx.size());
   for (size_t k = 0; k < idx.size(); ++k) {
+    if (absl::Status st = cp.Check("face", k, idx.size()); !st.ok()) return st;
     if (absl::Status st = Describe(recognition, pic.rgb, pic.faces[idx[k]].landmarks, &found[k]); !st.ok()) return st;
   }
   for (size_t k = 0; k < idx.size(); ++k) {
@@ -173,7 +177,8 @@ absl::Status DescribeFaces(const ModelCopy& recognition, Picture& pic, const std
 }
 
 absl::Status Generate(const ModelCopy& generator, const std::string& device, const Picture& source,
-                      const Picture& target, double ratio, std::vector<SwapItem>& items) {
+                      const Picture& target, double ratio, std::vector<SwapItem>& items,
+                      const Checkpoint& cp) {
   if (!generator.generator) return absl::InvalidArgumentError("generate: the model is not a generator");
   const int src_index = LargestFace(source.faces);
   if (src_index < 0) return absl::FailedPreconditionError("no face in the source image");
@@ -187,7 +192,9 @@ absl::Status Generate(const ModelCopy& generator, const std::string& device, con
   const at::Tensor src_t = OnDevice(models::BgrToTensor(src->bgr), device);
   const at::Tensor src_lm = models::LandmarksToTensor(src->landmarks);
   std::vector<SwapItem> done = items;
-  for (SwapItem& item : done) {
+  for (size_t i = 0; i < done.size(); ++i) {
+    if (absl::Status st = cp.Check("face", i, done.size()); !st.ok()) return st;
+    SwapItem& item = done[i];
     auto dst = models::AlignFaceCrop(target.bgr, points(target.faces[item.face].landmarks), models::kCropSize);
     if (!dst.ok()) return dst.status();
     models::GeneratorInputs in{src_t, src_lm, OnDevice(models::BgrToTensor(dst->bgr), device),
@@ -204,7 +211,8 @@ absl::Status Generate(const ModelCopy& generator, const std::string& device, con
 
 int EnhanceScale(const ModelCopy& enhancer) { return enhancer.keras ? enhancer.keras->scale() : 0; }
 
-absl::Status Enhance(const ModelCopy& enhancer, const std::string& device, int tile_px, cv::Mat& rgb01) {
+absl::Status Enhance(const ModelCopy& enhancer, const std::string& device, int tile_px, cv::Mat& rgb01,
+                     const Checkpoint& cp) {
   if (!enhancer.keras) return absl::InvalidArgumentError("enhance: the model is not an ESRGAN model");
   const keras::KerasModel& m = *enhancer.keras;
   if (tile_px > 0 && !m.tileable()) {
@@ -222,8 +230,11 @@ absl::Status Enhance(const ModelCopy& enhancer, const std::string& device, int t
     y = *whole;
   } else {
     y = at::empty({1, 3, h * s, w * s}, x.options());
+    const int64_t columns = (w + tile_px - 1) / tile_px, tiles = columns * ((h + tile_px - 1) / tile_px);
     for (int64_t y0 = 0; y0 < h; y0 += tile_px) {
       for (int64_t x0 = 0; x0 < w; x0 += tile_px) {
+        const int64_t index = y0 / tile_px * columns + x0 / tile_px;
+        if (absl::Status st = cp.Check("tile", index, tiles); !st.ok()) return st;
         const int64_t y1 = std::min<int64_t>(h, y0 + tile_px), x1 = std::min<int64_t>(w, x0 + tile_px);
         const int64_t ya = std::max<int64_t>(0, y0 - halo), xa = std::max<int64_t>(0, x0 - halo);
         const int64_t yb = std::min(h, y1 + halo), xb = std::min(w, x1 + halo);
@@ -239,7 +250,8 @@ absl::Status Enhance(const ModelCopy& enhancer, const std::string& device, int t
 }
 
 absl::Status BlendSimpleOnDevice(const ModelCopy& blender, const std::vector<models::BlendInput>& faces,
-                                 const models::BlendOptions& options, cv::Mat* frame_bgr) {
+                                 const models::BlendOptions& options, cv::Mat* frame_bgr,
+                                 const Checkpoint& cp) {
   if (!blender.feather_blend) return absl::InvalidArgumentError("blend: the model is not a blender");
   if (options.mode != models::BlendMode::kSimple) {
     return absl::InvalidArgumentError("blend: full (Poisson) blending runs on the host (models::BlendFace)");
@@ -251,7 +263,10 @@ absl::Status BlendSimpleOnDevice(const ModelCopy& blender, const std::vector<mod
   }
   const at::Device dev(blender.device);
   cv::Mat frame = frame_bgr->clone();  // a retried attempt starts from the untouched frame
-  for (const models::BlendInput& in : faces) BlendOneOnDevice(in, options, dev, frame);
+  for (size_t i = 0; i < faces.size(); ++i) {
+    if (absl::Status st = cp.Check("face", i, faces.size()); !st.ok()) return st;
+    BlendOneOnDevice(faces[i], options, dev, frame);
+  }
   *frame_bgr = frame;
   return absl::OkStatus();
 }

@@ -3,6 +3,8 @@
 // header has none. Results are OpenCV/host values, never tensors, so nothing a stage allocates
 // in its device scope outlives the stage.
 // Every function overwrites its outputs only on success (a retried attempt starts clean).
+// Cancellation: the functions over several faces, tiles or detection passes ask `cp` before
+// each one and return its CANCELLED (checkpoint.h) unchanged; the default never cancels.
 // Errors: INVALID_ARGUMENT for inputs that break a network's contract; INTERNAL from LibTorch
 // (messages name the network); exceptions propagate to the caller (the stage body), which
 // turns a device OOM into DeviceOomError().
@@ -18,6 +20,7 @@
 #include "absl/status/status.h"
 #include "models/blend/blend.h"
 #include "models/faceapi/types.h"
+#include "pipeline/checkpoint.h"
 #include "pipeline/model_store.h"
 
 namespace fusion {
@@ -53,21 +56,27 @@ struct SwapItem {
 // detection of the working image (multiscale.h). tile_px > 0 runs the same passes with each
 // network's stride-8 stem in tile_px windows (FaceDetector::Detect): a smaller working set, the
 // same boxes up to float order.
-absl::Status DetectFaces(const ModelCopy& detector, int tile_px, Picture& pic);
-// 68 landmarks of every face of `pic` (full-resolution crops).
-absl::Status FindLandmarks(const ModelCopy& landmarks, Picture& pic);
-// Descriptors of the faces of `pic` whose index is in `which` (all when empty).
-absl::Status DescribeFaces(const ModelCopy& recognition, Picture& pic, const std::vector<size_t>& which);
+// Checkpoint units: "pass".
+absl::Status DetectFaces(const ModelCopy& detector, int tile_px, Picture& pic, const Checkpoint& cp = {});
+// 68 landmarks of every face of `pic` (full-resolution crops). Checkpoint units: "face".
+absl::Status FindLandmarks(const ModelCopy& landmarks, Picture& pic, const Checkpoint& cp = {});
+// Descriptors of the faces of `pic` whose index is in `which` (all when empty). Units: "face".
+absl::Status DescribeFaces(const ModelCopy& recognition, Picture& pic, const std::vector<size_t>& which,
+                           const Checkpoint& cp = {});
 // Descriptor of the face with `landmarks` in `rgb`.
 absl::Status Describe(const ModelCopy& recognition, const cv::Mat& rgb,
                       const faceapi::Landmarks68& landmarks, FaceDescriptor* out);
 // Fuses the source face into each target face of `items` (their `face` set): aligned crops of
 // the full-resolution frames, the generator at `ratio`. `device` "cpu" or "cuda:N".
+// Checkpoint units: "face".
 absl::Status Generate(const ModelCopy& generator, const std::string& device, const Picture& source,
-                      const Picture& target, double ratio, std::vector<SwapItem>& items);
+                      const Picture& target, double ratio, std::vector<SwapItem>& items,
+                      const Checkpoint& cp = {});
 // Super-resolves `rgb01` (CV_32FC3 RGB [0,1]) with an ESRGAN copy: output s times larger;
 // tile_px > 0 cuts the input into tiles with the model's halo (same result up to float order).
-absl::Status Enhance(const ModelCopy& enhancer, const std::string& device, int tile_px, cv::Mat& rgb01);
+// Checkpoint units: "tile" (row-major), when tiled.
+absl::Status Enhance(const ModelCopy& enhancer, const std::string& device, int tile_px, cv::Mat& rgb01,
+                     const Checkpoint& cp = {});
 // The model's scale (output side / input side) of an enhancer copy; 0 for another model.
 int EnhanceScale(const ModelCopy& enhancer);
 
@@ -86,8 +95,10 @@ int EnhanceScale(const ModelCopy& enhancer);
 // byte-identical on the test photos; tolerance 1 level). Overwrites `frame_bgr` only when every face succeeded. Errors: ValidateBlendInput's
 // INVALID_ARGUMENT, with the face index; INVALID_ARGUMENT when `blender` is not a blender or
 // `options.mode` is not kSimple (of the options only feather_fraction matters then).
+// Checkpoint units: "face".
 absl::Status BlendSimpleOnDevice(const ModelCopy& blender, const std::vector<models::BlendInput>& faces,
-                                 const models::BlendOptions& options, cv::Mat* frame_bgr);
+                                 const models::BlendOptions& options, cv::Mat* frame_bgr,
+                                 const Checkpoint& cp = {});
 
 // A source-face choice: index of the largest face (box area), or -1 when there is none.
 int LargestFace(const std::vector<DetectedFace>& faces);

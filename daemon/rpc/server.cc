@@ -4,9 +4,11 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/server_posix.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "jobs/job_manager.h"
 #include "jobs/queue_future_references.h"
 #include "jobs/journal.h"
@@ -139,16 +141,21 @@ std::string DaemonServer::target() const { return absl::StrCat("unix://", config
 void DaemonServer::Shutdown(absl::Duration drain) {
   if (shut_down_) return;
   shut_down_ = true;
+  const absl::Time deadline = absl::Now() + drain;
   if (listener_) listener_->Stop();  // no new connections; socket file removed
   if (fd_exchange_) fd_exchange_->Stop();
   if (service_) service_->BeginShutdown();  // WatchMemory streams end at their next interval
+  if (server_) server_->GetHealthCheckService()->Shutdown();  // every service NOT_SERVING
+  // No queued job starts; running ones may finish until the deadline (calls are still served,
+  // so their watchers see them end), then are interrupted at their next checkpoint and stay
+  // RUNNING in the journal: they run again at the next start.
+  if (jobs_) jobs_->Shutdown(deadline);
   if (server_) {
-    server_->GetHealthCheckService()->Shutdown();  // every service NOT_SERVING
-    server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(drain));
+    // Calls still in flight get what is left of the drain (WatchJob streams of interrupted jobs
+    // are cancelled then).
+    server_->Shutdown(absl::ToChronoTime(std::max(deadline, absl::Now())));
     server_->Wait();
   }
-  // Running jobs are interrupted and stay RUNNING in the journal: they run again at start.
-  if (jobs_) jobs_->Shutdown();
   if (budget_watcher_) budget_watcher_->Stop();
 }
 

@@ -6,7 +6,8 @@
 // the UdsListener that feeds accepted connections to gRPC, and the companion fd socket
 // ("<socket>.fd", FdExchange) for zero-copy memfd images.
 // Lifecycle: Create() (socket bound, serving) -> Shutdown() (stop accepting, NOT_SERVING, drain
-// in-flight calls up to a deadline, socket file removed). The destructor shuts down.
+// running jobs and in-flight calls up to a deadline, interrupt the rest, socket file removed).
+// The destructor shuts down.
 // Thread-safety: Shutdown() and Wait() may be called from different threads; Shutdown() once.
 #pragma once
 
@@ -74,8 +75,11 @@ class DaemonServer {
   std::string target() const;
   // The residency manager (the models and pipeline components attach to it).
   ResidencyManager* residency() const { return residency_.get(); }
-  // Stops accepting, marks health NOT_SERVING, waits up to `drain` for in-flight calls, then
-  // cancels the rest. Idempotent.
+  // Stops accepting, marks health NOT_SERVING, starts no queued job, waits up to `drain` for
+  // running jobs and in-flight calls, then interrupts the jobs still running (they stay
+  // RUNNING in the journal and run again at the next start; JobManager::Shutdown) and cancels
+  // the calls. Returns about one checkpoint interval (a face or tile) after the drain at most.
+  // Idempotent.
   void Shutdown(absl::Duration drain);
 
  private:

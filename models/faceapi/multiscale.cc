@@ -56,7 +56,12 @@ std::vector<DetectionPass> PlanPasses(const FaceDetector& detector, int w, int h
 absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detector, const cv::Mat& rgb,
                                                       const MultiScaleOptions& options) {
   std::vector<FaceBox> all;
-  for (const DetectionPass& p : PlanPasses(detector, rgb.cols, rgb.rows, options)) {
+  const std::vector<DetectionPass> passes = PlanPasses(detector, rgb.cols, rgb.rows, options);
+  for (size_t i = 0; i < passes.size(); ++i) {
+    const DetectionPass& p = passes[i];
+    if (options.before_pass) {
+      if (absl::Status st = options.before_pass(i, passes.size()); !st.ok()) return st;
+    }
     const bool whole = p.region == cv::Rect(0, 0, rgb.cols, rgb.rows);
     absl::StatusOr<std::vector<FaceBox>> found = detector.Detect(whole ? rgb : rgb(p.region), p.input_size, options.tile_px);
     if (!found.ok()) {

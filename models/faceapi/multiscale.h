@@ -13,6 +13,8 @@
 // Thread-safety: stateless functions; the detector must be safe for concurrent const use.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <vector>
 
 #include <opencv2/core/types.hpp>
@@ -27,6 +29,9 @@ struct MultiScaleOptions {
   float nms_iou = 0.4f;        // merge threshold across scales and tiles
   float tile_overlap = 0.25f;  // fraction of the tile side shared with the next tile
   int tile_px = 0;             // > 0: each pass runs its stem in windows (FaceDetector::Detect)
+  // Called before pass `index` (0-based) of `count`; a non-OK status ends the scan with it
+  // unchanged (the pipeline's cancellation checkpoint). Null = none.
+  std::function<absl::Status(size_t index, size_t count)> before_pass;
 };
 
 // One detector run: `region` of the image at network input `input_size`.

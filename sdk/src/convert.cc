@@ -103,6 +103,7 @@ JobInfo FromProto(const v1::Job& p) {
   j.finished_unix_ms = p.finished_unix_ms();
   j.error_code = p.error_code();
   j.error_message = p.error_message();
+  j.cancel_requested = p.cancel_requested();
   return j;
 }
 

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "absl/synchronization/notification.h"
 #include "process.h"
@@ -133,6 +134,74 @@ TEST_F(JobManagerTest, CancelStopsQueuedAtOnceAndRunningAtTheNextStage) {
   EXPECT_EQ(m->Cancel(first->job_id(), 1).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(runner_.completed.empty());
   EXPECT_EQ(m->CountsByUid()[1].running, 0u);
+}
+
+TEST_F(JobManagerTest, RunningJobCancelledInsideAStageSaysCancelRequestedAndEndsBeforeTheStageEnds) {
+  absl::Notification hold;  // the first unit of "detect" runs until the cancel has been seen
+  runner_.hold = &hold;
+  runner_.units = 1000;  // 1 s per stage unless cancelled
+  runner_.stage_ms = 1;
+  auto m = Manager(1);
+  const std::string id = m->Submit(Spec(1))->job_id();
+  ASSERT_TRUE(testing::WaitFor([&] { return m->Get(id, 1)->stage() == "detect"; }, absl::Seconds(10)));
+  auto asked = m->Cancel(id, 1);
+  ASSERT_TRUE(asked.ok()) << asked.status();
+  EXPECT_EQ(asked->state(), v1::RUNNING);
+  EXPECT_TRUE(asked->cancel_requested());
+  EXPECT_TRUE(m->Get(id, 1)->cancel_requested());
+  hold.Notify();
+  ASSERT_EQ(WaitFinal(*m, id, 1), v1::CANCELLED);
+  auto done = m->Get(id, 1);
+  EXPECT_EQ(done->error_message(), "job cancelled during stage 'detect' (unit 2 of 1000)");
+  EXPECT_FALSE(done->cancel_requested());  // only while RUNNING
+  EXPECT_EQ(runner_.units_run.load(), 1);  // of the 2000 the job had
+  EXPECT_TRUE(runner_.completed.empty());
+}
+
+TEST_F(JobManagerTest, ShutdownLetsRunningJobsFinishUntilTheDeadlineAndStartsNoQueuedJob) {
+  absl::Notification gate;
+  runner_.gate = &gate;
+  auto m = Manager(1);
+  const std::string first = m->Submit(Spec(1))->job_id();
+  ASSERT_TRUE(testing::WaitFor([&] { return runner_.running == 1; }, absl::Seconds(10)));
+  const std::string second = m->Submit(Spec(1))->job_id();
+  std::thread stopper([&] { m->Shutdown(absl::Now() + absl::Seconds(30)); });
+  // Draining: new jobs are refused while the running one may still finish.
+  ASSERT_TRUE(testing::WaitFor([&] { return absl::IsUnavailable(m->Submit(Spec(1)).status()); },
+                               absl::Seconds(10)));
+  gate.Notify();
+  stopper.join();
+  EXPECT_EQ(journal_->Get(first)->state, JobState::kSucceeded);
+  EXPECT_EQ(journal_->Get(second)->state, JobState::kQueued);
+  absl::MutexLock lock(&runner_.mu);
+  EXPECT_EQ(runner_.start_order, std::vector<std::string>{first});
+}
+
+TEST_F(JobManagerTest, ShutdownPastTheDeadlineInterruptsTheRunningStageAndTheNextStartRunsItOnce) {
+  runner_.units = 100000;  // 100 s per stage: only an interruption inside the stage ends it
+  runner_.stage_ms = 1;
+  std::string id, queued;
+  {
+    auto m = Manager(1);
+    id = m->Submit(Spec(1))->job_id();
+    ASSERT_TRUE(testing::WaitFor([&] { return runner_.units_run > 0; }, absl::Seconds(10)));
+    queued = m->Submit(Spec(2))->job_id();
+    m->Shutdown(absl::Now());  // the deadline has passed: interrupt at the next unit
+    EXPECT_EQ(m->Get(id, 1)->state(), v1::RUNNING);
+  }
+  EXPECT_LT(runner_.units_run.load(), runner_.units);
+  // Interrupted, not cancelled: the journal still says RUNNING (no error), so it runs again.
+  auto record = journal_->Get(id);
+  EXPECT_EQ(record->state, JobState::kRunning);
+  EXPECT_EQ(record->error_code, 0);
+  EXPECT_EQ(journal_->Get(queued)->state, JobState::kQueued);
+  runner_.units = 2;
+  auto m = Manager(1);
+  EXPECT_EQ(WaitFinal(*m, id, 1), v1::SUCCEEDED);
+  EXPECT_EQ(WaitFinal(*m, queued, 2), v1::SUCCEEDED);
+  absl::MutexLock lock(&runner_.mu);
+  EXPECT_EQ(runner_.completed[id], 1);
+  EXPECT_EQ(runner_.completed[queued], 1);
 }
 
 TEST_F(JobManagerTest, ConcurrencyLimitHoldsAndUidsAlternate) {

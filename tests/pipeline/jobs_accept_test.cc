@@ -1,7 +1,8 @@
 // Issue 6's acceptance through the real binaries: fusiond with the pipeline and fusionctl run as
 // other uids (raw uids 65534 and 65533 in the socket's group, 65532 in the group but not allowed),
 // concurrent jobs of two clients, ownership, cancel of a running job, kill -9 and restart on the
-// same journal, the 11-megapixel mosaic by memfd. Tests that switch uids skip when not root.
+// same journal, SIGTERM past the drain and restart, the 11-megapixel mosaic by memfd. Tests that
+// switch uids skip when not root.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -206,10 +207,14 @@ TEST_F(JobsAcceptTest, RunningJobCancelledEndsCancelledAndReturnsItsLeases) {
   ASSERT_EQ(running["state"], "RUNNING") << running.dump();
   const RunResult cancelled = Ctl({"cancel", id, "--json"});
   ASSERT_EQ(cancelled.exit_code, 0) << cancelled.err;
+  // `cancel` waits briefly for the job's next checkpoint; a job still running says so.
+  const nlohmann::json answer = nlohmann::json::parse(cancelled.out);
+  EXPECT_TRUE(answer["state"] == "CANCELLED" || answer["cancel_requested"].get<bool>()) << answer.dump();
   ASSERT_TRUE(testing::WaitFor([&] { return Job(id)["state"] != "RUNNING"; }, absl::Seconds(60)));
   const nlohmann::json done = Job(id);
   EXPECT_EQ(done["state"], "CANCELLED") << done.dump();
   EXPECT_EQ(done["error_code"].get<int>(), 1);  // CANCELLED
+  EXPECT_EQ(done["error_message"].get<std::string>().rfind("job cancelled ", 0), 0u) << done.dump();
   EXPECT_EQ(Ctl({"result", id, "-o", dir_.File("none.png")}).exit_code, 1);
   const nlohmann::json after = Mem();
   EXPECT_EQ(Leases(after), 0);
@@ -242,6 +247,47 @@ std::map<std::string, std::pair<int, int>> JournalRows(const std::string& path) 
   sqlite3_finalize(st);
   sqlite3_close(db);
   return rows;
+}
+
+// The journal state of job `id` (jobs::JobState: 2 RUNNING, 3 SUCCEEDED), or -1.
+int JournalState(const std::string& path, const std::string& id) {
+  sqlite3* db = nullptr;
+  int state = -1;
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK &&
+      sqlite3_prepare_v2(db, "SELECT state FROM jobs WHERE id = ?", -1, &st, nullptr) == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, id.c_str(), -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(st) == SQLITE_ROW) state = sqlite3_column_int(st, 0);
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return state;
+}
+
+TEST_F(JobsAcceptTest, SigtermPastTheDrainInterruptsTheRunningJobAndTheNextStartRunsItOnce) {
+  std::ofstream(toml_, std::ios::app) << "drain_ms = 0\n";  // interrupt at once
+  const std::string state = dir_.File("state");
+  auto daemon = StartDaemon(state);
+  ASSERT_TRUE(daemon->Running());
+  // Enhance x4 keeps the job running for seconds after it starts.
+  RunResult submitted = Ctl({"swap", "--source", kAstronaut, "--target", kHopper, "--enhance", "x4", "--no-wait"});
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
+  const std::string id(absl::StripAsciiWhitespace(submitted.out));
+  ASSERT_TRUE(testing::WaitFor([&] { return Job(id)["state"] != "QUEUED"; }, absl::Seconds(30)));
+  ASSERT_EQ(Job(id)["state"], "RUNNING");
+  Stop(std::move(daemon));  // SIGTERM: exit 0
+  // Interrupted, not cancelled: RUNNING in the journal, no result.
+  EXPECT_EQ(JournalState(state + "/journal.sqlite3", id), 2);
+  EXPECT_EQ(JournalRows(state + "/journal.sqlite3").at(id), (std::pair<int, int>{1, 0}));
+
+  auto restarted = StartDaemon(state);
+  ASSERT_TRUE(restarted->Running());
+  ASSERT_TRUE(testing::WaitFor([&] { return Job(id)["state"] == "SUCCEEDED"; }, absl::Seconds(60)))
+      << Job(id).dump();
+  ASSERT_EQ(Ctl({"result", id, "-o", dir_.File("after_restart.png")}).exit_code, 0);
+  EXPECT_GT(ReadFile(dir_.File("after_restart.png")).size(), 1000u);
+  Stop(std::move(restarted));
+  EXPECT_EQ(JournalRows(state + "/journal.sqlite3").at(id), (std::pair<int, int>{1, 1}));
 }
 
 TEST_F(JobsAcceptTest, KillNineWhileRunningThenRestartEveryJobSucceedsOnceWithOneResult) {

@@ -50,11 +50,12 @@ class ScriptedBody final : public StageBody {
   }
   absl::Status RunCpu() override {
     ++cpu_runs;
-    return absl::OkStatus();
+    return cpu_error;
   }
   std::vector<int> tiles;
   int cpu_runs = 0;
-  absl::Status error;  // returned by a successful device run when set
+  absl::Status error;      // returned by a successful device run when set
+  absl::Status cpu_error;  // returned by the CPU run when set
 
  private:
   FakeMeter* meter_;
@@ -217,6 +218,31 @@ TEST_F(OomLadderTest, OtherErrorsEndTheLadderAtOnce) {
   EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(body.tiles.size(), 1u);
   EXPECT_EQ(body.cpu_runs, 0);
+  ExpectClean();
+}
+
+// A job cancelled inside a tile (its body's checkpoint) or inside the CPU fallback: CANCELLED
+// comes back unchanged at once — no smaller tile, no CPU run, nothing learnt, no lease left.
+TEST_F(OomLadderTest, CancellationInATileEndsTheLadderAtOnce) {
+  OomLadder ladder(residency_.get(), &meter_, &faults_, {});
+  ScriptedBody body(&meter_, 80 * MiB, 60 * MiB);  // untiled OOM; a 256-px tile needs 20 MiB
+  body.error = absl::CancelledError("job cancelled during stage 'enhance' (face 1 of 2, tile 2 of 4)");
+  auto out = ladder.Run(owner_, Spec("enhance", "enhancer", true, 4 * MiB), body);
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(out.status().message(), "job cancelled during stage 'enhance' (face 1 of 2, tile 2 of 4)");
+  EXPECT_EQ(body.tiles, (std::vector<int>{0, 0, 256}));  // untiled, evict + retry, first tile
+  EXPECT_EQ(body.cpu_runs, 0);
+  ExpectClean();
+}
+
+TEST_F(OomLadderTest, CancellationInTheCpuFallbackIsNotResourceExhausted) {
+  OomLadder ladder(residency_.get(), &meter_, &faults_, {});
+  ScriptedBody body(&meter_, 100 * MiB, 0);  // every device attempt runs out
+  body.cpu_error = absl::CancelledError("job cancelled during stage 'generate' (face 2 of 3)");
+  auto out = ladder.Run(owner_, Spec("generate", "other", false, 100 * MiB), body);
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(out.status().message(), "job cancelled during stage 'generate' (face 2 of 3)");
+  EXPECT_EQ(body.cpu_runs, 1);
   ExpectClean();
 }
 

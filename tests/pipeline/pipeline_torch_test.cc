@@ -19,102 +19,12 @@
 #include "pipeline/model_store.h"
 #include "pipeline/pipeline_runner.h"
 #include "pipeline/stages.h"
+#include "pipeline_env.h"
 
 #include <ATen/autocast_mode.h>
 
 namespace fusion {
 namespace {
-
-constexpr uint64_t kBudget = 512ull << 20;
-
-struct Env {
-  std::unique_ptr<models::ModelCatalogue> catalogue;
-  std::unique_ptr<DeviceMeter> meter;
-  std::unique_ptr<ModelStore> store;
-  std::unique_ptr<ResidencyManager> residency;
-  FaultInjector faults;
-  std::unique_ptr<PipelineRunner> runner;
-};
-
-Env& E() {
-  static Env* env = [] {
-    auto* e = new Env;
-    auto cat = models::ModelCatalogue::Create({FUSION_SOURCE_DIR "/models/manifest.json", FUSION_MODELS_DIR});
-    if (!cat.ok()) throw std::runtime_error(cat.status().ToString());
-    e->catalogue = *std::move(cat);
-    e->meter = MakeCpuDeviceMeter(kBudget);
-    e->store = *ModelStore::Create(e->catalogue.get(), {.device = "cpu", .meter = e->meter.get()});
-    e->residency = *ResidencyManager::Create({.device_budget_bytes = kBudget, .loader = e->store.get()});
-    if (auto st = e->store->RegisterAll(*e->residency); !st.ok()) throw std::runtime_error(st.ToString());
-    e->runner = std::make_unique<PipelineRunner>(e->store.get(), e->residency.get(), e->meter.get(),
-                                                 &e->faults, PipelineRunner::Options{});
-    return e;
-  }();
-  return *env;
-}
-
-class Recorder : public jobs::JobRunner::Context {
- public:
-  bool Cancelled() const override { return cancel; }
-  void StageStarted(const std::string& stage, float) override { started.push_back(stage); }
-  void StageFinished(const v1::StageReport&, float) override {}
-  void Degradation(const std::string& what) override { degradations.push_back(what); }
-  bool cancel = false;
-  std::vector<std::string> started, degradations;
-};
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-const std::string& Astronaut() {
-  static const std::string b = ReadFile(FUSION_TEST_DATA_DIR "/faces/astronaut_eileen_collins_512.png");
-  return b;
-}
-const std::string& Grace() {
-  static const std::string b = ReadFile(FUSION_TEST_DATA_DIR "/faces/grace_hopper_512x600.jpg");
-  return b;
-}
-std::string Png(const cv::Mat& m) {
-  std::vector<uchar> out;
-  cv::imencode(".png", m, out);
-  return std::string(out.begin(), out.end());
-}
-cv::Mat Decode(const std::string& bytes, int flags = cv::IMREAD_UNCHANGED) {
-  return cv::imdecode(cv::Mat(1, static_cast<int>(bytes.size()), CV_8U, const_cast<char*>(bytes.data())), flags);
-}
-
-absl::StatusOr<jobs::JobRunner::Output> Swap(v1::JobOptions o, const std::string& target = Grace(),
-                                             Recorder* rec = nullptr) {
-  Recorder local;
-  return E().runner->Swap(Owner{"test", 0}, Astronaut(), target, o, rec ? *rec : local);
-}
-v1::JobOptions Ratio(float r) {
-  v1::JobOptions o;
-  o.set_ratio(r);
-  return o;
-}
-
-const v1::StageReport* StageOf(const v1::JobResult& r, const std::string& name) {
-  for (const auto& s : r.stages()) {
-    if (s.name() == name) return &s;
-  }
-  return nullptr;
-}
-
-double Psnr(const std::string& a, const std::string& b) {
-  return cv::PSNR(Decode(a, cv::IMREAD_COLOR), Decode(b, cv::IMREAD_COLOR));
-}
-
-// After any outcome: no lease, nothing reserved, device-scope bytes == resident models' bytes.
-void ExpectAtRest() {
-  const ResidencySnapshot s = E().residency->Snapshot();
-  EXPECT_TRUE(s.leases.empty());
-  EXPECT_EQ(s.device.reserved_bytes, 0u);
-  EXPECT_EQ(E().meter->AllocatedBytes(), s.device.used_bytes);
-}
 
 TEST(ModelStore, UploadChargesAMeasuredSecondCopyToTheDeviceTier) {
   (void)E().residency->Unload("face_landmark_68");
@@ -376,15 +286,6 @@ std::string ModeName(FaultMode m) {
 }
 
 void PrintTo(const LadderCase& c, std::ostream* os) { *os << c.stage << " " << ModeName(c.mode); }
-
-const std::string& SmallGrace() {
-  static const std::string b = [] {
-    cv::Mat small;
-    cv::resize(Decode(Grace(), cv::IMREAD_COLOR), small, cv::Size(256, 300), 0, 0, cv::INTER_AREA);
-    return Png(small);
-  }();
-  return b;
-}
 
 v1::JobOptions OptionsFor(const std::string& stage) {
   v1::JobOptions o = Ratio(1);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -14,9 +15,12 @@
 
 namespace fusion::jobs {
 
-// A scripted runner: two stages ("detect", "generate"); each stage sleeps `stage_ms`, checks
-// cancellation at its boundary; the "image" is the target reversed plus the source length.
-// A target "fail" fails the job; options with ratio > 1 are invalid.
+// A scripted runner: two stages ("detect", "generate"); each stage is `units` units of
+// `stage_ms` sleep, with a cancellation check before each unit (as the pipeline's checkpoints
+// between faces and tiles) and at its boundary; `units_run` counts the units that ran. The
+// "image" is the target reversed plus the source length. A target "fail" fails the job;
+// options with ratio > 1 are invalid. With `hold` set, the first unit waits for it without
+// looking at cancellation (a unit that cannot be interrupted).
 class ScriptedRunner : public JobRunner {
  public:
   absl::StatusOr<std::vector<std::string>> StageModels(const std::string& options) override {
@@ -46,7 +50,8 @@ class ScriptedRunner : public JobRunner {
         break;
       }
       ctx.StageStarted(stage, 0.1f);
-      absl::SleepFor(absl::Milliseconds(stage_ms));
+      st = RunUnits(stage, ctx);
+      if (!st.ok()) break;
       v1::StageReport report;
       report.set_name(stage);
       report.set_ms(stage_ms);
@@ -64,7 +69,22 @@ class ScriptedRunner : public JobRunner {
     out.report.set_faces_swapped(1);
     return out;
   }
+  absl::Status RunUnits(const char* stage, Context& ctx) {
+    for (int i = 0; i < units; ++i) {
+      if (i == 0 && hold != nullptr) hold->WaitForNotification();
+      if (i > 0 && ctx.Cancelled()) {
+        return absl::CancelledError(absl::StrCat("job cancelled during stage '", stage, "' (unit ", i + 1,
+                                                 " of ", units, ")"));
+      }
+      absl::SleepFor(absl::Milliseconds(stage_ms));
+      ++units_run;
+    }
+    return absl::OkStatus();
+  }
   int stage_ms = 5;
+  int units = 1;                        // per stage
+  std::atomic<int> units_run{0};
+  absl::Notification* hold = nullptr;
   absl::Notification* gate = nullptr;  // when set, runs wait for it (or a cancel) first
   std::atomic<int> running{0}, max_running{0};
   absl::Mutex mu;

@@ -100,6 +100,7 @@ struct JobInfo {
   int64_t created_unix_ms = 0, started_unix_ms = 0, finished_unix_ms = 0;
   int32_t error_code = 0;           // absl/gRPC status code of a FAILED or CANCELLED job
   std::string error_message;
+  bool cancel_requested = false;    // while RUNNING: cancelled at its next face/tile/stage
 };
 
 struct StageReport {
