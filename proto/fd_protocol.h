@@ -8,6 +8,9 @@
 //        -> "OK <size_bytes>\n" + one fd   (a sealed memfd the daemon made, e.g. a result)
 //   any error -> "ERR <grpc code number> <message>\n"
 // Tokens belong to the uid that created them (SO_PEERCRED); another uid gets NOT_FOUND.
+// A connection the daemon refuses at accept() (uid not allowed, too many connections of the
+// uid or of all uids) gets one "ERR ..." line at once and is closed unread, so a client reads
+// the reply even when its own send failed (EPIPE): the reply says why.
 #pragma once
 
 #include <string>

@@ -9,6 +9,9 @@
 
 #include <cstring>
 #include <filesystem>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 
 #include "fd_protocol.h"
 #include "memfd_transfer.h"
@@ -28,10 +31,19 @@ std::string Pattern(size_t n) {
 
 class MemfdTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    auto ex = FdExchange::Create(socket_, "", {}, &registry_);
+  void SetUp() override { Restart({}); }
+  void Restart(FdExchangeOptions options) {
+    exchange_.reset();
+    auto ex = FdExchange::Create(socket_, "", {}, &registry_, options);
     ASSERT_TRUE(ex.ok()) << ex.status();
     exchange_ = *std::move(ex);
+  }
+  // The reply to a connection that sent nothing (within 5 s), or the RecvLine error.
+  static std::string ReplyTo(int sock) {
+    std::string line;
+    int unused = -1;
+    if (int rc = fdproto::RecvLine(sock, line, unused, 5000); rc != 0) return absl::StrCat("rc ", rc);
+    return line;
   }
   // A raw connection to the companion socket (-1 on failure).
   int ConnectToExchange() {
@@ -174,6 +186,58 @@ TEST_F(MemfdTest, ASlowClientDoesNotDelayOthers) {
   ASSERT_EQ(fdproto::RecvLine(slow, reply, unused, 5000), 0);  // cut off after 2 s
   EXPECT_EQ(reply, "ERR 3 request not received within 2000 ms");
   close(slow);
+}
+
+// The report's experiment: many idle connections from one uid. Only max_per_uid (8) hold a
+// slot; every other one, and a real PUT of that uid, is told why at once (no broken pipe),
+// and transfers work again as soon as the idle ones close.
+TEST_F(MemfdTest, IdleConnectionsOfOneUidHoldAtMostItsShare) {
+  const std::string why = absl::StrCat("ERR 8 too many fd-socket connections from uid ", getuid(),
+                                       ": 8 in flight, at most 8 per uid");
+  Restart({.request_timeout_ms = 60000});  // the idle ones keep their slots until closed
+  std::vector<int> idle;
+  for (int i = 0; i < 64; ++i) {
+    idle.push_back(ConnectToExchange());
+    ASSERT_GE(idle.back(), 0);
+  }
+  for (int i = 8; i < 64; ++i) EXPECT_EQ(ReplyTo(idle[i]), why) << "connection " << i;
+  EXPECT_EQ(exchange_->in_flight(), 8);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    auto refused = internal::PutMemfd(socket_, Pattern(1000));
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_EQ(absl::StrCat("ERR 8 ", refused.status().message()), why);
+  }
+  EXPECT_EQ(registry_.total_bytes(), 0u);
+  for (int fd : idle) close(fd);
+  EXPECT_TRUE(testing::WaitFor([&] { return exchange_->in_flight() == 0; }, absl::Seconds(5)));
+  auto token = internal::PutMemfd(socket_, Pattern(1000));
+  ASSERT_TRUE(token.ok()) << token.status();
+  EXPECT_EQ(registry_.total_bytes(), 1000u);
+}
+
+TEST_F(MemfdTest, AllUidsTogetherAreCappedToo) {
+  Restart({.max_in_flight = 3, .max_per_uid = 8});
+  std::vector<int> idle;
+  for (int i = 0; i < 4; ++i) idle.push_back(ConnectToExchange());
+  EXPECT_EQ(ReplyTo(idle[3]), absl::StrCat("ERR 8 too many fd-socket connections: 3 in flight from all "
+                                           "uids, at most 3 (refused uid ", getuid(), ")"));
+  EXPECT_EQ(exchange_->in_flight(), 3);
+  for (int fd : idle) close(fd);
+}
+
+// The deadline runs from accept() for a connection that never sends a byte: it is told so
+// and its slot is free again, without anyone closing it.
+TEST_F(MemfdTest, AnIdleConnectionLosesItsSlotAtTheDeadline) {
+  Restart({.max_in_flight = 64, .max_per_uid = 1, .request_timeout_ms = 300});
+  const int idle = ConnectToExchange();
+  const absl::Time start = absl::Now();
+  auto refused = internal::PutMemfd(socket_, Pattern(1000));  // the uid's one slot is taken
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_EQ(ReplyTo(idle), "ERR 3 request not received within 300 ms");
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(250));
+  EXPECT_TRUE(testing::WaitFor([&] { return exchange_->in_flight() == 0; }, absl::Seconds(5)));
+  EXPECT_TRUE(internal::PutMemfd(socket_, Pattern(1000)).ok());
+  close(idle);
 }
 
 TEST(MemfdRegistryQuota, OneUidCannotTakeEveryonesShare) {
