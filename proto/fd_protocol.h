@@ -32,6 +32,9 @@ int SendLine(int sock, const std::string& line, int fd_to_send = -1);
 // or EPROTO for a line longer than kMaxLine or a peer that closed early.
 int RecvLine(int sock, std::string& line, int& received_fd, int timeout_ms = 0);
 
+// Reads and drops whatever `sock` has received so far (closing any fds in it) without waiting.
+void DiscardPending(int sock);
+
 // Creates a memfd holding a copy of data[0..size) sealed with F_SEAL_SHRINK|F_SEAL_GROW|
 // F_SEAL_WRITE|F_SEAL_SEAL. Returns the fd (close-on-exec), or -errno.
 int CreateSealedMemfd(const char* data, size_t size, const char* name);

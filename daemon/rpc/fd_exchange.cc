@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -25,32 +24,6 @@ std::string ErrLine(const absl::Status& st) {
     if (c == '\n') c = ' ';
   }
   return absl::StrCat("ERR ", static_cast<int>(st.code()), " ", msg, "\n");
-}
-
-// Reads and drops whatever the peer already sent (closing any fds in it), without waiting:
-// closing a Unix socket with unread data makes the peer's next read fail with ECONNRESET
-// instead of returning the reply we sent.
-void DiscardPending(int conn) {
-  for (int i = 0; i < 8; ++i) {
-    char buf[fdproto::kMaxLine];
-    iovec iov{buf, sizeof buf};
-    alignas(cmsghdr) char control[CMSG_SPACE(8 * sizeof(int))] = {};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    if (recvmsg(conn, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) <= 0) return;
-    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-      const size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t k = 0; k < n; ++k) {
-        int fd;
-        std::memcpy(&fd, CMSG_DATA(c) + k * sizeof(int), sizeof fd);
-        close(fd);
-      }
-    }
-  }
 }
 
 }  // namespace
@@ -104,7 +77,9 @@ void FdExchange::Release(uid_t uid) {
 
 void FdExchange::Refuse(int conn, const PeerCred& cred, const absl::Status& why) {
   // A fresh socket's send buffer is empty, so this one short line never blocks the accept loop.
-  DiscardPending(conn);
+  // Closing a Unix socket with unread data would make the peer's read of this reply fail with
+  // ECONNRESET instead: drop what it already sent first.
+  fdproto::DiscardPending(conn);
   fdproto::SendLine(conn, ErrLine(why));
   close(conn);
   uint64_t held_back = 0;

@@ -1,8 +1,11 @@
 // Zero-copy image transport: sealed memfds over the companion socket (SCM_RIGHTS).
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -213,6 +216,65 @@ TEST_F(MemfdTest, IdleConnectionsOfOneUidHoldAtMostItsShare) {
   auto token = internal::PutMemfd(socket_, Pattern(1000));
   ASSERT_TRUE(token.ok()) << token.status();
   EXPECT_EQ(registry_.total_bytes(), 1000u);
+}
+
+// Another uid (a forked child as nobody) holds 16 idle connections: it gets its 8 slots and
+// 8 refusals naming its uid, and this uid's transfers are not affected.
+TEST_F(MemfdTest, AnotherUidsIdleConnectionsDoNotLockThisUidOut) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to connect as another uid";
+  constexpr uid_t kNobody = 65534;
+  Restart({.request_timeout_ms = 60000});
+  ASSERT_EQ(chmod(dir_.path().c_str(), 0711), 0);
+  ASSERT_EQ(chmod(exchange_->path().c_str(), 0666), 0);
+  int report[2], hold[2];
+  ASSERT_EQ(pipe(report), 0);
+  ASSERT_EQ(pipe(hold), 0);
+  const std::string path = exchange_->path();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // only system calls and fixed buffers from here on
+    close(hold[1]);
+    close(report[0]);
+    if (setresgid(kNobody, kNobody, kNobody) != 0 || setresuid(kNobody, kNobody, kNobody) != 0) _exit(2);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    char refused = 0;
+    char first[128] = {};
+    int socks[16];
+    for (int& sock : socks) {
+      sock = socket(AF_UNIX, SOCK_STREAM, 0);
+      if (connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) _exit(3);
+    }
+    // Accepted in order: the last 8 are answered at once, then the first 8 must have nothing.
+    for (int i = 15; i >= 0; --i) {
+      pollfd p{socks[i], POLLIN, 0};
+      if (poll(&p, 1, i >= 8 ? 5000 : 0) == 1 && read(socks[i], first, sizeof first - 1) > 0) ++refused;
+    }
+    if (write(report[1], &refused, 1) != 1 || write(report[1], first, sizeof first) != sizeof first) _exit(4);
+    char byte;
+    (void)!read(hold[0], &byte, 1);  // keep the connections until the parent is done
+    _exit(0);
+  }
+  close(hold[0]);
+  close(report[1]);  // so that a child that dies early reads as EOF here
+  char refused = 0;
+  char first[128] = {};
+  ASSERT_EQ(read(report[0], &refused, 1), 1);
+  ASSERT_EQ(read(report[0], first, sizeof first), static_cast<ssize_t>(sizeof first));
+  EXPECT_EQ(refused, 8);
+  EXPECT_EQ(std::string(first), "ERR 8 too many fd-socket connections from uid 65534: 8 in flight, "
+                                "at most 8 per uid\n");
+  EXPECT_EQ(exchange_->in_flight(), 8);
+  for (int i = 0; i < 8; ++i) {  // this uid's own share is whole
+    auto token = internal::PutMemfd(socket_, Pattern(1000));
+    EXPECT_TRUE(token.ok()) << token.status();
+  }
+  close(hold[1]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  close(report[0]);
 }
 
 TEST_F(MemfdTest, AllUidsTogetherAreCappedToo) {
