@@ -54,7 +54,7 @@ class FdExchange {
   // Stops accepting, removes the socket file and waits for requests in flight. Idempotent.
   void Stop();
   const std::string& path() const { return listener_->path(); }
-  // Connections being served now (all uids), for tests and the state report.
+  // Connections being served now (all uids); for tests.
   int in_flight() const;
 
  private:
