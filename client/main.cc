@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
   std::string memfd_threshold;
   app.add_option("--memfd-threshold", memfd_threshold,
                  "images larger than this go by memfd over <socket>.fd (default 4MiB; e.g. 1MiB)");
+  bool debug = false;
+  app.add_flag("--debug", debug, "print the SDK's debug notes on stderr (e.g. an image sent inline because <socket>.fd refused it)");
   app.add_option("--timeout-ms", timeout_ms, "deadline of each call in ms (1..86400000)")
       ->check(CLI::Range(int64_t{1}, int64_t{86400000}).description(""));
 
@@ -88,6 +90,9 @@ int main(int argc, char** argv) {
   }
 
   fusion::ClientOptions client_options{.socket = socket, .timeout_ms = timeout_ms};
+  if (debug) {
+    client_options.debug_log = [](const std::string& note) { std::fprintf(stderr, "fusionctl: debug: %s\n", note.c_str()); };
+  }
   if (!memfd_threshold.empty()) {
     auto bytes = fusion::ParseSize(memfd_threshold);
     if (!bytes.ok()) {

@@ -197,8 +197,11 @@ int RunResult(Client& client, const std::string& id, const std::string& output, 
   if (json) {
     nlohmann::json j = JobResultToJson(*result);
     const TransferStats t = client.transfer_stats();  // this process's calls: submit and result
-    j["transfer"] = {{"images_inline", t.images_inline},     {"bytes_inline", t.bytes_inline},
-                     {"images_by_memfd", t.images_by_memfd}, {"bytes_by_memfd", t.bytes_by_memfd},
+    j["transfer"] = {{"images_inline", t.images_inline},
+                     {"bytes_inline", t.bytes_inline},
+                     {"images_inline_fallback", t.images_inline_fallback},
+                     {"images_by_memfd", t.images_by_memfd},
+                     {"bytes_by_memfd", t.bytes_by_memfd},
                      {"memfd_us", t.memfd_us}};
     std::cout << j.dump(2) << "\n";
   } else {

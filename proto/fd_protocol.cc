@@ -103,6 +103,23 @@ int RecvLine(int sock, std::string& line, int& received_fd, int timeout_ms) {
   return err;
 }
 
+void DiscardPending(int sock) {
+  for (int i = 0; i < 8; ++i) {
+    char buf[kMaxLine];
+    iovec iov{buf, sizeof buf};
+    alignas(cmsghdr) char control[CMSG_SPACE(8 * sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    if (recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) <= 0) return;
+    int fd = -1;
+    TakeFds(msg, fd);
+    if (fd >= 0) close(fd);
+  }
+}
+
 int RequiredSeals() { return F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE; }
 
 int CreateSealedMemfd(const char* data, size_t size, const char* name) {

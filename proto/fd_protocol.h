@@ -8,6 +8,9 @@
 //        -> "OK <size_bytes>\n" + one fd   (a sealed memfd the daemon made, e.g. a result)
 //   any error -> "ERR <grpc code number> <message>\n"
 // Tokens belong to the uid that created them (SO_PEERCRED); another uid gets NOT_FOUND.
+// A connection the daemon refuses at accept() (uid not allowed, too many connections of the
+// uid or of all uids) gets one "ERR ..." line at once and is closed unread, so a client reads
+// the reply even when its own send failed (EPIPE): the reply says why.
 #pragma once
 
 #include <string>
@@ -28,6 +31,9 @@ int SendLine(int sock, const std::string& line, int fd_to_send = -1);
 // closed at once (never kept). Returns 0, an errno value (ETIMEDOUT when the time ran out),
 // or EPROTO for a line longer than kMaxLine or a peer that closed early.
 int RecvLine(int sock, std::string& line, int& received_fd, int timeout_ms = 0);
+
+// Reads and drops whatever `sock` has received so far (closing any fds in it) without waiting.
+void DiscardPending(int sock);
 
 // Creates a memfd holding a copy of data[0..size) sealed with F_SEAL_SHRINK|F_SEAL_GROW|
 // F_SEAL_WRITE|F_SEAL_SEAL. Returns the fd (close-on-exec), or -errno.

@@ -244,7 +244,8 @@ grpc::ServerUnaryReactor* FusionService::GetJobResult(grpc::CallbackServerContex
                                  absl::StrCat("job '", request->job_id(), "': stored report unreadable")));
     return reactor;
   }
-  if (request->prefer_memfd() || result->image.size() > options_.inline_result_max_bytes) {
+  if (!request->require_inline() &&
+      (request->prefer_memfd() || result->image.size() > options_.inline_result_max_bytes)) {
     auto token = memfds_->Publish(result->image, cred->uid);
     if (!token.ok()) {
       reactor->Finish(ToGrpcStatus(token.status()));

@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "convert.h"
 #include "memfd_transfer.h"
 #include "fusion/v1/fusion.grpc.pb.h"
@@ -23,8 +24,8 @@ struct Client::Impl {
   std::unique_ptr<v1::Fusion::Stub> fusion;
   std::unique_ptr<grpc::health::v1::Health::Stub> health;
   // TransferStats, updated by concurrent calls.
-  mutable std::atomic<uint64_t> images_inline{0}, bytes_inline{0}, images_by_memfd{0}, bytes_by_memfd{0},
-      memfd_us{0};
+  mutable std::atomic<uint64_t> images_inline{0}, bytes_inline{0}, images_inline_fallback{0},
+      images_by_memfd{0}, bytes_by_memfd{0}, memfd_us{0};
 
   void CountInline(size_t bytes) const {
     images_inline += 1;
@@ -42,8 +43,21 @@ struct Client::Impl {
                      std::chrono::milliseconds(options.timeout_ms * factor));
   }
   std::string SocketPath() const { return target.substr(target.rfind("unix://", 0) == 0 ? 7 : 5); }
-  // Fills `image` inline or, past the threshold, with a memfd token.
-  absl::Status SetImage(const std::string& bytes, v1::ImageData* image) const {
+  std::string FdSocketPath() const { return SocketPath() + ".fd"; }
+  void Debug(const std::string& note) const {
+    if (options.debug_log) options.debug_log(note);
+  }
+  // "fd socket PATH: <reason>" for a failed companion-socket transfer.
+  std::string FdSocketError(const absl::Status& st) const {
+    absl::string_view reason = st.message();
+    absl::ConsumePrefix(&reason, "fd socket: ");
+    return absl::StrCat("fd socket ", FdSocketPath(), ": ", reason);
+  }
+  // Fills `image` inline or, past the threshold, with a memfd token. When the fd socket
+  // refuses or fails (before any token exists), the image goes inline after all if `request`
+  // (the message `image` belongs to) then still fits max_message_bytes.
+  absl::Status SetImage(const std::string& bytes, v1::ImageData* image,
+                        const google::protobuf::Message& request) const {
     if (bytes.size() <= options.memfd_threshold_bytes) {
       image->set_inline_bytes(bytes);
       CountInline(bytes.size());
@@ -51,11 +65,32 @@ struct Client::Impl {
     }
     const auto start = std::chrono::steady_clock::now();
     auto token = internal::PutMemfd(SocketPath(), bytes);
-    if (!token.ok()) return token.status();
-    CountMemfd(bytes.size(), start);
-    image->mutable_memfd()->set_token(*token);
-    image->mutable_memfd()->set_size_bytes(bytes.size());
+    if (token.ok()) {
+      CountMemfd(bytes.size(), start);
+      image->mutable_memfd()->set_token(*token);
+      image->mutable_memfd()->set_size_bytes(bytes.size());
+      return absl::OkStatus();
+    }
+    // A uid the daemon refuses would be refused inline too.
+    if (token.status().code() == absl::StatusCode::kPermissionDenied) return token.status();
+    const uint64_t needed = request.ByteSizeLong() + bytes.size() + 16;  // + tag and length
+    if (needed > options.max_message_bytes) {
+      return absl::UnavailableError(absl::StrCat(
+          FdSocketError(token.status()), "; the image of ", bytes.size(),
+          " bytes cannot go inline instead (the request would be ", needed,
+          " bytes, over max_message_bytes ", options.max_message_bytes, ")"));
+    }
+    Debug(absl::StrCat(FdSocketError(token.status()), "; sending the image of ", bytes.size(),
+                       " bytes inline instead"));
+    image->set_inline_bytes(bytes);
+    CountInline(bytes.size());
+    images_inline_fallback += 1;
     return absl::OkStatus();
+  }
+  grpc::Status CallGetJobResult(const v1::GetJobResultRequest& request, v1::JobResult* response) const {
+    grpc::ClientContext ctx;
+    Prepare(ctx, 30);
+    return fusion->GetJobResult(&ctx, request, response);
   }
   // UNAVAILABLE means nobody answered: say where we looked.
   absl::Status Error(const grpc::Status& status) const {
@@ -108,6 +143,7 @@ const std::string& Client::target() const { return impl_->target; }
 
 TransferStats Client::transfer_stats() const {
   return {.images_inline = impl_->images_inline.load(), .bytes_inline = impl_->bytes_inline.load(),
+          .images_inline_fallback = impl_->images_inline_fallback.load(),
           .images_by_memfd = impl_->images_by_memfd.load(), .bytes_by_memfd = impl_->bytes_by_memfd.load(),
           .memfd_us = impl_->memfd_us.load()};
 }
@@ -165,13 +201,14 @@ absl::StatusOr<JobInfo> Client::SubmitJob(const std::string& source_image,
   *request.mutable_options() = internal::ToProto(options);
   if (options.faces == FaceSelection::kReference && !options.reference_image.empty()) {
     request.mutable_options()->clear_reference();
-    if (auto st = impl_->SetImage(options.reference_image, request.mutable_options()->mutable_reference());
+    if (auto st = impl_->SetImage(options.reference_image, request.mutable_options()->mutable_reference(),
+                                  request);
         !st.ok()) {
       return st;
     }
   }
-  if (auto st = impl_->SetImage(source_image, request.mutable_source()); !st.ok()) return st;
-  if (auto st = impl_->SetImage(target_image, request.mutable_target()); !st.ok()) return st;
+  if (auto st = impl_->SetImage(source_image, request.mutable_source(), request); !st.ok()) return st;
+  if (auto st = impl_->SetImage(target_image, request.mutable_target(), request); !st.ok()) return st;
   grpc::ClientContext ctx;
   impl_->Prepare(ctx, 30);
   v1::SubmitJobResponse response;
@@ -230,26 +267,38 @@ absl::StatusOr<JobInfo> Client::CancelJob(const std::string& job_id) {
 }
 
 absl::StatusOr<JobResult> Client::GetJobResult(const std::string& job_id, bool prefer_memfd) {
-  grpc::ClientContext ctx;
-  impl_->Prepare(ctx, 30);
   v1::GetJobResultRequest request;
   request.set_job_id(job_id);
   request.set_prefer_memfd(prefer_memfd);
   v1::JobResult response;
-  grpc::Status st = impl_->fusion->GetJobResult(&ctx, request, &response);
-  if (!st.ok()) return impl_->Error(st);
+  if (grpc::Status st = impl_->CallGetJobResult(request, &response); !st.ok()) return impl_->Error(st);
   JobResult result = internal::FromProto(response);
   if (response.image().has_memfd()) {
     const auto start = std::chrono::steady_clock::now();
     auto bytes = internal::GetMemfd(impl_->SocketPath(), response.image().memfd().token());
-    if (!bytes.ok()) return bytes.status();
-    result.image = *std::move(bytes);
-    result.image_by_memfd = true;
-    impl_->CountMemfd(result.image.size(), start);
-  } else {
-    result.image = std::move(*response.mutable_image()->mutable_inline_bytes());
-    impl_->CountInline(result.image.size());
+    if (bytes.ok()) {
+      result.image = *std::move(bytes);
+      result.image_by_memfd = true;
+      impl_->CountMemfd(result.image.size(), start);
+      return result;
+    }
+    // The fd socket refused or failed: ask again for the image inline if it fits.
+    const uint64_t size = response.image().memfd().size_bytes();
+    const uint64_t needed = size + response.ByteSizeLong();
+    if (bytes.status().code() == absl::StatusCode::kPermissionDenied) return bytes.status();
+    if (needed > impl_->options.max_message_bytes) {
+      return absl::UnavailableError(absl::StrCat(
+          impl_->FdSocketError(bytes.status()), "; the result of ", size,
+          " bytes cannot come inline instead (over max_message_bytes ", impl_->options.max_message_bytes, ")"));
+    }
+    impl_->Debug(absl::StrCat(impl_->FdSocketError(bytes.status()), "; fetching the result of ", size,
+                              " bytes inline instead"));
+    request.set_require_inline(true);
+    if (grpc::Status st = impl_->CallGetJobResult(request, &response); !st.ok()) return impl_->Error(st);
+    impl_->images_inline_fallback += 1;
   }
+  result.image = std::move(*response.mutable_image()->mutable_inline_bytes());
+  impl_->CountInline(result.image.size());
   return result;
 }
 

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -50,6 +51,26 @@ absl::StatusOr<std::vector<std::string>> ParseReply(const std::string& line) {
   return absl::InternalError(absl::StrCat("fd socket: malformed reply '", line, "'"));
 }
 
+// Sends `request` (with `fd_to_send`) and returns the reply line; the reply's fd, if any, goes
+// to `*received_fd` (else it is closed). A daemon that refuses a connection replies "ERR ..." and
+// closes without reading, so our send may fail (EPIPE) although its reply is already here to
+// read: that reply wins over the send error.
+absl::StatusOr<std::string> Exchange(int sock, const std::string& request, int fd_to_send,
+                                     int* received_fd = nullptr) {
+  const int send_rc = fdproto::SendLine(sock, request, fd_to_send);
+  std::string line;
+  int fd = -1;
+  const int recv_rc = fdproto::RecvLine(sock, line, fd);
+  if (received_fd != nullptr) {
+    *received_fd = fd;
+  } else if (fd >= 0) {
+    close(fd);
+  }
+  if (recv_rc == 0 && (send_rc == 0 || absl::StartsWith(line, "ERR "))) return line;
+  if (send_rc != 0) return absl::UnavailableError(absl::StrCat("fd socket: send: ", std::strerror(send_rc)));
+  return absl::UnavailableError(absl::StrCat("fd socket: receive: ", std::strerror(recv_rc)));
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> PutMemfd(const std::string& socket_path, absl::string_view bytes) {
@@ -62,16 +83,9 @@ absl::StatusOr<std::string> PutMemfd(const std::string& socket_path, absl::strin
   auto sock = ConnectCompanion(socket_path);
   if (!sock.ok()) return sock.status();
   absl::Cleanup close_sock = [fd = *sock] { close(fd); };
-  if (int rc = fdproto::SendLine(*sock, "PUT\n", memfd); rc != 0) {
-    return absl::UnavailableError(absl::StrCat("fd socket: send: ", std::strerror(rc)));
-  }
-  std::string line;
-  int unused = -1;
-  if (int rc = fdproto::RecvLine(*sock, line, unused); rc != 0) {
-    return absl::UnavailableError(absl::StrCat("fd socket: receive: ", std::strerror(rc)));
-  }
-  if (unused >= 0) close(unused);
-  auto parts = ParseReply(line);
+  auto line = Exchange(*sock, "PUT\n", memfd);
+  if (!line.ok()) return line.status();
+  auto parts = ParseReply(*line);
   if (!parts.ok()) return parts.status();
   if (parts->empty()) return absl::InternalError("fd socket: reply without a token");
   return (*parts)[0];
@@ -81,16 +95,11 @@ absl::StatusOr<std::string> GetMemfd(const std::string& socket_path, const std::
   auto sock = ConnectCompanion(socket_path);
   if (!sock.ok()) return sock.status();
   absl::Cleanup close_sock = [fd = *sock] { close(fd); };
-  if (int rc = fdproto::SendLine(*sock, absl::StrCat("GET ", token, "\n")); rc != 0) {
-    return absl::UnavailableError(absl::StrCat("fd socket: send: ", std::strerror(rc)));
-  }
-  std::string line;
   int fd = -1;
-  if (int rc = fdproto::RecvLine(*sock, line, fd); rc != 0) {
-    return absl::UnavailableError(absl::StrCat("fd socket: receive: ", std::strerror(rc)));
-  }
+  auto line = Exchange(*sock, absl::StrCat("GET ", token, "\n"), -1, &fd);
+  if (!line.ok()) return line.status();
   absl::Cleanup close_fd = [fd] { if (fd >= 0) close(fd); };
-  auto parts = ParseReply(line);
+  auto parts = ParseReply(*line);
   if (!parts.ok()) return parts.status();
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0) return absl::InternalError("fd socket: reply without an fd");

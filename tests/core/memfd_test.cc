@@ -1,14 +1,20 @@
 // Zero-copy image transport: sealed memfds over the companion socket (SCM_RIGHTS).
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <filesystem>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 
 #include "fd_protocol.h"
 #include "memfd_transfer.h"
@@ -28,10 +34,19 @@ std::string Pattern(size_t n) {
 
 class MemfdTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    auto ex = FdExchange::Create(socket_, "", {}, &registry_);
+  void SetUp() override { Restart({}); }
+  void Restart(FdExchangeOptions options) {
+    exchange_.reset();
+    auto ex = FdExchange::Create(socket_, "", {}, &registry_, options);
     ASSERT_TRUE(ex.ok()) << ex.status();
     exchange_ = *std::move(ex);
+  }
+  // The reply to a connection that sent nothing (within 5 s), or the RecvLine error.
+  static std::string ReplyTo(int sock) {
+    std::string line;
+    int unused = -1;
+    if (int rc = fdproto::RecvLine(sock, line, unused, 5000); rc != 0) return absl::StrCat("rc ", rc);
+    return line;
   }
   // A raw connection to the companion socket (-1 on failure).
   int ConnectToExchange() {
@@ -174,6 +189,117 @@ TEST_F(MemfdTest, ASlowClientDoesNotDelayOthers) {
   ASSERT_EQ(fdproto::RecvLine(slow, reply, unused, 5000), 0);  // cut off after 2 s
   EXPECT_EQ(reply, "ERR 3 request not received within 2000 ms");
   close(slow);
+}
+
+// The report's experiment: many idle connections from one uid. Only max_per_uid (8) hold a
+// slot; every other one, and a real PUT of that uid, is told why at once (no broken pipe),
+// and transfers work again as soon as the idle ones close.
+TEST_F(MemfdTest, IdleConnectionsOfOneUidHoldAtMostItsShare) {
+  const std::string why = absl::StrCat("ERR 8 too many fd-socket connections from uid ", getuid(),
+                                       ": 8 in flight, at most 8 per uid");
+  Restart({.request_timeout_ms = 60000});  // the idle ones keep their slots until closed
+  std::vector<int> idle;
+  for (int i = 0; i < 64; ++i) {
+    idle.push_back(ConnectToExchange());
+    ASSERT_GE(idle.back(), 0);
+  }
+  for (int i = 8; i < 64; ++i) EXPECT_EQ(ReplyTo(idle[i]), why) << "connection " << i;
+  EXPECT_EQ(exchange_->in_flight(), 8);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    auto refused = internal::PutMemfd(socket_, Pattern(1000));
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_EQ(absl::StrCat("ERR 8 ", refused.status().message()), why);
+  }
+  EXPECT_EQ(registry_.total_bytes(), 0u);
+  for (int fd : idle) close(fd);
+  EXPECT_TRUE(testing::WaitFor([&] { return exchange_->in_flight() == 0; }, absl::Seconds(5)));
+  auto token = internal::PutMemfd(socket_, Pattern(1000));
+  ASSERT_TRUE(token.ok()) << token.status();
+  EXPECT_EQ(registry_.total_bytes(), 1000u);
+}
+
+// Another uid (a forked child as nobody) holds 16 idle connections: it gets its 8 slots and
+// 8 refusals naming its uid, and this uid's transfers are not affected.
+TEST_F(MemfdTest, AnotherUidsIdleConnectionsDoNotLockThisUidOut) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to connect as another uid";
+  constexpr uid_t kNobody = 65534;
+  Restart({.request_timeout_ms = 60000});
+  ASSERT_EQ(chmod(dir_.path().c_str(), 0711), 0);
+  ASSERT_EQ(chmod(exchange_->path().c_str(), 0666), 0);
+  int report[2], hold[2];
+  ASSERT_EQ(pipe(report), 0);
+  ASSERT_EQ(pipe(hold), 0);
+  const std::string path = exchange_->path();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // only system calls and fixed buffers from here on
+    close(hold[1]);
+    close(report[0]);
+    if (setresgid(kNobody, kNobody, kNobody) != 0 || setresuid(kNobody, kNobody, kNobody) != 0) _exit(2);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    char refused = 0;
+    char first[128] = {};
+    int socks[16];
+    for (int& sock : socks) {
+      sock = socket(AF_UNIX, SOCK_STREAM, 0);
+      if (connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) _exit(3);
+    }
+    // Accepted in order: the last 8 are answered at once, then the first 8 must have nothing.
+    for (int i = 15; i >= 0; --i) {
+      pollfd p{socks[i], POLLIN, 0};
+      if (poll(&p, 1, i >= 8 ? 5000 : 0) == 1 && read(socks[i], first, sizeof first - 1) > 0) ++refused;
+    }
+    if (write(report[1], &refused, 1) != 1 || write(report[1], first, sizeof first) != sizeof first) _exit(4);
+    char byte;
+    (void)!read(hold[0], &byte, 1);  // keep the connections until the parent is done
+    _exit(0);
+  }
+  close(hold[0]);
+  close(report[1]);  // so that a child that dies early reads as EOF here
+  char refused = 0;
+  char first[128] = {};
+  ASSERT_EQ(read(report[0], &refused, 1), 1);
+  ASSERT_EQ(read(report[0], first, sizeof first), static_cast<ssize_t>(sizeof first));
+  EXPECT_EQ(refused, 8);
+  EXPECT_EQ(std::string(first), "ERR 8 too many fd-socket connections from uid 65534: 8 in flight, "
+                                "at most 8 per uid\n");
+  EXPECT_EQ(exchange_->in_flight(), 8);
+  for (int i = 0; i < 8; ++i) {  // this uid's own share is whole
+    auto token = internal::PutMemfd(socket_, Pattern(1000));
+    EXPECT_TRUE(token.ok()) << token.status();
+  }
+  close(hold[1]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  close(report[0]);
+}
+
+TEST_F(MemfdTest, AllUidsTogetherAreCappedToo) {
+  Restart({.max_in_flight = 3, .max_per_uid = 8});
+  std::vector<int> idle;
+  for (int i = 0; i < 4; ++i) idle.push_back(ConnectToExchange());
+  EXPECT_EQ(ReplyTo(idle[3]), absl::StrCat("ERR 8 too many fd-socket connections: 3 in flight from all "
+                                           "uids, at most 3 (refused uid ", getuid(), ")"));
+  EXPECT_EQ(exchange_->in_flight(), 3);
+  for (int fd : idle) close(fd);
+}
+
+// The deadline runs from accept() for a connection that never sends a byte: it is told so
+// and its slot is free again, without anyone closing it.
+TEST_F(MemfdTest, AnIdleConnectionLosesItsSlotAtTheDeadline) {
+  Restart({.max_in_flight = 64, .max_per_uid = 1, .request_timeout_ms = 300});
+  const int idle = ConnectToExchange();
+  const absl::Time start = absl::Now();
+  auto refused = internal::PutMemfd(socket_, Pattern(1000));  // the uid's one slot is taken
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_EQ(ReplyTo(idle), "ERR 3 request not received within 300 ms");
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(250));
+  EXPECT_TRUE(testing::WaitFor([&] { return exchange_->in_flight() == 0; }, absl::Seconds(5)));
+  EXPECT_TRUE(internal::PutMemfd(socket_, Pattern(1000)).ok());
+  close(idle);
 }
 
 TEST(MemfdRegistryQuota, OneUidCannotTakeEveryonesShare) {

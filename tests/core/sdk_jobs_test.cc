@@ -1,5 +1,15 @@
 // The SDK's job calls (sync and async) against a real daemon socket with a scripted runner.
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
+
+#include <cstdio>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "fd_protocol.h"
 
 #include "fusion/client.h"
 #include "rpc/server.h"
@@ -98,6 +108,82 @@ TEST_F(SdkJobsTest, ListCancelAndErrorsKeepTheirCodes) {
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   gate.Notify();
   ASSERT_TRUE(client_->WatchJob(b->job_id, [](const JobEvent&) {}).ok());
+}
+
+std::string Pattern(size_t n) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 131) ^ (i >> 7));
+  return s;
+}
+
+// Runs one job to its end and returns its result.
+absl::StatusOr<JobResult> RunJob(Client& client, const std::string& target) {
+  auto job = client.SubmitJob("src", target);
+  if (!job.ok()) return job.status();
+  if (auto st = client.WatchJob(job->job_id, [](const JobEvent&) {}); !st.ok()) return st;
+  return client.GetJobResult(job->job_id);
+}
+
+// A new user's report: with the fd socket gone (or refusing), large images went nowhere.
+// Now they go inline, both ways, and the result is the same bytes as by memfd.
+TEST_F(SdkJobsTest, WithoutTheFdSocketImagesGoInlineWithTheSameResult) {
+  const std::string target = Pattern(5 << 20);  // over both thresholds
+  auto by_memfd = RunJob(*client_, target);
+  ASSERT_TRUE(by_memfd.ok()) << by_memfd.status();
+  EXPECT_TRUE(by_memfd->image_by_memfd);
+  EXPECT_EQ(client_->transfer_stats().images_by_memfd, 2u);
+
+  std::vector<std::string> notes;
+  auto client = *Client::Connect({.socket = config_.socket, .memfd_threshold_bytes = 1 << 20,
+                                  .debug_log = [&](const std::string& n) { notes.push_back(n); }});
+  ASSERT_EQ(unlink((config_.socket + ".fd").c_str()), 0);
+  auto by_inline = RunJob(*client, target);
+  ASSERT_TRUE(by_inline.ok()) << by_inline.status();
+  EXPECT_FALSE(by_inline->image_by_memfd);
+  EXPECT_EQ(by_inline->image.size(), target.size() + 1);
+  EXPECT_TRUE(by_inline->image == by_memfd->image);
+  const TransferStats t = client->transfer_stats();
+  EXPECT_EQ(t.images_by_memfd, 0u);
+  EXPECT_EQ(t.images_inline_fallback, 2u);  // the target up, the result down
+  EXPECT_EQ(t.bytes_inline, 3u + target.size() + target.size() + 1);
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_NE(notes[0].find(absl::StrCat("fd socket ", config_.socket, ".fd: cannot reach fusiond")),
+            std::string::npos) << notes[0];
+  EXPECT_NE(notes[0].find("sending the image of 5242880 bytes inline instead"), std::string::npos) << notes[0];
+  EXPECT_NE(notes[1].find("fetching the result of 5242881 bytes inline instead"), std::string::npos)
+      << notes[1];
+}
+
+// One uid's idle connections saturate its share of the fd socket: its own large image still
+// goes inline when it fits max_message_bytes, and fails naming the fd socket and the daemon's
+// reason when it does not.
+TEST_F(SdkJobsTest, ASaturatedFdSocketFallsBackOrSaysWhy) {
+  std::vector<int> idle;
+  std::string reply;
+  for (int i = 0; i < 9 && reply.empty(); ++i) {
+    idle.push_back(socket(AF_UNIX, SOCK_STREAM, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s.fd", config_.socket.c_str());
+    ASSERT_EQ(connect(idle.back(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  }
+  int unused = -1;  // the 9th is refused at once: the 8 before it hold this uid's share
+  ASSERT_EQ(fdproto::RecvLine(idle.back(), reply, unused, 5000), 0);
+  const std::string why = absl::StrCat("too many fd-socket connections from uid ", getuid());
+  ASSERT_NE(reply.find(why), std::string::npos) << reply;
+
+  // (The 8 idle connections keep their slots for 2 s: both submits below take milliseconds.)
+  auto fits = client_->SubmitJob("src", Pattern(5 << 20));
+  EXPECT_TRUE(fits.ok()) << fits.status();
+  EXPECT_EQ(client_->transfer_stats().images_inline_fallback, 1u);
+  auto small = *Client::Connect({.socket = config_.socket, .memfd_threshold_bytes = 1 << 20,
+                                 .max_message_bytes = 4 << 20});
+  auto too_big = small->SubmitJob("src", Pattern(5 << 20));
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(too_big.status().message().find(absl::StrCat("fd socket ", config_.socket, ".fd: ", why)),
+            std::string::npos) << too_big.status();
+  EXPECT_NE(too_big.status().message().find("cannot go inline instead"), std::string::npos);
+  for (int fd : idle) close(fd);
 }
 
 }  // namespace

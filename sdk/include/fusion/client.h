@@ -31,13 +31,22 @@ struct ClientOptions {
   // Images larger than this travel as sealed memfds over the companion socket (zero copy)
   // instead of inside the gRPC message, bytes.
   uint64_t memfd_threshold_bytes = 4ull << 20;
+  // The largest gRPC message the daemon accepts (its max_message_bytes), bytes. When the fd
+  // socket refuses or fails before an image is handed over (e.g. "ERR 8 too many fd-socket
+  // connections from uid N ..."), the image goes inline instead if the request still fits
+  // this; otherwise the call fails UNAVAILABLE naming the fd socket and the daemon's reason.
+  uint64_t max_message_bytes = 32ull << 20;
+  // Debug-level notes (e.g. such an inline fallback and its reason); empty: none. Called on
+  // the calling thread.
+  std::function<void(const std::string&)> debug_log;
 };
 
 // How this client's images travelled since Connect (every call together). Counts images sent
 // (SubmitJob) and received (GetJobResult); memfd_us is the wall time of the companion-socket
-// puts/gets, microseconds.
+// puts/gets, microseconds; images_inline_fallback counts the inline ones (included in
+// images_inline) that went inline only because the fd socket refused or failed.
 struct TransferStats {
-  uint64_t images_inline = 0, bytes_inline = 0;
+  uint64_t images_inline = 0, bytes_inline = 0, images_inline_fallback = 0;
   uint64_t images_by_memfd = 0, bytes_by_memfd = 0;
   uint64_t memfd_us = 0;
 };
