@@ -411,22 +411,33 @@ std::unique_ptr<ModelStore> Bf16Store(double tolerance, std::unique_ptr<models::
 // (above the manifest's 1.0 for fp16, which keeps 3 more mantissa bits than bf16).
 constexpr double kBf16ProbeError = 1.117;
 
+// esrgan-slim-x2's host copy from Bf16Store(tolerance), after checking the probe's verdict.
+std::shared_ptr<const ModelCopy> ProbedBf16Copy(double tolerance, bool accepted,
+                                                std::unique_ptr<models::ModelCatalogue>& cat,
+                                                std::unique_ptr<ModelStore>& store) {
+  store = Bf16Store(tolerance, cat);
+  auto copy = store->HostCopy("esrgan-slim-x2");
+  EXPECT_TRUE(copy.ok()) << copy.status();
+  const auto verdict = store->Precision("esrgan-slim-x2", "cpu");
+  EXPECT_TRUE(verdict.has_value());
+  if (!copy.ok() || !verdict.has_value()) return nullptr;
+  std::printf("bf16 probe on esrgan-slim-x2: max abs difference %.4f (0..255)\n", verdict->error);
+  EXPECT_EQ(verdict->accepted, accepted);
+  EXPECT_EQ(verdict->precision, "bf16");
+  EXPECT_NEAR(verdict->error, kBf16ProbeError, 0.05);
+  return *copy;
+}
+
 // Per-model precision from the manifest: esrgan-slim-x2 with default_precision "bf16" (and a
 // tolerance the probe meets) runs under CPU autocast. Measured on a 96x96 face crop (x2 ->
 // 192x192): PSNR 60.26 dB against fp32, max abs difference 0.0041. fp16 (cuda_precision) is
 // compiled only for CUDA and is probed there the same way; it cannot run on this machine.
 TEST(Precision, Bf16FromTheManifestRunsTheEnhancerUnderCpuAutocastCloseToFp32) {
   std::unique_ptr<models::ModelCatalogue> cat;
-  auto store = Bf16Store(4.0, cat);
-  auto bf16 = store->HostCopy("esrgan-slim-x2");
-  ASSERT_TRUE(bf16.ok()) << bf16.status();
-  EXPECT_EQ((*bf16)->precision, "bf16");
-  const auto verdict = store->Precision("esrgan-slim-x2", "cpu");
-  ASSERT_TRUE(verdict.has_value());
-  std::printf("bf16 probe on esrgan-slim-x2: max abs difference %.4f (0..255)\n", verdict->error);
-  EXPECT_TRUE(verdict->accepted);
-  EXPECT_EQ(verdict->precision, "bf16");
-  EXPECT_NEAR(verdict->error, kBf16ProbeError, 0.05);
+  std::unique_ptr<ModelStore> store;
+  const std::shared_ptr<const ModelCopy> bf16 = ProbedBf16Copy(4.0, /*accepted=*/true, cat, store);
+  ASSERT_NE(bf16, nullptr);
+  EXPECT_EQ(bf16->precision, "bf16");
   auto fp32 = E().store->HostCopy("esrgan-slim-x2");
   ASSERT_TRUE(fp32.ok()) << fp32.status();
   EXPECT_EQ((*fp32)->precision, "fp32");
@@ -437,7 +448,7 @@ TEST(Precision, Bf16FromTheManifestRunsTheEnhancerUnderCpuAutocastCloseToFp32) {
   crop.convertTo(crop, CV_32FC3, 1.0 / 255.0);
   cv::Mat a = crop.clone(), b = crop.clone();
   ASSERT_TRUE(Enhance(**fp32, "cpu", 0, a).ok());
-  const absl::Status st = Enhance(**bf16, "cpu", 0, b);
+  const absl::Status st = Enhance(*bf16, "cpu", 0, b);
   ASSERT_TRUE(st.ok()) << st;
   ASSERT_EQ(a.size(), cv::Size(192, 192));
   ASSERT_EQ(b.size(), a.size());
@@ -456,22 +467,17 @@ TEST(Precision, Bf16FromTheManifestRunsTheEnhancerUnderCpuAutocastCloseToFp32) {
 // the fp32 manifest's), and the verdict says why.
 TEST(Precision, AReducedPrecisionBeyondItsToleranceRunsFp32) {
   std::unique_ptr<models::ModelCatalogue> cat;
-  auto store = Bf16Store(0.01, cat);
-  auto copy = store->HostCopy("esrgan-slim-x2");
-  ASSERT_TRUE(copy.ok()) << copy.status();
-  EXPECT_EQ((*copy)->precision, "fp32");
-  const auto verdict = store->Precision("esrgan-slim-x2", "cpu");
-  ASSERT_TRUE(verdict.has_value());
-  EXPECT_FALSE(verdict->accepted);
-  EXPECT_EQ(verdict->precision, "bf16");
-  EXPECT_NEAR(verdict->error, kBf16ProbeError, 0.05);
+  std::unique_ptr<ModelStore> store;
+  const std::shared_ptr<const ModelCopy> copy = ProbedBf16Copy(0.01, /*accepted=*/false, cat, store);
+  ASSERT_NE(copy, nullptr);
+  EXPECT_EQ(copy->precision, "fp32");
   EXPECT_FALSE(store->Precision("esrgan-slim-x2", "cuda:0").has_value());
   EXPECT_FALSE(store->Precision("esrgan-slim-x4", "cpu").has_value()) << "fp32 models are not probed";
 
   cv::Mat a(40, 40, CV_32FC3, cv::Scalar(0.2, 0.5, 0.8)), b = a.clone();
   cv::randu(a, 0.0f, 1.0f);
   b = a.clone();
-  ASSERT_TRUE(Enhance(**copy, "cpu", 0, a).ok());
+  ASSERT_TRUE(Enhance(*copy, "cpu", 0, a).ok());
   auto fp32 = E().store->HostCopy("esrgan-slim-x2");
   ASSERT_TRUE(fp32.ok());
   ASSERT_TRUE(Enhance(**fp32, "cpu", 0, b).ok());
