@@ -102,12 +102,13 @@ absl::Status ResidencyManager::RegisterModel(const ModelSpec& spec) {
 }
 
 absl::StatusOr<Lease> ResidencyManager::Acquire(const Owner& owner, const std::string& name,
-                                                uint64_t working_bytes, absl::Time deadline) {
+                                                uint64_t working_bytes, absl::Time deadline,
+                                                const std::function<bool()>& cancelled) {
   MutexLock lock(&mu_);
   auto it = models_.find(name);
   if (it == models_.end()) return absl::NotFoundError(absl::StrCat("unknown model '", name, "'"));
   Model* m = it->second.get();
-  if (absl::Status s = MakeResident(m, working_bytes, deadline); !s.ok()) return s;
+  if (absl::Status s = MakeResident(m, working_bytes, deadline, cancelled); !s.ok()) return s;
   const uint64_t id = next_lease_++;
   leases_[id] = LeaseSnapshot{owner, name, working_bytes};
   m->transit -= working_bytes;  // now reserved by the lease
@@ -121,7 +122,8 @@ absl::StatusOr<Lease> ResidencyManager::Acquire(const Owner& owner, const std::s
 
 // Loops until `m` is on the device with `working` reserved, or refuses. See the header for the
 // three outcomes; the lock is released while evicting, transferring and waiting.
-absl::Status ResidencyManager::MakeResident(Model* m, uint64_t working, absl::Time deadline) {
+absl::Status ResidencyManager::MakeResident(Model* m, uint64_t working, absl::Time deadline,
+                                            const std::function<bool()>& cancelled) {
   bool counted_wait = false;
   while (true) {
     const bool resident = m->state == ModelState::kDevice || m->state == ModelState::kInUse;
@@ -159,8 +161,14 @@ absl::Status ResidencyManager::MakeResident(Model* m, uint64_t working, absl::Ti
       ++totals_.waits;
     }
     ++waiters_;
-    const bool timed_out = changed_.WaitWithDeadline(&mu_, deadline);
+    // A cancellable wait wakes every kCancelPoll to look (a cancel does not signal changed_).
+    const absl::Time wake = cancelled ? std::min(deadline, absl::Now() + kCancelPoll) : deadline;
+    const bool timed_out = changed_.WaitWithDeadline(&mu_, wake) && wake == deadline;
     --waiters_;
+    if (cancelled && cancelled()) {
+      return absl::CancelledError(
+          absl::StrCat("job cancelled while waiting for device memory for model '", m->spec.name, "'"));
+    }
     if (timed_out) {
       uint64_t leased = reserved_;
       for (const Model* r : resident_) leased += r->leases > 0 ? r->device_bytes : 0;

@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -117,8 +118,14 @@ class ResidencyManager {
   // FAILED_PRECONDITION without a loader.
   absl::Status RegisterModel(const ModelSpec& spec);
 
+  // `cancelled`, when set, is polled while the call waits for memory (every kCancelPoll at
+  // least, under the manager's lock: it must not call into the manager); once it returns true
+  // the call ends CANCELLED ("job cancelled while waiting for device memory for model 'm'"),
+  // nothing reserved and no refusal counted.
   absl::StatusOr<Lease> Acquire(const Owner& owner, const std::string& model,
-                                uint64_t working_bytes, absl::Time deadline);
+                                uint64_t working_bytes, absl::Time deadline,
+                                const std::function<bool()>& cancelled = {});
+  static constexpr absl::Duration kCancelPoll = absl::Milliseconds(50);
   // Uploads and pins; FAILED_PRECONDITION when pinned bytes would exceed the budget.
   absl::Status Pin(const std::string& model, absl::Time deadline);
   absl::Status Unpin(const std::string& model);
@@ -156,8 +163,8 @@ class ResidencyManager {
   friend class Lease;
   void ReleaseLease(uint64_t id);
 
-  absl::Status MakeResident(Model* m, uint64_t working, absl::Time deadline)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status MakeResident(Model* m, uint64_t working, absl::Time deadline,
+                            const std::function<bool()>& cancelled = {}) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Bring(Model* m, uint64_t working) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Refuse(Model* m, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t EvictableBytes(const Model* except) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -45,7 +45,7 @@ absl::Status OomLadder::Attempt(const Owner& owner, const StageSpec& stage, Stag
                                 bool& admitted) {
   const absl::Time start = absl::Now();
   auto lease = residency_->Acquire(owner, stage.model, working,
-                                   start + options_.admission_timeout);
+                                   start + options_.admission_timeout, stage.cancelled);
   out.upload_wait_ms += Ms(absl::Now() - start);
   admitted = lease.ok() || !absl::IsResourceExhausted(lease.status());
   if (!lease.ok()) return lease.status();

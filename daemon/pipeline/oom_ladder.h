@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,9 @@ struct StageSpec {
   uint64_t input_pixels = 0;      // of the whole input; tile estimates scale by area
   int max_tile_px = 256;
   int min_tile_px = 64;
+  // Polled while an attempt waits for device memory (ResidencyManager::Acquire): the job's
+  // cancellation, so a cancelled job does not sit out the admission timeout. Empty = never.
+  std::function<bool()> cancelled;
 };
 
 // What the stage does in each mode (implemented by the pipeline with LibTorch).

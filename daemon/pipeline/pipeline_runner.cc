@@ -180,7 +180,8 @@ class Execution {
                     .shape_bucket = bucket,
                     .input_pixels = input_pixels,
                     .max_tile_px = max_tile_px,
-                    .min_tile_px = min_tile_px};
+                    .min_tile_px = min_tile_px,
+                    .cancelled = [this] { return ctx_.Cancelled(); }};
     // The prefetch of this stage's model (started while the previous stage ran) counts as
     // upload wait; then the next model comes up while this stage runs.
     const absl::Time wait_start = absl::Now();

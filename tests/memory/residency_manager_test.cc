@@ -2,6 +2,7 @@
 // codes and messages, waits, measured charges, budget changes, one-shot release, counters.
 #include "memory/residency_manager.h"
 
+#include <atomic>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -164,6 +165,35 @@ TEST_F(ResidencyTest, WaitingAcquireProceedsWhenTheBlockingLeaseEnds) {
   ASSERT_TRUE(lease.ok()) << lease.status();
   EXPECT_EQ(loader_.log().back(), "upload b");
   EXPECT_EQ(Model("b").counters.waits, 1u);
+}
+
+TEST_F(ResidencyTest, CancelledWaitEndsCancelledWithNothingReservedOrRefused) {
+  Make(4096);
+  Add("generator", 1843), Add("enhancer", 3072);
+  auto held = manager_->Acquire(kJob, "enhancer", 0, Soon());
+  ASSERT_TRUE(held.ok());
+  std::atomic<bool> cancel{false};
+  std::atomic<int> polls{0};
+  std::thread canceller([&] {
+    absl::SleepFor(absl::Milliseconds(30));
+    cancel = true;
+  });
+  // A deadline far away: only the cancellation can end this wait within the test's time limit.
+  auto lease = manager_->Acquire(kJob, "generator", 0, absl::Now() + absl::Hours(1), [&] {
+    ++polls;
+    return cancel.load();
+  });
+  canceller.join();
+  ASSERT_EQ(lease.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(lease.status().message(), "job cancelled while waiting for device memory for model 'generator'");
+  EXPECT_GE(polls.load(), 1);
+  const ResidencySnapshot s = manager_->Snapshot();
+  EXPECT_EQ(s.device.reserved_bytes, 0u);
+  EXPECT_EQ(s.totals.refusals, 0u) << "a cancel is not a refusal";
+  EXPECT_EQ(s.totals.waits, 1u);
+  EXPECT_EQ(Model("generator").state, ModelState::kAbsent);
+  held->Release();
+  EXPECT_TRUE(manager_->Acquire(kJob, "generator", 0, Soon()).ok()) << "the manager is unharmed";
 }
 
 TEST_F(ResidencyTest, PinBeyondBudgetIsFailedPrecondition) {

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
+#include <thread>
 
 #include "fake_loader.h"
 #include "pipeline/device_oom.h"
@@ -243,6 +245,29 @@ TEST_F(OomLadderTest, CancellationInTheCpuFallbackIsNotResourceExhausted) {
   EXPECT_EQ(out.status().code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(out.status().message(), "job cancelled during stage 'generate' (face 2 of 3)");
   EXPECT_EQ(body.cpu_runs, 1);
+  ExpectClean();
+}
+
+TEST_F(OomLadderTest, CancellationWhileWaitingForMemoryEndsTheLadderAtOnce) {
+  OomLadder ladder(residency_.get(), &meter_, &faults_, {});  // admission timeout 60 s
+  // Another job's stage holds 70 MiB of working set: "other" (30 MiB + 10 MiB) must wait.
+  auto held = residency_->Acquire(Owner{"other-job", 1}, "enhancer", 70 * MiB, absl::Now() + absl::Seconds(5));
+  ASSERT_TRUE(held.ok()) << held.status();
+  ScriptedBody body(&meter_, 1 * MiB, 100 * MiB);
+  StageSpec spec = Spec("generate", "other", false, 10 * MiB);
+  std::atomic<bool> cancel{false};
+  spec.cancelled = [&] { return cancel.load(); };
+  std::thread canceller([&] {
+    absl::SleepFor(absl::Milliseconds(30));
+    cancel = true;
+  });
+  auto out = ladder.Run(owner_, spec, body);
+  canceller.join();
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(out.status().message(), "job cancelled while waiting for device memory for model 'other'");
+  EXPECT_TRUE(body.tiles.empty()) << "no device attempt ran";
+  EXPECT_EQ(body.cpu_runs, 0) << "a cancelled job does not fall back to the CPU";
+  held->Release();
   ExpectClean();
 }
 
