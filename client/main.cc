@@ -102,7 +102,10 @@ int main(int argc, char** argv) {
     client_options.memfd_threshold_bytes = *bytes;
   }
   auto client = fusion::Client::Connect(client_options);
-  if (!client.ok()) return fusion::ctl::Fail(client.status());
+  if (!client.ok()) {  // a bad --socket or option: a usage error
+    std::fprintf(stderr, "fusionctl: %s\n", std::string(client.status().message()).c_str());
+    return 2;
+  }
 
   if (health->parsed()) {
     auto status = (*client)->Health();

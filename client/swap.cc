@@ -40,6 +40,13 @@ absl::StatusOr<OutputFormat> OutputFormatFor(const std::string& flag, const std:
 
 // OUT's directory must exist and be writable before a job is spent on it.
 absl::Status CheckWritable(const std::string& output) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(output, ec)) {
+    return absl::InvalidArgumentError(absl::StrCat("-o: '", output, "' is a directory"));
+  }
+  if (std::filesystem::exists(output, ec) && access(output.c_str(), W_OK) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("-o: cannot write '", output, "': ", std::strerror(errno)));
+  }
   std::filesystem::path dir = std::filesystem::path(output).parent_path();
   if (dir.empty()) dir = ".";
   if (access(dir.c_str(), W_OK) != 0) {
@@ -189,10 +196,10 @@ int RunResult(Client& client, const std::string& id, const std::string& output, 
   if (!result.ok()) return Fail(result.status());
   std::ofstream out(output, std::ios::binary);
   out.write(result->image.data(), static_cast<std::streamsize>(result->image.size()));
-  if (!out) {
-    return Fail(absl::InternalError(absl::StrCat("cannot write '", output, "': ", std::strerror(errno),
-                                                 "; the result stays with fusiond: fusionctl result ", id,
-                                                 " -o OTHER")));
+  if (!out) {  // a local error: no gRPC status name
+    std::fprintf(stderr, "fusionctl: cannot write '%s': %s; the result stays with fusiond: fusionctl result %s -o OTHER\n",
+                 output.c_str(), std::strerror(errno), id.c_str());
+    return 1;
   }
   if (json) {
     nlohmann::json j = JobResultToJson(*result);

@@ -14,6 +14,7 @@
 #include "models/common/exception_text.h"
 #include "absl/strings/str_cat.h"
 #include "device/cpu_device_memory.h"
+#include "fusion/size.h"
 #include "models/faceapi/face_landmark_68.h"
 #include "models/faceapi/face_recognition.h"
 #include "models/faceapi/ssd_mobilenet_v1.h"
@@ -238,7 +239,14 @@ absl::StatusOr<uint64_t> ModelStore::Upload(const std::string& model) {
     }
     return absl::InternalError(absl::StrCat("model '", model, "': upload: ", ExceptionText(e)));
   }
-  if (!copy.ok()) return copy.status();
+  if (!copy.ok()) {
+    // A network's own status (e.g. a tensor the budget allocator refused) names the file and
+    // tensor; say which model and that the upload's temporaries count (about twice its bytes).
+    return absl::Status(copy.status().code(),
+                        absl::StrCat("model '", model, "': upload to ", options_.device, " (",
+                                     FormatBytes((*spec)->device_bytes), ", with temporaries up to about twice that): ",
+                                     copy.status().message()));
+  }
   uint64_t bytes = 0;
   if (options_.meter != nullptr) {
     bytes = options_.device == "cpu" ? options_.meter->Usage(scope).current_bytes

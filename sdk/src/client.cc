@@ -127,6 +127,10 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
   if (impl->target == "unix://" || impl->target == "unix:") {
     return absl::InvalidArgumentError("empty socket path");
   }
+  if (const std::string path = impl->SocketPath(); path.size() > 107) {  // sockaddr_un.sun_path
+    return absl::InvalidArgumentError(absl::StrCat("socket path '", path, "' is ", path.size(),
+                                                   " bytes; a Unix socket path holds at most 107"));
+  }
   if (options.timeout_ms <= 0) return absl::InvalidArgumentError("timeout_ms must be > 0");
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);

@@ -137,6 +137,10 @@ TEST(Sdk, TargetResolution) {
   EXPECT_EQ(ResolveSocketTarget(""), "unix:///run/fusiond/fusiond.sock");
   EXPECT_EQ(Client::Connect({.socket = "x", .timeout_ms = 0}).status().code(),
             absl::StatusCode::kInvalidArgument);
+  const auto too_long = Client::Connect({.socket = "/tmp/" + std::string(103, 's')});
+  EXPECT_EQ(too_long.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(too_long.status().message().find("is 108 bytes; a Unix socket path holds at most 107"), std::string::npos)
+      << too_long.status();
 }
 
 }  // namespace

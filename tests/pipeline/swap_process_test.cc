@@ -144,6 +144,9 @@ TEST_F(SwapProcessTest, SwapThroughTheDaemonWritesATargetSizedPngWithTheSourceId
   EXPECT_EQ(nowhere.exit_code, 2);
   EXPECT_NE(nowhere.err.find("cannot write into '/nonexistent-fusiond-dir': No such file or directory"),
             std::string::npos) << nowhere.err;
+  const RunResult into_dir = SwapJson(dir_.path());
+  EXPECT_EQ(into_dir.exit_code, 2);
+  EXPECT_NE(into_dir.err.find("is a directory"), std::string::npos) << into_dir.err;
   EXPECT_EQ(nlohmann::json::parse(Ctl({"jobs", "--json"}).out).size(), jobs_before) << "nothing was submitted";
   Stop(std::move(daemon));
 }
