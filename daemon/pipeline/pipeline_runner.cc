@@ -286,7 +286,7 @@ std::string Bucket(const cv::Mat& m) { return absl::StrCat(m.cols, "x", m.rows);
 namespace {
 
 struct FaceStages {
-  std::string landmarks, encoder, generator, enhancer, blender, upscaler, device;
+  std::string landmarks, encoder, generator, enhancer, blender, upscaler;
 };
 
 constexpr uint64_t kCropPixels = 256 * 256;
@@ -332,8 +332,6 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
   auto plan = StageModels(o.SerializeAsString());
   if (!plan.ok()) return plan.status();
   Execution run(*store_, *residency_, ladder_, owner, context, report, *std::move(plan));
-  const std::string& device = store_->device();
-
   // detect
   // Passes run one at a time: the largest network input (multiscale.h's S_hi) bounds the set.
   uint64_t detect_px = 0;
@@ -357,7 +355,7 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
   if (tgt.faces.size() > options_.max_faces) tgt.faces.resize(options_.max_faces);
   const FaceStages stages{options_.landmarks, options_.encoder, options_.generator,
                           o.enhance_scale() != 0 ? EnhancerFor(o, o.enhance_scale()) : "",
-                          options_.blender, o.upscale() != 0 ? EnhancerFor(o, o.upscale()) : "", device};
+                          options_.blender, o.upscale() != 0 ? EnhancerFor(o, o.upscale()) : ""};
   cv::Mat frame;
   st = SwapFaces(stages, o, pics, run, report, &frame);
   if (!st.ok()) return st;
