@@ -1,5 +1,7 @@
 #include "common/log_throttle.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace fusion {
 
 bool LogThrottle::Admit(uint64_t key, absl::Time now, uint64_t* suppressed) {
@@ -22,6 +24,10 @@ bool LogThrottle::Admit(uint64_t key, absl::Time now, uint64_t* suppressed) {
   *suppressed = it->second.suppressed;
   it->second = Entry{now, 0};
   return true;
+}
+
+std::string LogThrottle::HeldBackNote(uint64_t suppressed) {
+  return suppressed == 0 ? std::string() : absl::StrCat(" (", suppressed, " earlier refusals of this uid not logged)");
 }
 
 }  // namespace fusion

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
@@ -23,6 +24,8 @@ class LogThrottle {
   // True when a line for `key` may be logged at `now`; `*suppressed` receives how many calls
   // for `key` were refused since the last admitted one.
   bool Admit(uint64_t key, absl::Time now, uint64_t* suppressed);
+  // The suffix for an admitted line: "" or " (N earlier refusals of this uid not logged)".
+  static std::string HeldBackNote(uint64_t suppressed);
 
  private:
   struct Entry {

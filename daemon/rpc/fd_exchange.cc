@@ -86,8 +86,7 @@ void FdExchange::Refuse(int conn, const PeerCred& cred, const absl::Status& why)
   if (refusal_log_.Admit(cred.uid, absl::Now(), &held_back)) {
     spdlog::warn("fd socket: refused a connection from uid {} pid {}: {}{}", cred.uid, cred.pid,
                  std::string(why.message()),
-                 held_back == 0 ? std::string()
-                                : absl::StrCat(" (", held_back, " earlier refusals of this uid not logged)"));
+                 LogThrottle::HeldBackNote(held_back));
   }
 }
 

@@ -16,8 +16,7 @@ absl::StatusOr<PeerCred> FusionService::Authorize(grpc::CallbackServerContext* c
     uint64_t held_back = 0;
     if (refusal_log_.Admit(cred->uid, absl::Now(), &held_back)) {
       spdlog::warn("refused call from uid {} pid {}: {}{}", cred->uid, cred->pid, std::string(st.message()),
-                   held_back == 0 ? std::string()
-                                  : absl::StrCat(" (", held_back, " earlier refusals of this uid not logged)"));
+                   LogThrottle::HeldBackNote(held_back));
     }
     return st;
   }
