@@ -118,7 +118,8 @@ nlohmann::json JobResultToJson(const JobResult& r) {
   nlohmann::json faces = nlohmann::json::array();
   for (const FaceReport& f : r.faces) {
     faces.push_back({{"box", {f.box[0], f.box[1], f.box[2], f.box[3]}},
-                     {"identity_distance", f.identity_distance}});
+                     {"identity_distance", f.identity_distance},
+                     {"target_identity_distance", f.target_identity_distance}});
   }
   nlohmann::json stages = nlohmann::json::array();
   for (const StageReport& s : r.stages) {

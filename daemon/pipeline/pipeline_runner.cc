@@ -474,11 +474,16 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
 
   cv::Mat result_rgb;
   cv::cvtColor(*frame, result_rgb, cv::COLOR_BGR2RGB);
-  std::vector<FaceDescriptor> scored(items.size());
+  // Each swapped face in the result and, unless the encode stage did it, in the target.
+  std::vector<FaceDescriptor> scored(items.size()), before(items.size());
   st = run.Stage("score", m.encoder, 150 * 150, "150x150", 0.85f, [&](const ModelCopy& c, int, const Checkpoint& cp) {
     for (size_t i = 0; i < items.size(); ++i) {
       if (absl::Status s = cp.Check("face", i, items.size()); !s.ok()) return s;
-      if (absl::Status s = Describe(c, result_rgb, tgt.faces[items[i].face].landmarks, &scored[i]); !s.ok()) return s;
+      const DetectedFace& face = tgt.faces[items[i].face];
+      if (absl::Status s = Describe(c, result_rgb, face.landmarks, &scored[i]); !s.ok()) return s;
+      before[i] = face.descriptor;
+      if (face.described) continue;
+      if (absl::Status s = Describe(c, tgt.rgb, face.landmarks, &before[i]); !s.ok()) return s;
     }
     return absl::OkStatus();
   });
@@ -488,6 +493,7 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
     v1::FaceReport* f = report.add_faces();
     for (float v : {b.x, b.y, b.w, b.h}) f->add_box(v);
     f->set_identity_distance(DescriptorDistance(scored[i], src.faces[0].descriptor));
+    f->set_target_identity_distance(DescriptorDistance(before[i], src.faces[0].descriptor));
   }
   report.set_faces_swapped(static_cast<uint32_t>(items.size()));
   return absl::OkStatus();

@@ -10,7 +10,8 @@
 // "simple" (feathering) is a model stage over the weight-free builtin "feather-blend", at:: ops
 // on the stage's device under the ladder (reported DEVICE, CPU_FALLBACK, ...); "full" (Poisson,
 // cv::seamlessClone) is a global solve, OpenCV code on the host by design, reported HOST. "score" re-describes each swapped face in the result with the encoder: its
-// distance to the source face is the face's identity_distance.
+// distance to the source face is the face's identity_distance; the target face's own distance
+// (before the swap) is its target_identity_distance.
 // Face selection: ALL target faces, the LARGEST, or REFERENCE: those whose descriptor is within
 // reference_max_distance (0 = 0.6) of the reference image's largest face.
 // Cancellation is checked before every stage and inside it between faces, tiles and detection

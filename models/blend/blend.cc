@@ -58,11 +58,12 @@ cv::Mat ColourCorrect(const cv::Mat& face, const cv::Mat& target, const cv::Mat&
   std::vector<cv::Mat> ch;
   cv::split(face_lab, ch);
   for (int c = 0; c < 3; ++c) {
-    // The generator already matched the crop's Lab moments, so this is a touch-up: the gain is
-    // capped to [0.8, 1.25] (measured 1.00-1.15 on the colour test photos). A face with almost
-    // no spread in a channel (a grey source's chroma: 4.5x) would otherwise have its small
-    // deviations stretched into coloured spots.
-    const double gain = std::clamp(st[c] / std::max(sf[c], 1e-3), 1.0 / kMaxColourGain, kMaxColourGain);
+    // The generator already took the target's low frequencies, so this is a touch-up: the L gain
+    // is capped to [0.8, 1.25]; chroma is moved toward the target, never amplified (gain <= 1:
+    // the generator's chroma is the target's, blurred, so its spread is smaller and a gain > 1
+    // would only stretch the blur's residue into coloured spots; a grey source's was 4.5x).
+    const double max_gain = c == 0 ? kMaxColourGain : 1.0;
+    const double gain = std::clamp(st[c] / std::max(sf[c], 1e-3), 1.0 / kMaxColourGain, max_gain);
     ch[c].convertTo(ch[c], CV_32F, gain, mt[c] - mf[c] * gain);
   }
   cv::Mat merged, bgr;

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include <array>
+#include <algorithm>
 #include <cmath>
 #include <opencv2/imgproc.hpp>
 #include <vector>
@@ -57,16 +58,75 @@ double Area2(const cv::Point2f& a, const cv::Point2f& b, const cv::Point2f& c) {
   return std::abs((b.x - a.x) * (c.y - a.y) - (b.y - a.y) * (c.x - a.x));
 }
 
+// The 68-point scheme's left-right mirror (iBUG 300-W order): jaw 0-16, brows 17-26, nose
+// 27-35, eyes 36-47, mouth 48-67.
+constexpr std::array<int, kNumLandmarks> kMirror = {
+    16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0,  // jaw
+    26, 25, 24, 23, 22, 21, 20, 19, 18, 17,                    // brows
+    27, 28, 29, 30, 35, 34, 33, 32, 31,                        // nose
+    45, 44, 43, 42, 47, 46, 39, 38, 37, 36, 41, 40,            // eyes
+    54, 53, 52, 51, 50, 49, 48, 59, 58, 57, 56, 55,            // outer lip
+    64, 63, 62, 61, 60, 67, 66, 65};                           // inner lip
+
+// One side of the face in the 68-point scheme: the landmarks left of the midline in the image
+// of a frontal face (the subject's right), and the midline itself.
+constexpr std::array<int, 29> kLeftSide = {0,  1,  2,  3,  4,  5,  6,  7,  17, 18, 19, 20, 21, 31, 32,
+                                           36, 37, 38, 39, 40, 41, 48, 49, 50, 58, 59, 60, 61, 67};
+constexpr std::array<int, 10> kMidline = {8, 27, 28, 29, 30, 33, 51, 57, 62, 66};
+
+// When the source face is turned, one half is foreshortened (and partly hidden): a warp
+// stretches it into smears. Faces are near-symmetric, so the visible half stands in for the
+// hidden one ("soft symmetry", Hassner et al. 2015, Effective face frontalization): a target
+// triangle on the foreshortened side samples the mirror triangle on the other side. A side is
+// foreshortened when its hull (with the midline) has under 1/kMirrorRatio of the other's
+// area; a frontal face (ratio 1.0-1.3 on the test photos) never is.
+constexpr double kMirrorRatio = 2.0;
+
+double HullArea(const std::vector<cv::Point2f>& pts, bool left) {
+  std::vector<cv::Point2f> side, hull;
+  for (int i : kLeftSide) side.push_back(pts[left ? i : kMirror[i]]);
+  for (int i : kMidline) side.push_back(pts[i]);
+  cv::convexHull(side, hull);
+  return cv::contourArea(hull);
+}
+
+// Which source side to replace by its mirror: -1 none, 0 the left side, 1 the right side.
+int ForeshortenedSide(const std::vector<cv::Point2f>& src) {
+  const double left = HullArea(src, true), right = HullArea(src, false);
+  if (right > kMirrorRatio * left) return 0;
+  if (left > kMirrorRatio * right) return 1;
+  return -1;
+}
+
+// The source triangle that target triangle `t` samples: its own, or its mirror when all its
+// vertices are on the foreshortened `side` or the midline.
+Triangle SourceTriangle(const Triangle& t, int side) {
+  if (side < 0) return t;
+  auto on_side = [side](int i) {
+    const int j = side == 0 ? i : kMirror[i];  // the same side seen as the left one
+    return std::find(kLeftSide.begin(), kLeftSide.end(), j) != kLeftSide.end();
+  };
+  auto on_mid = [](int i) { return kMirror[i] == i; };  // kMidline
+  bool any = false;
+  for (int i : t) {
+    if (!on_side(i) && !on_mid(i)) return t;
+    any = any || on_side(i);
+  }
+  return any ? Triangle{kMirror[t[0]], kMirror[t[1]], kMirror[t[2]]} : t;
+}
+
 // Rasterises each target triangle's id+1 (0 = not covered) and returns the per-triangle
 // target->source affines as [T+1,2,3] float32 (row 0 unused, zeros).
 at::Tensor RasteriseAffines(const std::vector<Triangle>& tris, const std::vector<cv::Point2f>& src,
                             const std::vector<cv::Point2f>& dst, int size, cv::Mat* ids) {
   *ids = cv::Mat::zeros(size, size, CV_16U);
+  const int side = ForeshortenedSide(src);
   std::vector<float> affines(6, 0.0f);
   constexpr int kShift = 4;  // sub-pixel vertex precision for fillConvexPoly
   for (const Triangle& t : tris) {
     std::array<cv::Point2f, 3> d{dst[t[0]], dst[t[1]], dst[t[2]]};
-    std::array<cv::Point2f, 3> s{src[t[0]], src[t[1]], src[t[2]]};
+    const Triangle st = SourceTriangle(t, side);
+    std::array<cv::Point2f, 3> s{src[st[0]], src[st[1]], src[st[2]]};
     if (Area2(d[0], d[1], d[2]) < 1e-3) continue;  // degenerate: no affine
     const cv::Mat a = cv::getAffineTransform(d.data(), s.data());
     for (int k = 0; k < 6; ++k) affines.push_back(static_cast<float>(a.at<double>(k / 3, k % 3)));
@@ -101,14 +161,6 @@ std::pair<at::Tensor, at::Tensor> PiecewiseAffineWarp(const at::Tensor& source, 
   return {warped, id.gt(0).to(source.scalar_type()).view({1, 1, size, size})};
 }
 
-// Per-channel mean and std over the pixels where cov == 1; tensors [1,C,1,1].
-std::pair<at::Tensor, at::Tensor> MaskedMoments(const at::Tensor& x, const at::Tensor& cov) {
-  const at::Tensor n = cov.sum().clamp_min(1.0);
-  const at::Tensor mean = (x * cov).sum({2, 3}, /*keepdim=*/true) / n;
-  const at::Tensor var = ((x - mean).pow(2) * cov).sum({2, 3}, true) / n;
-  return {mean, var.sqrt().clamp_min(1e-3)};
-}
-
 // Per-pixel 3x3 colour matrix on [N,3,H,W] (a matmul: conv2d 1x1 takes a slow BLAS path on CPU).
 at::Tensor Mix(const at::Tensor& x, const std::array<float, 9>& m) {
   const at::Tensor w = at::tensor(at::ArrayRef<float>(m.data(), 9), x.options()).view({3, 3});
@@ -117,6 +169,40 @@ at::Tensor Mix(const at::Tensor& x, const std::array<float, 9>& m) {
 
 at::Tensor WhitePoint(const at::Tensor& like) {
   return at::tensor({0.95047f, 1.0f, 1.08883f}, like.options()).view({1, 3, 1, 1});
+}
+
+// Separable Gaussian blur of [1,C,H,W] (sigma in pixels, replicate border).
+at::Tensor Blur(const at::Tensor& x, double sigma) {
+  const int64_t r = static_cast<int64_t>(std::ceil(3 * sigma)), k = 2 * r + 1;
+  const at::Tensor t = at::arange(-r, r + 1, x.options());
+  at::Tensor g = at::exp(t * t * (-0.5 / (sigma * sigma)));
+  g = g / g.sum();
+  const int64_t c = x.size(1);
+  auto depthwise = [c](const at::Tensor& in, const at::Tensor& taps) {  // one filter per channel
+    const int64_t one[2] = {1, 1}, zero[2] = {0, 0};  // stride, padding, dilation
+    return at::conv2d(in, taps.expand({c, 1, taps.size(2), taps.size(3)}).contiguous(), c10::nullopt, one,
+                      zero, one, /*groups=*/c);
+  };
+  return depthwise(depthwise(at::replication_pad2d(x, {r, r, r, r}), g.view({1, 1, 1, k})), g.view({1, 1, k, 1}));
+}
+
+// Blur of x over the pixels where cov == 1 only (normalised convolution): what is outside the
+// warp's coverage does not bleed in. Where nothing of cov is near, the result is 0.
+at::Tensor MaskedBlur(const at::Tensor& x, const at::Tensor& cov, double sigma) {
+  return Blur(x * cov, sigma) / Blur(cov, sigma).clamp_min(1e-4);
+}
+
+// The fused face's Lab: the target's low frequencies (lighting, skin colour) with the source's
+// details. L = blur_L(target) + (source - blur_L(source)); (a, b) = blur_ab(target) +
+// chroma_detail * (source - blur_ab(source)). Blurs are over the warp's coverage only.
+at::Tensor TransferColour(const at::Tensor& src_lab, const at::Tensor& dst_lab, const at::Tensor& cov, int size,
+                          const ClassicalGenerator::Options& o) {
+  const at::Tensor sl = src_lab.narrow(1, 0, 1), tl = dst_lab.narrow(1, 0, 1);
+  const at::Tensor sab = src_lab.narrow(1, 1, 2), tab = dst_lab.narrow(1, 1, 2);
+  const at::Tensor l = MaskedBlur(tl, cov, o.luminance_sigma * size) + sl - MaskedBlur(sl, cov, o.luminance_sigma * size);
+  at::Tensor ab = MaskedBlur(tab, cov, o.chroma_sigma * size);
+  if (o.chroma_detail > 0) ab = ab + (sab - MaskedBlur(sab, cov, o.chroma_sigma * size)) * o.chroma_detail;
+  return at::cat({l, ab}, 1);
 }
 
 }  // namespace
@@ -161,9 +247,7 @@ absl::StatusOr<at::Tensor> ClassicalGenerator::Fuse(const GeneratorInputs& in) c
     at::Tensor face = warped;
     if (options_.colour_transfer) {
       const at::Tensor src_lab = RgbToLab(warped), dst_lab = RgbToLab(in.target);
-      const auto [ms, ss] = MaskedMoments(src_lab, cov);
-      const auto [mt, st] = MaskedMoments(dst_lab, cov);
-      face = LabToRgb((src_lab - ms) / ss * st + mt);
+      face = LabToRgb(TransferColour(src_lab, dst_lab, cov, size, options_));
     }
     return in.target + (face - in.target) * cov * in.ratio;
   } catch (const std::exception& e) {

@@ -163,6 +163,7 @@ JobResult FromProto(const v1::JobResult& p) {
     FaceReport face;
     for (int i = 0; i < 4 && i < f.box_size(); ++i) face.box[i] = f.box(i);
     face.identity_distance = f.identity_distance();
+    face.target_identity_distance = f.target_identity_distance();
     r.faces.push_back(face);
   }
   for (const auto& s : p.stages()) r.stages.push_back(FromProto(s));

@@ -7,6 +7,7 @@
 
 #include "fusion_fixture.h"
 #include "models/blend/blend.h"
+#include "models/quality/blotch.h"
 
 namespace fusion::models {
 namespace {
@@ -47,10 +48,6 @@ Diff Compare(const cv::Mat& a, const cv::Mat& b, const cv::Mat& hull) {
 
 class SwapTest : public ::testing::TestWithParam<Case> {};
 
-// Largest chroma spot in full mode beyond simple mode's (which has no colour correction), in
-// 8-bit Lab levels. Measured: a +2, b +3 (before the gain cap: a +47, b +30).
-constexpr double kMaxGreyChromaShift = 6;
-
 TEST_P(SwapTest, OutsideTheFaceMaskOutputIsByteIdenticalAndRatioZeroKeepsTheTarget) {
   const cv::Mat source = Load("astronaut_eileen_collins_512.png");
   const cv::Mat target = Load(GetParam().target);
@@ -89,39 +86,30 @@ INSTANTIATE_TEST_SUITE_P(
              (info.param.mode == BlendMode::kFull ? "Full" : "Simple");
     });
 
-// A grey source face carries almost no chroma; full mode's colour correction must not stretch
-// what little it has into coloured spots (it did: a 4.5x gain made green/cyan blotches).
-TEST(Blend, GreySourceInFullModeHasNoColouredSpots) {
+// A grey source face carries almost no chroma. The face must still take the target's colour,
+// with no spots in either mode: the blotch metric (models/quality/blotch.h) over Grace's face.
+// Measured: before (moment matching) full 8.1% / p99.5 34 for the colour astronaut; a grey
+// source's 4.5x chroma gain made green/cyan blotches. Now (target's low frequencies) see the
+// printed figures; the goal of issue #10 is <= 3% and p99.5 <= 30.
+TEST(Blend, GreySourceGetsTheTargetsColourWithoutBlotches) {
   cv::Mat grey;
   cv::cvtColor(Load("astronaut_eileen_collins_512.png"), grey, cv::COLOR_BGR2GRAY);
   cv::cvtColor(grey, grey, cv::COLOR_GRAY2BGR);
   const cv::Mat target = Load("grace_hopper_512x600.jpg");
   const auto src_lm = testing::CommittedLandmarks("astronaut_eileen_collins_512.png")[0];
   const auto dst_lm = testing::CommittedLandmarks("grace_hopper_512x600.jpg")[0];
-  cv::Mat full = target.clone(), simple = target.clone();
-  ASSERT_TRUE(testing::SwapFace(grey, src_lm, dst_lm, 1.0, BlendMode::kFull, &full).ok());
-  ASSERT_TRUE(testing::SwapFace(grey, src_lm, dst_lm, 1.0, BlendMode::kSimple, &simple).ok());
-  // Inside the hull, away from its edge where Poisson and feathering differ by design.
-  cv::Mat lab_full, lab_simple, hull;
-  cv::erode(FaceHullMask(dst_lm, target.size()), hull, cv::getStructuringElement(cv::MORPH_ELLIPSE, {31, 31}));
-  cv::cvtColor(full, lab_full, cv::COLOR_BGR2Lab);
-  cv::cvtColor(simple, lab_simple, cv::COLOR_BGR2Lab);
-  std::vector<cv::Mat> f, s;
-  cv::split(lab_full, f);
-  cv::split(lab_simple, s);
-  for (int c = 1; c < 3; ++c) {  // a, b (8-bit Lab)
-    // A spot is a small blob off its surroundings: the chroma minus its 15-px median.
-    double spot[2] = {0, 0};
-    for (int m = 0; m < 2; ++m) {
-      const cv::Mat& ch = m == 0 ? f[c] : s[c];
-      cv::Mat median, d;
-      cv::medianBlur(ch, median, 15);
-      cv::absdiff(ch, median, d);
-      cv::minMaxLoc(d, nullptr, &spot[m], nullptr, nullptr, hull);
-    }
-    std::printf("grey source, Lab %s: largest spot full %.0f, simple %.0f levels\n", c == 1 ? "a" : "b", spot[0],
-                spot[1]);
-    EXPECT_LE(spot[0], spot[1] + kMaxGreyChromaShift) << (c == 1 ? "a" : "b");
+  const cv::Rect2f face(142.2f, 137.1f, 240.7f, 214.7f);  // the detector's box (golden_faceapi.json)
+  for (BlendMode mode : {BlendMode::kFull, BlendMode::kSimple}) {
+    cv::Mat out = target.clone();
+    ASSERT_TRUE(testing::SwapFace(grey, src_lm, dst_lm, 1.0, mode, &out).ok());
+    auto score = quality::ScoreBlotches(out, target, face);
+    ASSERT_TRUE(score.ok()) << score.status();
+    std::printf("grey source, %s: blotch fraction %.2f%%, p99.5 %.1f\n", mode == BlendMode::kFull ? "full" : "simple",
+                100 * score->fraction, score->p995);
+    EXPECT_LE(score->fraction, 0.03);
+    EXPECT_LE(score->p995, 30.0);
+    // Not the target unchanged: the face did change (mean |change| inside the box, 8-bit levels).
+    EXPECT_GT(cv::mean(cv::abs(out(cv::Rect(face)) - target(cv::Rect(face))))[0], 3.0);
   }
 }
 

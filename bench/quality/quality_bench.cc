@@ -1,0 +1,308 @@
+// bench/quality: the swap quality a person sees, in figures and in one picture (issue #10).
+// Runs the real pipeline (PipelineRunner on the CPU device, default options unless flags say
+// otherwise) over (source, target) pairs: the group photos with their ground truth, Grace, and
+// images this tool makes from them (colour casts, greyscale, rotated heads on a canvas, a
+// collage of faces from 40 px up on a cluttered background; ground truth from how they were
+// made). Writes a Markdown table (per face: size, found or missed against ground truth,
+// identity distance of the target face and of the result to the source, blotch fraction,
+// p99.5 chroma distance, job ms) with totals, and a contact sheet PNG (target | result crops,
+// values printed under each).
+// Usage: quality_bench [--out-dir DIR] [--models-dir DIR] [--testdata DIR] [--simple]
+//                      [--sources astronaut,grace,cameraman] [--only SUBSTRING]
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <random>
+#include <sstream>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "device/cpu_device_memory.h"
+#include "models/catalogue/catalogue.h"
+#include "models/quality/blotch.h"
+#include "pipeline/model_store.h"
+#include "pipeline/pipeline_runner.h"
+
+namespace {
+
+using namespace fusion;
+
+struct Case {
+  std::string name;
+  cv::Mat bgr;
+  std::vector<cv::Rect2f> faces;   // ground truth, target pixels
+  std::vector<cv::Rect2f> ignore;  // a detection here is neither a hit nor a false box
+};
+
+struct Row {
+  std::string image, source;
+  cv::Rect2f box;   // ground truth (missed) or the detection (found, false)
+  bool found = false, truth = true;
+  float target_d = 0, result_d = 0;
+  double blotch = 0, p995 = 0, ms = 0;
+  cv::Mat target_crop, result_crop;
+};
+
+double IoU(const cv::Rect2f& a, const cv::Rect2f& b) {
+  const float i = (a & b).area();
+  return i <= 0 ? 0 : i / (a.area() + b.area() - i);
+}
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string Png(const cv::Mat& m) {
+  std::vector<uchar> out;
+  cv::imencode(".png", m, out);
+  return {out.begin(), out.end()};
+}
+
+// A colour cast: per-channel gains (B, G, R).
+cv::Mat Cast(const cv::Mat& bgr, double b, double g, double r) {
+  cv::Mat out;
+  bgr.convertTo(out, CV_32FC3);
+  out = out.mul(cv::Scalar(b, g, r));
+  out.convertTo(out, CV_8UC3);
+  return out;
+}
+
+cv::Mat Grey(const cv::Mat& bgr) {
+  cv::Mat g, out;
+  cv::cvtColor(bgr, g, cv::COLOR_BGR2GRAY);
+  cv::cvtColor(g, out, cv::COLOR_GRAY2BGR);
+  return out;
+}
+
+// `src` rotated by `deg` about the centre of `face`, on a canvas 1.6x its size; the face's box
+// keeps its size and follows its centre.
+Case Rotated(const std::string& name, const cv::Mat& src, const cv::Rect2f& face, double deg) {
+  const cv::Size canvas(src.cols * 8 / 5, src.rows * 8 / 5);
+  const cv::Point2f c(face.x + face.width / 2, face.y + face.height / 2);
+  cv::Mat m = cv::getRotationMatrix2D(c, deg, 1.0);
+  m.at<double>(0, 2) += (canvas.width - src.cols) / 2.0;
+  m.at<double>(1, 2) += (canvas.height - src.rows) / 2.0;
+  Case out{name, {}, {}, {}};
+  cv::warpAffine(src, out.bgr, m, canvas, cv::INTER_LINEAR, cv::BORDER_REFLECT101);
+  const cv::Point2f nc(m.at<double>(0, 0) * c.x + m.at<double>(0, 1) * c.y + m.at<double>(0, 2),
+                       m.at<double>(1, 0) * c.x + m.at<double>(1, 1) * c.y + m.at<double>(1, 2));
+  out.faces = {cv::Rect2f(nc.x - face.width / 2, nc.y - face.height / 2, face.width, face.height)};
+  return out;
+}
+
+// Faces cut from `donors` (padded by 60% of the box), scaled so the box side is each of
+// `sides`, pasted without overlap on a cluttered background (coloured noise blurred at two
+// scales, plus lines) of `w` x `h`.
+Case Collage(const std::vector<Case>& donors, const std::vector<int>& sides, int w, int h) {
+  std::mt19937 rng(7);
+  cv::Mat noise(h / 16, w / 16, CV_8UC3), bg;
+  cv::randu(noise, 0, 255);
+  cv::resize(noise, bg, cv::Size(w, h), 0, 0, cv::INTER_CUBIC);
+  for (int i = 0; i < 60; ++i) {
+    cv::line(bg, {int(rng() % w), int(rng() % h)}, {int(rng() % w), int(rng() % h)},
+             cv::Scalar(rng() % 255, rng() % 255, rng() % 255), 1 + rng() % 6);
+  }
+  Case out{"collage", bg, {}, {}};
+  int x = 8, y = 8, row_h = 0, k = 0;
+  for (int side : sides) {
+    const Case& d = donors[k % donors.size()];
+    const cv::Rect2f f = d.faces[(k / donors.size()) % d.faces.size()];
+    ++k;
+    const cv::Rect crop = cv::Rect(cv::Point(f.x - 0.6 * f.width, f.y - 0.6 * f.height),
+                                   cv::Point(f.x + 1.6 * f.width, f.y + 1.6 * f.height)) &
+                          cv::Rect(0, 0, d.bgr.cols, d.bgr.rows);
+    const double s = side / std::max(f.width, f.height);
+    cv::Mat piece;
+    cv::resize(d.bgr(crop), piece, cv::Size(), s, s, s < 1 ? cv::INTER_AREA : cv::INTER_CUBIC);
+    if (x + piece.cols > w) x = 8, y += row_h + 8, row_h = 0;
+    if (y + piece.rows > h) break;
+    piece.copyTo(out.bgr(cv::Rect(x, y, piece.cols, piece.rows)));
+    out.faces.emplace_back(x + (f.x - crop.x) * s, y + (f.y - crop.y) * s, f.width * s, f.height * s);
+    x += piece.cols + 8;
+    row_h = std::max(row_h, piece.rows);
+  }
+  return out;
+}
+
+std::vector<Case> MakeCases(const std::string& testdata) {
+  std::vector<Case> cases;
+  const auto gt = nlohmann::json::parse(Read(FUSION_SOURCE_DIR "/tests/data/faces/ground_truth.json"));
+  for (int i = 1; i <= 6; ++i) {
+    Case c{absl::StrFormat("sample%d", i), cv::imread(absl::StrFormat("%s/faces/sample%d.jpg", testdata, i)), {}, {}};
+    if (c.bgr.empty()) continue;
+    const auto& g = gt["images"][absl::StrFormat("faceapi_group_sample%d.jpg", i)];
+    for (const auto& b : g["faces"]) c.faces.emplace_back(b[0], b[1], b[2], b[3]);
+    for (const auto& b : g["ignore"]) c.ignore.emplace_back(b[0], b[1], b[2], b[3]);
+    cases.push_back(std::move(c));
+  }
+  const cv::Mat grace = cv::imread(FUSION_SOURCE_DIR "/tests/data/faces/grace_hopper_512x600.jpg");
+  const cv::Rect2f grace_box(142.2f, 137.1f, 240.7f, 214.7f);  // golden_faceapi.json
+  cases.push_back({"grace", grace, {grace_box}, {}});
+  if (cases.size() < 7) return cases;  // group photos not fetched: Grace only
+  const Case s1 = cases[0], s3 = cases[2], s5 = cases[4];
+  cases.push_back({"sample3-warm", Cast(s3.bgr, 0.70, 0.95, 1.25), s3.faces, s3.ignore});
+  cases.push_back({"sample1-cold", Cast(s1.bgr, 1.25, 1.0, 0.72), s1.faces, s1.ignore});
+  cases.push_back({"sample5-grey", Grey(s5.bgr), s5.faces, s5.ignore});
+  for (double deg : {-30.0, 30.0}) {
+    cases.push_back(Rotated(absl::StrFormat("grace-roll%+d", int(deg)), grace, grace_box, deg));
+  }
+  cases.push_back(Collage({cases[0], cases[1], cases[2], cases[3], cases[4], cases[5]},
+                          {40, 48, 56, 64, 80, 100, 120, 160, 200, 260, 320}, 1600, 1000));
+  return cases;
+}
+
+// The target and result around `box` (padded by 25%), each `side` px square.
+std::pair<cv::Mat, cv::Mat> Crops(const cv::Mat& target, const cv::Mat& result, const cv::Rect2f& box, int side) {
+  const float pad = 0.25f * std::max(box.width, box.height);
+  const cv::Rect r = cv::Rect(cv::Point(box.x - pad, box.y - pad), cv::Point(box.br().x + pad, box.br().y + pad)) &
+                     cv::Rect(0, 0, target.cols, target.rows);
+  cv::Mat a, b;
+  cv::resize(target(r), a, cv::Size(side, side), 0, 0, cv::INTER_AREA);
+  cv::resize(result(r), b, cv::Size(side, side), 0, 0, cv::INTER_AREA);
+  return {a, b};
+}
+
+void ContactSheet(const std::vector<Row>& rows, const std::string& path) {
+  constexpr int kSide = 128, kText = 34, kCols = 6;
+  const int cell_w = 2 * kSide + 8, cell_h = kSide + kText + 8;
+  const int n = static_cast<int>(rows.size()), grid_rows = (n + kCols - 1) / kCols;
+  cv::Mat sheet(std::max(1, grid_rows) * cell_h, kCols * cell_w, CV_8UC3, cv::Scalar(255, 255, 255));
+  for (int i = 0; i < n; ++i) {
+    const Row& r = rows[i];
+    const cv::Point o((i % kCols) * cell_w + 4, (i / kCols) * cell_h + 4);
+    if (!r.target_crop.empty()) r.target_crop.copyTo(sheet(cv::Rect(o.x, o.y, kSide, kSide)));
+    if (!r.result_crop.empty()) r.result_crop.copyTo(sheet(cv::Rect(o.x + kSide, o.y, kSide, kSide)));
+    const cv::Scalar ink = !r.found ? cv::Scalar(0, 0, 200) : r.blotch > 0.03 || r.result_d >= 0.6 ? cv::Scalar(0, 110, 220) : cv::Scalar(30, 30, 30);
+    const std::string l1 = absl::StrFormat("%s %s %dpx", r.image, r.source.substr(0, 5), int(std::max(r.box.width, r.box.height)));
+    const std::string l2 = !r.truth ? std::string("FALSE BOX") : !r.found ? std::string("MISSED")
+                         : absl::StrFormat("id %.2f>%.2f bl %.1f%% p%.0f", r.target_d, r.result_d, 100 * r.blotch, r.p995);
+    cv::putText(sheet, l1, o + cv::Point(0, kSide + 13), cv::FONT_HERSHEY_PLAIN, 0.9, ink, 1, cv::LINE_AA);
+    cv::putText(sheet, l2, o + cv::Point(0, kSide + 28), cv::FONT_HERSHEY_PLAIN, 0.9, ink, 1, cv::LINE_AA);
+  }
+  cv::imwrite(path, sheet);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"swap quality over the bench's image set: table + contact sheet"};
+  std::string out_dir = ".", models_dir = FUSION_MODELS_DIR, testdata = FUSION_TESTDATA_DIR, only, sources_arg = "astronaut,grace,cameraman";
+  bool simple = false;
+  app.add_option("--out-dir", out_dir, "where quality.md and contact_sheet.png go");
+  app.add_option("--models-dir", models_dir, "fetched weights (scripts/fetch-models.sh)");
+  app.add_option("--testdata", testdata, "fetched test photos (faces/sample1..6.jpg)");
+  app.add_option("--sources", sources_arg, "comma-separated: astronaut, grace, cameraman");
+  app.add_option("--only", only, "run only images whose name contains this");
+  app.add_flag("--simple", simple, "simple (feathered) blending");
+  std::string crops_dir;
+  app.add_option("--crops-dir", crops_dir, "also write each face's target | result pair, 256 px, as PNG here");
+  CLI11_PARSE(app, argc, argv);
+
+  constexpr uint64_t kBudget = 1ull << 30;
+  auto cat = models::ModelCatalogue::Create({FUSION_SOURCE_DIR "/models/manifest.json", models_dir});
+  if (!cat.ok()) return std::fprintf(stderr, "quality_bench: %s\n", cat.status().ToString().c_str()), 1;
+  auto meter = MakeCpuDeviceMeter(kBudget);
+  auto store = ModelStore::Create(cat->get(), {.device = "cpu", .meter = meter.get()});
+  auto residency = ResidencyManager::Create({.device_budget_bytes = kBudget, .loader = store->get()});
+  if (absl::Status st = (*store)->RegisterAll(**residency); !st.ok()) return std::fprintf(stderr, "%s\n", st.ToString().c_str()), 1;
+  FaultInjector faults;
+  PipelineRunner runner(store->get(), residency->get(), meter.get(), &faults, {});
+  struct NoContext : jobs::JobRunner::Context {
+    bool Cancelled() const override { return false; }
+    void StageStarted(const std::string&, float) override {}
+    void StageFinished(const v1::StageReport&, float) override {}
+    void Degradation(const std::string&) override {}
+  } ctx;
+
+  const std::map<std::string, std::string> source_files = {
+      {"astronaut", FUSION_SOURCE_DIR "/tests/data/faces/astronaut_eileen_collins_512.png"},
+      {"grace", FUSION_SOURCE_DIR "/tests/data/faces/grace_hopper_512x600.jpg"},
+      {"cameraman", FUSION_SOURCE_DIR "/tests/data/faces/cameraman_profile_512_gray.png"}};
+  std::vector<Row> rows;
+  for (const Case& c : MakeCases(testdata)) {
+    if (!only.empty() && c.name.find(only) == std::string::npos) continue;
+    const std::string target = Png(c.bgr);
+    for (const std::string& source : std::vector<std::string>(absl::StrSplit(sources_arg, ','))) {
+      if (source == "grace" && c.name.rfind("grace", 0) == 0) continue;  // herself
+      v1::JobOptions o;
+      o.set_ratio(1.0f);
+      o.set_simple(simple);
+      const auto t0 = std::chrono::steady_clock::now();
+      auto out = runner.Swap(Owner{"bench", 0}, Read(source_files.at(source)), target, o, ctx);
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      cv::Mat result = out.ok() ? cv::imdecode(cv::Mat(1, int(out->image.size()), CV_8U, out->image.data()), cv::IMREAD_COLOR) : cv::Mat();
+      std::fprintf(stderr, "%-14s %-9s %s %.0f ms\n", c.name.c_str(), source.c_str(),
+                   out.ok() ? absl::StrFormat("%u faces", out->report.faces_swapped()).c_str() : out.status().ToString().c_str(), ms);
+      std::vector<bool> matched(c.faces.size(), false);
+      if (out.ok()) {
+        for (const v1::FaceReport& f : out->report.faces()) {
+          const cv::Rect2f box(f.box(0), f.box(1), f.box(2), f.box(3));
+          int best = -1;
+          for (size_t g = 0; g < c.faces.size(); ++g) {
+            if (!matched[g] && IoU(box, c.faces[g]) >= 0.4 && (best < 0 || IoU(box, c.faces[g]) > IoU(box, c.faces[best]))) best = int(g);
+          }
+          const bool ignored = std::any_of(c.ignore.begin(), c.ignore.end(), [&](const cv::Rect2f& r) { return (box & r).area() > 0.5 * box.area(); });
+          if (best < 0 && ignored) continue;
+          Row r{c.name, source, box, best >= 0, best >= 0, f.target_identity_distance(), f.identity_distance(), 0, 0, ms, {}, {}};
+          if (best >= 0) matched[best] = true;
+          auto score = quality::ScoreBlotches(result, c.bgr, box);
+          if (score.ok()) r.blotch = score->fraction, r.p995 = score->p995;
+          std::tie(r.target_crop, r.result_crop) = Crops(c.bgr, result, box, 128);
+          if (!crops_dir.empty()) {
+            auto [a, b] = Crops(c.bgr, result, box, 256);
+            cv::Mat pair;
+            cv::hconcat(a, b, pair);
+            cv::imwrite(absl::StrFormat("%s/%s_%s_%d.png", crops_dir, c.name, source, rows.size()), pair);
+          }
+          rows.push_back(r);
+        }
+      }
+      for (size_t g = 0; g < c.faces.size(); ++g) {
+        if (matched[g]) continue;
+        Row r{c.name, source, c.faces[g], false, true, 0, 0, 0, 0, ms, {}, {}};
+        std::tie(r.target_crop, r.result_crop) = Crops(c.bgr, c.bgr, c.faces[g], 128);
+        rows.push_back(r);
+      }
+    }
+  }
+
+  std::ostringstream md;
+  md << "| image | source | face px | found | target→source | result→source | blotch % | p99.5 | job ms |\n"
+     << "|---|---|---:|---|---:|---:|---:|---:|---:|\n";
+  int truth = 0, found = 0, false_boxes = 0, swapped = 0, clean = 0, same = 0, small = 0, small_same = 0;
+  double margin = 0;
+  for (const Row& r : rows) {
+    const int px = int(std::lround(std::max(r.box.width, r.box.height)));
+    md << absl::StrFormat("| %s | %s | %d | %s | %s | %s | %s | %s | %.0f |\n", r.image, r.source, px,
+                          !r.truth ? "FALSE" : r.found ? "yes" : "MISSED",
+                          r.found ? absl::StrFormat("%.3f", r.target_d) : "", r.found ? absl::StrFormat("%.3f", r.result_d) : "",
+                          r.found ? absl::StrFormat("%.1f", 100 * r.blotch) : "", r.found ? absl::StrFormat("%.0f", r.p995) : "", r.ms);
+    truth += r.truth;
+    false_boxes += !r.truth;
+    if (!r.found) continue;
+    ++found, ++swapped;
+    clean += r.blotch <= 0.03 && r.p995 <= 30;
+    same += r.result_d < 0.6;
+    margin += r.target_d - r.result_d;
+    if (px < 80) ++small, small_same += r.result_d < 0.6;
+  }
+  md << absl::StrFormat(
+      "\nFaces found %d of %d (%.1f%%), false boxes %d. Of %d swapped faces: %d (%.1f%%) with blotch "
+      "fraction ≤ 3%% and p99.5 ≤ 30; %d (%.1f%%) at identity distance < 0.6 (faces < 80 px: %d of %d); "
+      "mean margin (target − result distance) %.3f.\n",
+      found, truth, 100.0 * found / std::max(1, truth), false_boxes, swapped, clean, 100.0 * clean / std::max(1, swapped),
+      same, 100.0 * same / std::max(1, swapped), small_same, small, margin / std::max(1, swapped));
+  std::ofstream(out_dir + "/quality.md") << md.str();
+  ContactSheet(rows, out_dir + "/contact_sheet.png");
+  std::printf("%s", md.str().c_str());
+  return 0;
+}
