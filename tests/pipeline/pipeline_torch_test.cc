@@ -59,6 +59,8 @@ TEST(PipelineRunner, SwapKeepsTheTargetSizeAndMovesTheIdentityTowardsTheSource) 
   const float d_target = kept->report.faces(0).identity_distance();
   std::printf("identity distance to the source: target %.3f, result %.3f\n", d_target, d_result);
   EXPECT_GT(d_target - d_result, 0.10f);
+  // The report's own distance of the target face: the ratio-0 result is the target itself.
+  EXPECT_NEAR(swapped->report.faces(0).target_identity_distance(), d_target, 0.01f);
   EXPECT_EQ(rec.started, (std::vector<std::string>{"detect", "landmarks", "encode", "generate", "blend", "score"}));
   for (const auto& s : swapped->report.stages()) {
     EXPECT_EQ(s.mode(), s.name() == "blend" ? v1::HOST : v1::DEVICE) << s.name();
