@@ -87,6 +87,35 @@ cv::Mat PoissonClone(const cv::Mat& face, const cv::Mat& target8, const cv::Mat&
   return out;
 }
 
+// The Poisson correction of `face` over the hull: PoissonClone(face) - face, the membrane that
+// takes the face's boundary to the target's (smooth inside the hull: a harmonic function, so
+// it is solved at reduced resolution, Farbman et al. 2009 "Coordinates for instant image
+// cloning" make the same point). A hull ROI larger than kMaxPoissonSide px is solved scaled
+// down to that side and the membrane upsampled (bilinear); minus the solver's own bias (the
+// target cloned onto itself at the same scale), so an unchanged face gets a zero correction.
+constexpr int kMaxPoissonSide = 192;
+
+cv::Mat PoissonCorrection(const cv::Mat& face, const cv::Mat& target, const cv::Mat& target8, const cv::Mat& hull_roi) {
+  const int side = std::max(hull_roi.cols, hull_roi.rows);
+  if (side <= kMaxPoissonSide) return PoissonClone(face, target8, hull_roi) - PoissonClone(target, target8, hull_roi);
+  const double s = static_cast<double>(kMaxPoissonSide) / side;
+  const cv::Size small(std::max(1, static_cast<int>(std::lround(hull_roi.cols * s))),
+                       std::max(1, static_cast<int>(std::lround(hull_roi.rows * s))));
+  // The face in 8-bit levels, as the full-size solve sees it (PoissonClone rounds its source):
+  // float round-off of an unchanged face (the colour correction's Lab round trip, < 0.52 levels)
+  // must not become a membrane.
+  cv::Mat face8, f, t, t8, m;
+  face.convertTo(face8, CV_8U);
+  face8.convertTo(face8, CV_32F);
+  cv::resize(face8, f, small, 0, 0, cv::INTER_AREA);
+  cv::resize(target, t, small, 0, 0, cv::INTER_AREA);
+  t.convertTo(t8, CV_8U);
+  cv::resize(hull_roi, m, small, 0, 0, cv::INTER_NEAREST);
+  cv::Mat membrane = (PoissonClone(f, t8, m) - f) - (PoissonClone(t, t8, m) - t), up;
+  cv::resize(membrane, up, hull_roi.size(), 0, 0, cv::INTER_LINEAR);
+  return face8 - target + up;
+}
+
 }  // namespace
 
 cv::Mat FaceHullMask(const std::vector<cv::Point2f>& landmarks, cv::Size frame_size) {
@@ -135,7 +164,7 @@ absl::Status BlendFace(const BlendInput& in, const BlendOptions& options, cv::Ma
       // seamlessClone is biased (an unchanged source comes back up to 1-2 levels off), so the
       // target cloned onto itself is subtracted: an unchanged face then yields exactly zero.
       const cv::Mat corrected = options.colour_correction ? ColourCorrect(face, target, hull_roi) : face;
-      blended = target + PoissonClone(corrected, target8, hull_roi) - PoissonClone(target, target8, hull_roi);
+      blended = target + PoissonCorrection(corrected, target, target8, hull_roi);
     }
     cv::Mat weight3;
     cv::merge(std::vector<cv::Mat>{weight, weight, weight}, weight3);

@@ -68,7 +68,12 @@ TEST_P(SwapTest, OutsideTheFaceMaskOutputIsByteIdenticalAndRatioZeroKeepsTheTarg
                 d.inside, d.mean_inside);
     EXPECT_EQ(d.outside, 0.0);
     if (ratio == 0.0) {
-      EXPECT_LE(d.inside, 1.0);
+      // Full mode: within 2 levels at a few pixels (the Poisson membrane of faces over 192 px
+      // is solved at reduced resolution from 8-bit levels: colour-correction round-off that
+      // flips a level there spreads a little); 1 before, when solved at full size (30 s for a
+      // 1100-px face).
+      EXPECT_LE(d.inside, GetParam().mode == BlendMode::kFull ? 2.0 : 0.0);
+      EXPECT_LT(d.mean_inside, 0.05);
     } else {
       EXPECT_GT(d.mean_inside, 8.0);  // the face really changed
     }
