@@ -205,9 +205,11 @@ absl::Status ValidateConfig(const DaemonConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat("fd_max_connections_per_uid: ", config.fd_max_connections_per_uid,
                                                    " exceeds fd_max_connections (", config.fd_max_connections, ")"));
   }
-  // Below a few MiB gRPC cannot hold one max-size message and its own buffers.
-  if (config.grpc_memory_quota < (4ull << 20) || config.grpc_memory_quota > (1ull << 40)) {
-    return absl::InvalidArgumentError("grpc_memory_quota: must be in [4 MiB, 1 TiB]");
+  // gRPC must hold a largest request and its reply within the quota.
+  if (config.grpc_memory_quota < 2 * config.max_message_bytes || config.grpc_memory_quota > (1ull << 40)) {
+    return absl::InvalidArgumentError(absl::StrCat("grpc_memory_quota: ", config.grpc_memory_quota,
+                                                   " bytes; must be in [2 x max_message_bytes (",
+                                                   2 * config.max_message_bytes, "), 1 TiB]"));
   }
   return absl::OkStatus();
 }

@@ -13,7 +13,7 @@
 //   max_connections_per_uid = 16             max_connections = 256
 //   fd_max_connections_per_uid = 8           fd_max_connections = 64
 //   max_queued_jobs_per_uid = 64             max_watch_streams_per_uid = 8
-//   grpc_memory_quota = "64MiB"              stalled_connection_timeout_ms = 15000
+//   grpc_memory_quota = "256MiB"             stalled_connection_timeout_ms = 15000
 // Sizes are strings in ParseSize() syntax or integers (bytes). An unknown key, a wrong type or
 // a bad size is INVALID_ARGUMENT naming the key (and the file).
 // Thread-safety: plain value type.
@@ -84,8 +84,9 @@ struct DaemonConfig {
   // Open WatchJob + WatchMemory streams of one uid; RESOURCE_EXHAUSTED beyond.
   uint32_t max_watch_streams_per_uid = 8;
   // gRPC's own memory (transport buffers, call arenas) for all connections together, bytes:
-  // past it gRPC stops reading from connections until memory is returned.
-  uint64_t grpc_memory_quota = 64ull << 20;
+  // past it gRPC stops reading from connections until memory is returned. At least twice
+  // max_message_bytes (a largest request and its reply).
+  uint64_t grpc_memory_quota = 256ull << 20;
   // A gRPC connection whose peer leaves >= 32 KiB of replies unread this long is closed
   // (a client that never reads, e.g. a PING flood), milliseconds; 0 = never.
   uint64_t stalled_connection_timeout_ms = 15000;

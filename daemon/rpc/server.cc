@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/resource_quota.h>
 #include <grpcpp/server_posix.h>
 
 #include <unistd.h>
@@ -29,6 +30,32 @@ namespace fusion {
 
 inline constexpr char kServiceName[] = "fusion.v1.Fusion";
 
+namespace {
+
+// HTTP/2 policy against abusive connections (issue #11). Ping strikes are OFF on purpose: in
+// gRPC 1.51, once a peer passes max_ping_strikes while a write to it is blocked (it does not
+// read), every further PING appends a child error to the transport's delayed-close status
+// (close_transport_locked -> grpc_error_add_child, an absl::Cord): ~3.5 KB per PING, measured
+// 80-90 MB per flooding connection, freed only when the peer closes (heaptrack). Without
+// strikes, PING ACKs pile up only until gRPC's 10000 pending induced frames, when it stops
+// reading the connection; ConnectionLimiter then closes the stalled connection (and logs it).
+// The minimum ping interval is still set (it is what gRPC counts as a strike, now only
+// counted). The daemon pings idle connections every 60 s (dead peers go away after 20 s
+// more). Streams per connection and metadata are bounded; gRPC's buffers come from one quota.
+void ApplyTransportLimits(grpc::ServerBuilder& builder, const DaemonConfig& config) {
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10 * 1000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);  // see above: never 1.51's strike path
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60 * 1000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20 * 1000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, 32);
+  builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, 16 * 1024);
+  grpc::ResourceQuota quota("fusiond");
+  quota.Resize(static_cast<size_t>(config.grpc_memory_quota));
+  builder.SetResourceQuota(quota);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonConfig& config,
                                                                  jobs::JobRunner* runner,
@@ -136,6 +163,7 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
   builder.SetMaxSendMessageSize(static_cast<int>(config.max_message_bytes));
   // Idle clients do not keep connections (and their fds) forever.
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 10 * 60 * 1000);
+  ApplyTransportLimits(builder, config);
   self->server_ = builder.BuildAndStart();
   if (self->server_ == nullptr) return absl::InternalError("gRPC server failed to start");
   self->server_->GetHealthCheckService()->SetServingStatus(kServiceName, true);

@@ -163,14 +163,14 @@ TEST_F(ConfigTest, AdminsAndPerUidLimitsHaveDocumentedDefaults) {
   EXPECT_EQ(c->fd_max_connections, 64u);
   EXPECT_EQ(c->max_queued_jobs_per_uid, 64u);
   EXPECT_EQ(c->max_watch_streams_per_uid, 8u);
-  EXPECT_EQ(c->grpc_memory_quota, 64ull << 20);
+  EXPECT_EQ(c->grpc_memory_quota, 256ull << 20);
 }
 
 TEST_F(ConfigTest, AdminsAndPerUidLimitsComeFromTheFile) {
   const std::string path = WriteToml(
       "admin_uids = [1000, 1001]\nadmin_group = \"wheel\"\nmax_connections_per_uid = 4\n"
       "max_connections = 32\nfd_max_connections_per_uid = 2\nfd_max_connections = 16\n"
-      "max_queued_jobs_per_uid = 5\nmax_watch_streams_per_uid = 3\ngrpc_memory_quota = \"32MiB\"\n");
+      "max_queued_jobs_per_uid = 5\nmax_watch_streams_per_uid = 3\ngrpc_memory_quota = \"96MiB\"\n");
   auto c = Parse({"--config", path});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->admin_uids, (std::vector<uid_t>{1000, 1001}));
@@ -181,7 +181,7 @@ TEST_F(ConfigTest, AdminsAndPerUidLimitsComeFromTheFile) {
   EXPECT_EQ(c->fd_max_connections, 16u);
   EXPECT_EQ(c->max_queued_jobs_per_uid, 5u);
   EXPECT_EQ(c->max_watch_streams_per_uid, 3u);
-  EXPECT_EQ(c->grpc_memory_quota, 32ull << 20);
+  EXPECT_EQ(c->grpc_memory_quota, 96ull << 20);
 }
 
 TEST_F(ConfigTest, BadLimitsNameTheKey) {
@@ -200,7 +200,7 @@ TEST_F(ConfigTest, BadLimitsNameTheKey) {
                           Case{"grpc_memory_quota = \"lots\"\n", "'grpc_memory_quota'"},
                           Case{"max_connections_per_uid = 64\nmax_connections = 8\n", "max_connections_per_uid: 64 exceeds"},
                           Case{"fd_max_connections_per_uid = 9\nfd_max_connections = 8\n", "fd_max_connections_per_uid: 9 exceeds"},
-                          Case{"grpc_memory_quota = \"1MiB\"\n", "grpc_memory_quota: must be in"}}) {
+                          Case{"grpc_memory_quota = \"63MiB\"\n", "grpc_memory_quota: 66060288 bytes; must be in [2 x max_message_bytes (67108864)"}}) {
     DaemonConfig c;
     absl::Status st = ApplyToml(bad.toml, "f.toml", c);
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << bad.toml;
