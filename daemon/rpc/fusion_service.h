@@ -37,7 +37,7 @@ class FusionService final : public v1::Fusion::CallbackService {
   struct Options {
     std::vector<uid_t> allowed_uids;  // empty = anyone who can open the socket
     AdminPolicy admins;               // default: root and the daemon's uid
-    int max_watch_streams_per_uid = 8;
+    int max_watch_streams_per_uid = 128;
     // Results up to this size come back inline; larger ones (or on request) as a memfd.
     uint64_t inline_result_max_bytes = 4ull << 20;
   };

@@ -70,8 +70,8 @@ class UidSlots {
 class ConnectionLimiter {
  public:
   struct Options {
-    int max_per_uid = 16;
-    int max_total = 256;
+    int max_per_uid = 64;
+    int max_total = 512;
     std::string socket;  // named in the log line
     // A peer that leaves this many bytes unread for this long loses its connection;
     // zero duration = never.

@@ -157,12 +157,12 @@ TEST_F(ConfigTest, AdminsAndPerUidLimitsHaveDocumentedDefaults) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE(c->admin_uids.empty());
   EXPECT_EQ(c->admin_group, "");
-  EXPECT_EQ(c->max_connections_per_uid, 16u);
-  EXPECT_EQ(c->max_connections, 256u);
+  EXPECT_EQ(c->max_connections_per_uid, 64u);
+  EXPECT_EQ(c->max_connections, 512u);
   EXPECT_EQ(c->fd_max_connections_per_uid, 8u);
   EXPECT_EQ(c->fd_max_connections, 64u);
   EXPECT_EQ(c->max_queued_jobs_per_uid, 64u);
-  EXPECT_EQ(c->max_watch_streams_per_uid, 8u);
+  EXPECT_EQ(c->max_watch_streams_per_uid, 128u);
   EXPECT_EQ(c->grpc_memory_quota, 256ull << 20);
 }
 
