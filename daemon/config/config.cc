@@ -63,6 +63,16 @@ absl::Status ReadUids(const toml::node& node, const std::string& origin, const s
   return absl::OkStatus();
 }
 
+absl::Status ReadCount(const toml::node& node, const std::string& origin, const std::string& key,
+                       int64_t lo, int64_t hi, uint32_t& out) {
+  auto i = node.value_exact<int64_t>();
+  if (!i || *i < lo || *i > hi) {
+    return KeyError(origin, key, absl::StrCat("must be an integer in [", lo, ", ", hi, "]"));
+  }
+  out = static_cast<uint32_t>(*i);
+  return absl::OkStatus();
+}
+
 absl::Status ReadStrings(const toml::node& node, const std::string& origin, const std::string& key,
                          std::vector<std::string>& out) {
   const toml::array* arr = node.as_array();
@@ -112,6 +122,15 @@ absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
     else if (key == "socket_group") st = ReadString(node, origin, key, config.socket_group);
     else if (key == "log_level") st = ReadString(node, origin, key, config.log_level);
     else if (key == "allowed_uids") st = ReadUids(node, origin, key, config.allowed_uids);
+    else if (key == "admin_uids") st = ReadUids(node, origin, key, config.admin_uids);
+    else if (key == "admin_group") st = ReadString(node, origin, key, config.admin_group);
+    else if (key == "max_connections_per_uid") st = ReadCount(node, origin, key, 1, 4096, config.max_connections_per_uid);
+    else if (key == "max_connections") st = ReadCount(node, origin, key, 1, 65536, config.max_connections);
+    else if (key == "fd_max_connections_per_uid") st = ReadCount(node, origin, key, 1, 1024, config.fd_max_connections_per_uid);
+    else if (key == "fd_max_connections") st = ReadCount(node, origin, key, 1, 4096, config.fd_max_connections);
+    else if (key == "max_queued_jobs_per_uid") st = ReadCount(node, origin, key, 1, 100000, config.max_queued_jobs_per_uid);
+    else if (key == "max_watch_streams_per_uid") st = ReadCount(node, origin, key, 1, 1024, config.max_watch_streams_per_uid);
+    else if (key == "grpc_memory_quota") st = ReadSize(node, origin, key, config.grpc_memory_quota);
     else if (key == "pin_models") st = ReadStrings(node, origin, key, config.pin_models);
     else if (key == "one_shot_min_free") st = ReadSize(node, origin, key, config.one_shot_min_free);
     else if (key == "one_shot_pressure") {
@@ -133,6 +152,11 @@ absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
       auto i = node.value_exact<int64_t>();
       if (!i || *i < 1 || *i > 64) st = KeyError(origin, key, "must be an integer in [1, 64]");
       else config.max_concurrent_jobs = static_cast<uint32_t>(*i);
+    }
+    else if (key == "stalled_connection_timeout_ms") {
+      auto i = node.value_exact<int64_t>();
+      if (!i || *i < 0 || *i > 600000) st = KeyError(origin, key, "must be an integer in [0, 600000] (ms; 0 = never)");
+      else config.stalled_connection_timeout_ms = static_cast<uint64_t>(*i);
     }
     else if (key == "drain_ms") {
       auto i = node.value_exact<int64_t>();
@@ -172,6 +196,20 @@ absl::Status ValidateConfig(const DaemonConfig& config) {
   }
   if (config.max_message_bytes < 4096 || config.max_message_bytes > (1ull << 31) - 1) {
     return absl::InvalidArgumentError("max_message_bytes: must be in [4 KiB, 2 GiB)");
+  }
+  if (config.max_connections_per_uid > config.max_connections) {
+    return absl::InvalidArgumentError(absl::StrCat("max_connections_per_uid: ", config.max_connections_per_uid,
+                                                   " exceeds max_connections (", config.max_connections, ")"));
+  }
+  if (config.fd_max_connections_per_uid > config.fd_max_connections) {
+    return absl::InvalidArgumentError(absl::StrCat("fd_max_connections_per_uid: ", config.fd_max_connections_per_uid,
+                                                   " exceeds fd_max_connections (", config.fd_max_connections, ")"));
+  }
+  // gRPC must hold a largest request and its reply within the quota.
+  if (config.grpc_memory_quota < 2 * config.max_message_bytes || config.grpc_memory_quota > (1ull << 40)) {
+    return absl::InvalidArgumentError(absl::StrCat("grpc_memory_quota: ", config.grpc_memory_quota,
+                                                   " bytes; must be in [2 x max_message_bytes (",
+                                                   2 * config.max_message_bytes, "), 1 TiB]"));
   }
   return absl::OkStatus();
 }

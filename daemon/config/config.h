@@ -9,6 +9,11 @@
 //   manifest = "/usr/share/fusiond/manifest.json"  pin_models = ["face_recognition"]
 //   allowed_uids = [1000, 1001]              log_level = "info"
 //   one_shot_pressure = 0.85                 one_shot_min_free = "512MiB"
+//   admin_uids = [1000]                      admin_group = "fusion-admin"
+//   max_connections_per_uid = 64             max_connections = 512
+//   fd_max_connections_per_uid = 8           fd_max_connections = 64
+//   max_queued_jobs_per_uid = 64             max_watch_streams_per_uid = 128
+//   grpc_memory_quota = "256MiB"             stalled_connection_timeout_ms = 15000
 // Sizes are strings in ParseSize() syntax or integers (bytes). An unknown key, a wrong type or
 // a bad size is INVALID_ARGUMENT naming the key (and the file).
 // Thread-safety: plain value type.
@@ -62,6 +67,30 @@ struct DaemonConfig {
   // uids allowed to call; empty = anyone who can open the socket. The daemon's own uid is
   // always allowed.
   std::vector<uid_t> allowed_uids;
+  // Who may change model residency (LoadModel, UnloadModel, PinModel, UnpinModel): root, the
+  // daemon's uid, these uids and the members (primary or supplementary) of this group. Both
+  // unset = root and the daemon's uid only. Reading (ListModels, memory) is open to all allowed.
+  std::vector<uid_t> admin_uids;
+  std::string admin_group;
+  // gRPC socket: connections open at once for one uid, and for all uids together; more are
+  // closed at accept (logged at most once a minute per uid).
+  uint32_t max_connections_per_uid = 64;
+  uint32_t max_connections = 512;
+  // fd socket (memfd exchange): connections served at once per uid and in all.
+  uint32_t fd_max_connections_per_uid = 8;
+  uint32_t fd_max_connections = 64;
+  // Jobs one uid may have queued (not yet running); RESOURCE_EXHAUSTED beyond.
+  uint32_t max_queued_jobs_per_uid = 64;
+  // Open WatchJob + WatchMemory streams of one uid; RESOURCE_EXHAUSTED beyond. Each waiting
+  // `fusionctl swap` holds one, so it stays above max_queued_jobs_per_uid + max_concurrent_jobs.
+  uint32_t max_watch_streams_per_uid = 128;
+  // gRPC's own memory (transport buffers, call arenas) for all connections together, bytes:
+  // past it gRPC stops reading from connections until memory is returned. At least twice
+  // max_message_bytes (a largest request and its reply).
+  uint64_t grpc_memory_quota = 256ull << 20;
+  // A gRPC connection whose peer leaves >= 32 KiB of replies unread this long is closed
+  // (a client that never reads, e.g. a PING flood), milliseconds; 0 = never.
+  uint64_t stalled_connection_timeout_ms = 15000;
   // spdlog level: trace, debug, info, warn, error, critical, off.
   std::string log_level = "info";
   // Largest gRPC message accepted or sent, bytes.

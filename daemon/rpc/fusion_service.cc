@@ -23,6 +23,23 @@ absl::StatusOr<PeerCred> FusionService::Authorize(grpc::CallbackServerContext* c
   return cred;
 }
 
+absl::Status FusionService::AuthorizeAdmin(grpc::CallbackServerContext* ctx, const PeerCred& cred,
+                                           const char* method) const {
+  const AdminPolicy& admins = options_.admins;
+  if (admins.AdminByUid(cred.uid)) return absl::OkStatus();
+  if (admins.has_group()) {
+    auto groups = PeerGroupsFromGrpcPeer(ctx->peer(), cred.uid, cred.gid);
+    if (groups.ok() && admins.AdminByGroup(cred.gid, *groups)) return absl::OkStatus();
+  }
+  absl::Status st = admins.Denied(method, cred.uid);
+  uint64_t held_back = 0;
+  if (admin_refusal_log_.Admit(cred.uid, absl::Now(), &held_back)) {
+    spdlog::warn("refused {} from uid {} pid {}: not an admin{}", method, cred.uid, cred.pid,
+                 LogThrottle::HeldBackNote(held_back));
+  }
+  return st;
+}
+
 grpc::ServerUnaryReactor* FusionService::GetMemoryState(grpc::CallbackServerContext* ctx,
                                                         const v1::GetMemoryStateRequest*,
                                                         v1::MemoryState* response) {
@@ -49,9 +66,12 @@ grpc::ServerUnaryReactor* FusionService::Unimplemented(grpc::CallbackServerConte
 
 grpc::ServerWriteReactor<v1::MemoryState>* FusionService::WatchMemory(
     grpc::CallbackServerContext* ctx, const v1::WatchMemoryRequest* request) {
-  if (auto cred = Authorize(ctx); !cred.ok()) return new FinishedStream<v1::MemoryState>(ToGrpcStatus(cred.status()));
+  auto cred = Authorize(ctx);
+  if (!cred.ok()) return new FinishedStream<v1::MemoryState>(ToGrpcStatus(cred.status()));
+  auto slot = watch_slots_.Acquire(cred->uid, "WatchMemory");
+  if (!slot.ok()) return new FinishedStream<v1::MemoryState>(ToGrpcStatus(slot.status()));
   return MemoryWatchReactor::Start(memory_, MemoryWatchReactor::Interval(request->interval_ms()), &memory_watches_,
-                                   &stopping_);
+                                   &stopping_, *std::move(slot));
 }
 
 }  // namespace fusion

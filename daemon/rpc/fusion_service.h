@@ -1,7 +1,10 @@
 // FusionService: the fusion.v1.Fusion gRPC service (callback API).
 //
 // Every handler first reads the caller's uid (SO_PEERCRED, see peer.h) and refuses uids that
-// are not allowed (PERMISSION_DENIED). Handlers validate and answer or enqueue; they never
+// are not allowed (PERMISSION_DENIED). The residency-changing methods (LoadModel, UnloadModel,
+// PinModel, UnpinModel) then refuse callers who are not admins (Options::admins; PERMISSION_DENIED
+// naming the method, before any NOT_FOUND). One uid may hold at most max_watch_streams_per_uid
+// WatchJob + WatchMemory streams (RESOURCE_EXHAUSTED beyond). Handlers validate and answer or enqueue; they never
 // block and never touch the device. Methods whose component is not built yet answer
 // UNIMPLEMENTED naming the method.
 // A refused uid is logged at most once a minute (with the count held back since).
@@ -23,6 +26,7 @@
 #include "rpc/memfd_registry.h"
 #include "rpc/memory_state.h"
 #include "rpc/peer.h"
+#include "rpc/uid_limits.h"
 #include "memory/residency_manager.h"
 #include "models/catalogue/catalogue.h"
 
@@ -32,6 +36,8 @@ class FusionService final : public v1::Fusion::CallbackService {
  public:
   struct Options {
     std::vector<uid_t> allowed_uids;  // empty = anyone who can open the socket
+    AdminPolicy admins;               // default: root and the daemon's uid
+    int max_watch_streams_per_uid = 128;
     // Results up to this size come back inline; larger ones (or on request) as a memfd.
     uint64_t inline_result_max_bytes = 4ull << 20;
   };
@@ -43,7 +49,8 @@ class FusionService final : public v1::Fusion::CallbackService {
                 MemfdRegistry* memfds, ResidencyManager* residency = nullptr,
                 const models::ModelCatalogue* catalogue = nullptr)
       : options_(std::move(options)), memory_(memory), jobs_(jobs), memfds_(memfds),
-        residency_(residency), catalogue_(catalogue) {}
+        residency_(residency), catalogue_(catalogue),
+        watch_slots_("watch streams", options_.max_watch_streams_per_uid) {}
   // Before the server's drain: open WatchMemory streams end at their next interval.
   void BeginShutdown() { stopping_ = true; }
 
@@ -80,6 +87,9 @@ class FusionService final : public v1::Fusion::CallbackService {
  private:
   // The caller's credentials when it is allowed, else the status to answer with.
   absl::StatusOr<PeerCred> Authorize(grpc::CallbackServerContext* ctx) const;
+  // OK when `cred` may change residency (see AdminPolicy), else PERMISSION_DENIED for `method`.
+  absl::Status AuthorizeAdmin(grpc::CallbackServerContext* ctx, const PeerCred& cred,
+                              const char* method) const;
   // Bytes of an ImageData (inline or a memfd token of `uid`); `what` names it in errors.
   absl::StatusOr<std::string> ImageBytes(const v1::ImageData& image, uid_t uid,
                                          const char* what) const;
@@ -101,6 +111,8 @@ class FusionService final : public v1::Fusion::CallbackService {
   ResidencyManager* residency_;
   const models::ModelCatalogue* catalogue_;
   mutable LogThrottle refusal_log_{absl::Minutes(1)};  // per uid
+  mutable LogThrottle admin_refusal_log_{absl::Minutes(1)};  // per uid
+  UidSlots watch_slots_;  // WatchJob + WatchMemory streams per uid
 };
 
 }  // namespace fusion

@@ -23,8 +23,9 @@ jobs::Priority ToPriority(v1::Priority p) {
 // Streams a job's events until its Done event, then finishes OK.
 class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
  public:
-  WatchReactor(jobs::JobManager* jobs, const std::string& id, uid_t uid)
-      : jobs_(jobs), shared_(std::make_shared<Shared>()) {
+  WatchReactor(jobs::JobManager* jobs, const std::string& id, uid_t uid,
+               std::unique_ptr<UidSlots::Slot> slot)
+      : jobs_(jobs), shared_(std::make_shared<Shared>()), slot_(std::move(slot)) {
     shared_->reactor = this;
     auto handle = jobs->Watch(id, uid, [shared = shared_](const v1::JobEvent& e) {
       shared->Push(e);
@@ -89,6 +90,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
 
   jobs::JobManager* jobs_;
   std::shared_ptr<Shared> shared_;
+  std::unique_ptr<UidSlots::Slot> slot_;  // the caller's watch-stream slot; freed with the reactor
   uint64_t handle_ = 0;
 };
 
@@ -167,7 +169,9 @@ grpc::ServerWriteReactor<v1::JobEvent>* FusionService::WatchJob(grpc::CallbackSe
   auto cred = Authorize(ctx);
   if (!cred.ok()) return new FinishedStream<v1::JobEvent>(ToGrpcStatus(cred.status()));
   if (jobs_ == nullptr) return new FinishedStream<v1::JobEvent>(UnimplementedStatus("WatchJob", kNoPipeline));
-  return new WatchReactor(jobs_, request->job_id(), cred->uid);
+  auto slot = watch_slots_.Acquire(cred->uid, "WatchJob");
+  if (!slot.ok()) return new FinishedStream<v1::JobEvent>(ToGrpcStatus(slot.status()));
+  return new WatchReactor(jobs_, request->job_id(), cred->uid, *std::move(slot));
 }
 
 grpc::ServerUnaryReactor* FusionService::GetJob(grpc::CallbackServerContext* ctx,

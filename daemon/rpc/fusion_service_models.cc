@@ -52,8 +52,11 @@ grpc::ServerUnaryReactor* FusionService::ModelOp(grpc::CallbackServerContext* ct
                                                  std::function<absl::Status()> op, bool blocking) {
   auto* reactor = ctx->DefaultReactor();
   auto cred = Authorize(ctx);
-  if (!cred.ok() || residency_ == nullptr) {
-    reactor->Finish(cred.ok() ? UnimplementedStatus(method, kNoModels) : ToGrpcStatus(cred.status()));
+  // Residency is everyone's: only admins change it, and a non-admin learns nothing about
+  // which models exist (the check comes before NOT_FOUND).
+  absl::Status allowed = cred.ok() ? AuthorizeAdmin(ctx, *cred, method) : cred.status();
+  if (!allowed.ok() || residency_ == nullptr) {
+    reactor->Finish(allowed.ok() ? UnimplementedStatus(method, kNoModels) : ToGrpcStatus(allowed));
     return reactor;
   }
   auto work = [this, reactor, name, response, op = std::move(op)] {

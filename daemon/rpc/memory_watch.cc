@@ -15,14 +15,15 @@ absl::Duration MemoryWatchReactor::Interval(uint32_t interval_ms) {
 grpc::ServerWriteReactor<v1::MemoryState>* MemoryWatchReactor::Start(const MemoryStateSource* source,
                                                                      absl::Duration interval,
                                                                      std::atomic<int>* active,
-                                                                     const std::atomic<bool>* stopping) {
+                                                                     const std::atomic<bool>* stopping,
+                                                                     std::unique_ptr<UidSlots::Slot> slot) {
   if (active->fetch_add(1) >= kMaxStreams) {
     active->fetch_sub(1);
     return new FinishedStream<v1::MemoryState>(grpc::Status(
         grpc::StatusCode::RESOURCE_EXHAUSTED,
         absl::StrCat("WatchMemory: ", kMaxStreams, " streams are open already; use GetMemoryState")));
   }
-  auto* reactor = new MemoryWatchReactor(source, interval, active, stopping);
+  auto* reactor = new MemoryWatchReactor(source, interval, active, stopping, std::move(slot));
   reactor->thread_ = std::thread([reactor] { reactor->Loop(); });
   return reactor;
 }

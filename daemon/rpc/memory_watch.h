@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <thread>
 
 #include <grpcpp/grpcpp.h>
@@ -17,6 +18,7 @@
 #include "absl/time/time.h"
 #include "fusion/v1/fusion.pb.h"
 #include "rpc/memory_state.h"
+#include "rpc/uid_limits.h"
 
 namespace fusion {
 
@@ -31,7 +33,8 @@ class MemoryWatchReactor final : public grpc::ServerWriteReactor<v1::MemoryState
   static grpc::ServerWriteReactor<v1::MemoryState>* Start(const MemoryStateSource* source,
                                                           absl::Duration interval,
                                                           std::atomic<int>* active,
-                                                          const std::atomic<bool>* stopping);
+                                                          const std::atomic<bool>* stopping,
+                                                          std::unique_ptr<UidSlots::Slot> slot = nullptr);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -39,8 +42,8 @@ class MemoryWatchReactor final : public grpc::ServerWriteReactor<v1::MemoryState
 
  private:
   MemoryWatchReactor(const MemoryStateSource* source, absl::Duration interval, std::atomic<int>* active,
-                     const std::atomic<bool>* stopping)
-      : source_(source), interval_(interval), active_(active), stopping_(stopping) {}
+                     const std::atomic<bool>* stopping, std::unique_ptr<UidSlots::Slot> slot)
+      : source_(source), interval_(interval), active_(active), stopping_(stopping), slot_(std::move(slot)) {}
   void Loop();
 
   const MemoryStateSource* const source_;
@@ -51,6 +54,7 @@ class MemoryWatchReactor final : public grpc::ServerWriteReactor<v1::MemoryState
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool write_failed_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  std::unique_ptr<UidSlots::Slot> slot_;  // the caller's watch-stream slot; freed with the reactor
   v1::MemoryState state_;  // the message in flight; touched by the loop thread only
   std::thread thread_;
 };

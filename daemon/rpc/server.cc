@@ -2,7 +2,10 @@
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/resource_quota.h>
 #include <grpcpp/server_posix.h>
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -20,11 +23,39 @@
 #include "rpc/memfd_registry.h"
 #include "rpc/memory_state.h"
 #include "rpc/uds_listener.h"
+#include "rpc/uid_limits.h"
 #include "spdlog/spdlog.h"
 
 namespace fusion {
 
 inline constexpr char kServiceName[] = "fusion.v1.Fusion";
+
+namespace {
+
+// HTTP/2 policy against abusive connections (issue #11). Ping strikes are OFF on purpose: in
+// gRPC 1.51, once a peer passes max_ping_strikes while a write to it is blocked (it does not
+// read), every further PING appends a child error to the transport's delayed-close status
+// (close_transport_locked -> grpc_error_add_child, an absl::Cord): ~3.5 KB per PING, measured
+// 80-90 MB per flooding connection, freed only when the peer closes (heaptrack). Without
+// strikes, PING ACKs pile up only until gRPC's 10000 pending induced frames, when it stops
+// reading the connection; ConnectionLimiter then closes the stalled connection (and logs it).
+// The minimum ping interval is still set (it is what gRPC counts as a strike, now only
+// counted). The daemon pings idle connections every 60 s (dead peers go away after 20 s
+// more). Streams per connection and metadata are bounded; gRPC's buffers come from one quota.
+void ApplyTransportLimits(grpc::ServerBuilder& builder, const DaemonConfig& config) {
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10 * 1000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);  // see above: never 1.51's strike path
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60 * 1000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20 * 1000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, 32);
+  builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, 16 * 1024);
+  grpc::ResourceQuota quota("fusiond");
+  quota.Resize(static_cast<size_t>(config.grpc_memory_quota));
+  builder.SetResourceQuota(quota);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonConfig& config,
                                                                  jobs::JobRunner* runner,
@@ -85,8 +116,10 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
       return false;
     };
     jobs::QueueFutureReferences* refs = self->future_refs_.get();
-    auto manager = jobs::JobManager::Create({.concurrency = config.max_concurrent_jobs,
-                                             .on_change = [refs] { refs->Refresh(); }},
+    jobs::JobManager::Options job_options{.concurrency = config.max_concurrent_jobs,
+                                          .on_change = [refs] { refs->Refresh(); }};
+    job_options.queue.max_queued_per_uid = config.max_queued_jobs_per_uid;
+    auto manager = jobs::JobManager::Create(std::move(job_options),
                                             self->journal_.get(), runner, is_resident);
     if (!manager.ok()) return manager.status();
     self->jobs_ = *std::move(manager);
@@ -107,12 +140,19 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
       self->device_.get(), self->residency_.get(),
       TierLimits{config.device_memory_limit, config.device_memory_reserve, config.host_memory_limit},
       std::move(job_counts));
+  auto admins = AdminPolicy::Create(config.admin_uids, config.admin_group);
+  if (!admins.ok()) return admins.status();
   self->service_ = std::make_unique<FusionService>(
-      FusionService::Options{.allowed_uids = config.allowed_uids}, self->memory_.get(),
+      FusionService::Options{.allowed_uids = config.allowed_uids,
+                             .admins = *std::move(admins),
+                             .max_watch_streams_per_uid = static_cast<int>(config.max_watch_streams_per_uid)},
+      self->memory_.get(),
       self->jobs_.get(), self->memfds_.get(), hooks.catalogue != nullptr ? self->residency_.get() : nullptr,
       hooks.catalogue);
-  auto fd_exchange = FdExchange::Create(config.socket, config.socket_group, config.allowed_uids,
-                                        self->memfds_.get());
+  auto fd_exchange = FdExchange::Create(
+      config.socket, config.socket_group, config.allowed_uids, self->memfds_.get(),
+      {.max_in_flight = static_cast<int>(config.fd_max_connections),
+       .max_per_uid = static_cast<int>(config.fd_max_connections_per_uid)});
   if (!fd_exchange.ok()) return fd_exchange.status();
   self->fd_exchange_ = *std::move(fd_exchange);
 
@@ -123,18 +163,39 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
   builder.SetMaxSendMessageSize(static_cast<int>(config.max_message_bytes));
   // Idle clients do not keep connections (and their fds) forever.
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 10 * 60 * 1000);
+  ApplyTransportLimits(builder, config);
   self->server_ = builder.BuildAndStart();
   if (self->server_ == nullptr) return absl::InternalError("gRPC server failed to start");
   self->server_->GetHealthCheckService()->SetServingStatus(kServiceName, true);
 
   grpc::Server* server = self->server_.get();
-  self->listener_->Start([server](int fd) { grpc::AddInsecureChannelFromFd(server, fd); });
+  self->connections_ = std::make_unique<ConnectionLimiter>(
+      ConnectionLimiter::Options{.max_per_uid = static_cast<int>(config.max_connections_per_uid),
+                                 .max_total = static_cast<int>(config.max_connections),
+                                 .socket = config.socket,
+                                 .stall_timeout = absl::Milliseconds(config.stalled_connection_timeout_ms)});
+  ConnectionLimiter* connections = self->connections_.get();
+  self->listener_->Start([server, connections](int fd) {
+    if (!connections->Admit(fd).ok()) {
+      close(fd);  // refused at accept (logged, throttled, by the limiter)
+      return;
+    }
+    grpc::AddInsecureChannelFromFd(server, fd);
+  });
   spdlog::info("fusiond serving on {} (device {}, device limit {} bytes)", self->target(),
                self->device_->Kind(), config.device_memory_limit);
   return self;
 }
 
 DaemonServer::~DaemonServer() { Shutdown(absl::ZeroDuration()); }
+
+int DaemonServer::open_connections(uid_t uid) const {
+  return connections_ != nullptr ? connections_->open(uid) : 0;
+}
+
+uint64_t DaemonServer::stalled_connections_closed() const {
+  return connections_ != nullptr ? connections_->stalled_closed() : 0;
+}
 
 std::string DaemonServer::target() const { return absl::StrCat("unix://", config_.socket); }
 

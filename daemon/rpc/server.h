@@ -11,6 +11,8 @@
 // Thread-safety: Shutdown() and Wait() may be called from different threads; Shutdown() once.
 #pragma once
 
+#include <sys/types.h>
+
 #include <functional>
 #include <memory>
 #include <string>
@@ -45,6 +47,7 @@ class ResidencyManager;
 class UdsListener;
 class FdExchange;
 class MemfdRegistry;
+class ConnectionLimiter;
 
 // How the LibTorch part (models, pipeline; built outside fusiond_core) attaches to the server.
 struct ServerHooks {
@@ -75,6 +78,10 @@ class DaemonServer {
   std::string target() const;
   // The residency manager (the models and pipeline components attach to it).
   ResidencyManager* residency() const { return residency_.get(); }
+  // gRPC connections (on the main socket) of `uid` open now.
+  int open_connections(uid_t uid) const;
+  // gRPC connections closed so far because their peer stopped reading (stalled_connection_timeout_ms).
+  uint64_t stalled_connections_closed() const;
   // Stops accepting, marks health NOT_SERVING, starts no queued job, waits up to `drain` for
   // running jobs and in-flight calls, then interrupts the jobs still running (they stay
   // RUNNING in the journal and run again at the next start; JobManager::Shutdown) and cancels
@@ -96,6 +103,7 @@ class DaemonServer {
   std::unique_ptr<jobs::JobManager> jobs_;
   std::unique_ptr<FusionService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<ConnectionLimiter> connections_;  // consulted by listener_'s thread
   std::unique_ptr<UdsListener> listener_;
   std::unique_ptr<MemfdRegistry> memfds_;
   std::unique_ptr<FdExchange> fd_exchange_;

@@ -92,8 +92,16 @@ struct Client::Impl {
     Prepare(ctx, 30);
     return fusion->GetJobResult(&ctx, request, response);
   }
-  // UNAVAILABLE means nobody answered: say where we looked.
+  absl::Status TooLarge(const std::string& grpc_message) const;
+  // UNAVAILABLE means nobody answered: say where we looked. gRPC's own "message larger than
+  // max" (RESOURCE_EXHAUSTED, from the daemon's max_message_bytes or this channel's limit)
+  // becomes a message naming the limit and the memfd path.
   absl::Status Error(const grpc::Status& status) const {
+    if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
+        (absl::StartsWith(status.error_message(), "Received message larger than max") ||
+         absl::StartsWith(status.error_message(), "Sent message larger than max"))) {
+      return TooLarge(status.error_message());
+    }
     if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
       return absl::UnavailableError(
           absl::StrCat("cannot reach fusiond at ", target, ": ", status.error_message()));
@@ -106,6 +114,26 @@ struct Client::Impl {
     return FromGrpcStatus(status);
   }
 };
+
+// gRPC says "Received message larger than max (N vs. M)"; the numbers are kept.
+absl::Status Client::Impl::TooLarge(const std::string& grpc_message) const {
+  std::string sizes;
+  const size_t open = grpc_message.find('(');
+  const size_t close = grpc_message.rfind(')');
+  if (open != std::string::npos && close != std::string::npos && close > open) {
+    std::string inner = grpc_message.substr(open + 1, close - open - 1);  // "N vs. M"
+    const size_t vs = inner.find(" vs. ");
+    if (vs != std::string::npos) {
+      sizes = absl::StrCat(" (", inner.substr(0, vs), " bytes; the limit is ", inner.substr(vs + 5), " bytes)");
+    }
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the request is larger than fusiond's max_message_bytes", sizes,
+      "; send large images as memfds through ", FdSocketPath(),
+      " instead (the SDK does so for images over ClientOptions::memfd_threshold_bytes, now ",
+      options.memfd_threshold_bytes, " bytes; fusionctl --memfd-threshold), or raise max_message_bytes in "
+      "fusiond's configuration"));
+}
 
 std::string ResolveSocketTarget(const std::string& socket) {
   std::string path = socket;

@@ -152,6 +152,62 @@ TEST_F(ConfigTest, BooleansAndOutOfRangeNumbersAreRefused) {
   EXPECT_NE(st.message().find("at most 104 fit"), std::string::npos) << st;
 }
 
+TEST_F(ConfigTest, AdminsAndPerUidLimitsHaveDocumentedDefaults) {
+  auto c = Parse({});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->admin_uids.empty());
+  EXPECT_EQ(c->admin_group, "");
+  EXPECT_EQ(c->max_connections_per_uid, 64u);
+  EXPECT_EQ(c->max_connections, 512u);
+  EXPECT_EQ(c->fd_max_connections_per_uid, 8u);
+  EXPECT_EQ(c->fd_max_connections, 64u);
+  EXPECT_EQ(c->max_queued_jobs_per_uid, 64u);
+  EXPECT_EQ(c->max_watch_streams_per_uid, 128u);
+  EXPECT_EQ(c->grpc_memory_quota, 256ull << 20);
+}
+
+TEST_F(ConfigTest, AdminsAndPerUidLimitsComeFromTheFile) {
+  const std::string path = WriteToml(
+      "admin_uids = [1000, 1001]\nadmin_group = \"wheel\"\nmax_connections_per_uid = 4\n"
+      "max_connections = 32\nfd_max_connections_per_uid = 2\nfd_max_connections = 16\n"
+      "max_queued_jobs_per_uid = 5\nmax_watch_streams_per_uid = 3\ngrpc_memory_quota = \"96MiB\"\n");
+  auto c = Parse({"--config", path});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->admin_uids, (std::vector<uid_t>{1000, 1001}));
+  EXPECT_EQ(c->admin_group, "wheel");
+  EXPECT_EQ(c->max_connections_per_uid, 4u);
+  EXPECT_EQ(c->max_connections, 32u);
+  EXPECT_EQ(c->fd_max_connections_per_uid, 2u);
+  EXPECT_EQ(c->fd_max_connections, 16u);
+  EXPECT_EQ(c->max_queued_jobs_per_uid, 5u);
+  EXPECT_EQ(c->max_watch_streams_per_uid, 3u);
+  EXPECT_EQ(c->grpc_memory_quota, 96ull << 20);
+}
+
+TEST_F(ConfigTest, BadLimitsNameTheKey) {
+  struct Case {
+    const char* toml;
+    const char* key;
+  };
+  for (const Case& bad : {Case{"max_connections_per_uid = 0\n", "'max_connections_per_uid'"},
+                          Case{"max_connections = \"many\"\n", "'max_connections'"},
+                          Case{"fd_max_connections_per_uid = -1\n", "'fd_max_connections_per_uid'"},
+                          Case{"fd_max_connections = 5000\n", "'fd_max_connections'"},
+                          Case{"max_queued_jobs_per_uid = 1.5\n", "'max_queued_jobs_per_uid'"},
+                          Case{"max_watch_streams_per_uid = true\n", "'max_watch_streams_per_uid'"},
+                          Case{"admin_uids = [\"root\"]\n", "'admin_uids'"},
+                          Case{"admin_group = 5\n", "'admin_group'"},
+                          Case{"grpc_memory_quota = \"lots\"\n", "'grpc_memory_quota'"},
+                          Case{"max_connections_per_uid = 64\nmax_connections = 8\n", "max_connections_per_uid: 64 exceeds"},
+                          Case{"fd_max_connections_per_uid = 9\nfd_max_connections = 8\n", "fd_max_connections_per_uid: 9 exceeds"},
+                          Case{"grpc_memory_quota = \"63MiB\"\n", "grpc_memory_quota: 66060288 bytes; must be in [2 x max_message_bytes (67108864)"}}) {
+    DaemonConfig c;
+    absl::Status st = ApplyToml(bad.toml, "f.toml", c);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << bad.toml;
+    EXPECT_NE(st.message().find(bad.key), std::string::npos) << bad.toml << " -> " << st;
+  }
+}
+
 TEST_F(ConfigTest, MaxConcurrentJobsFromFileAndFlagWithinRange) {
   const std::string path = WriteToml("max_concurrent_jobs = 3\n");
   EXPECT_EQ(Parse({"--config", path})->max_concurrent_jobs, 3u);

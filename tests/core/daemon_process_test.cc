@@ -177,6 +177,30 @@ TEST_F(DaemonProcessTest, OtherUidIsRefusedUnlessAllowed) {
   EXPECT_EQ(allowed.exit_code, 0) << allowed.err;
 }
 
+// An ordinary member of the socket's group (fusionctl as uid 65534) reads the models but may
+// not move them: exit 1 with the daemon's PERMISSION_DENIED naming the method, also for a name
+// that is not in the catalogue (the check comes before NOT_FOUND). The daemon's uid gets NOT_FOUND.
+TEST_F(DaemonProcessTest, AnOrdinaryMemberCannotMoveModelsButListsThem) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run a client as another uid";
+  const std::string toml = dir_.File("group.toml");
+  std::ofstream(toml) << "socket_group = \"nogroup\"\n";
+  auto daemon = StartDaemon({"--config", toml, "--models-dir", dir_.File("no-models")});
+  ASSERT_TRUE(daemon->Running());
+  RunResult models = Ctl({"models", "--json"}, kNobody);
+  EXPECT_EQ(models.exit_code, 0) << models.err;
+  for (const char* name : {"face_recognition", "no-such-model"}) {
+    RunResult pin = Ctl({"pin", name}, kNobody);
+    EXPECT_EQ(pin.exit_code, 1) << pin.err;
+    EXPECT_NE(pin.err.find("fusionctl: PERMISSION_DENIED: PinModel: uid 65534 may not change model residency"),
+              std::string::npos) << pin.err;
+    RunResult unpin = Ctl({"unpin", name}, kNobody);
+    EXPECT_NE(unpin.err.find("PERMISSION_DENIED: UnpinModel: uid 65534"), std::string::npos) << unpin.err;
+  }
+  RunResult own = Ctl({"unpin", "no-such-model"});
+  EXPECT_EQ(own.exit_code, 1);
+  EXPECT_NE(own.err.find("NOT_FOUND"), std::string::npos) << own.err;
+}
+
 TEST_F(DaemonProcessTest, MemWatchStreamsStatesAtTheIntervalAndEndsWhenTheDaemonStops) {
   auto daemon = StartDaemon({"--device-memory-limit", "256MiB"});
   ASSERT_TRUE(daemon->Running());

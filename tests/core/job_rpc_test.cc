@@ -4,6 +4,8 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "fusion/v1/fusion.grpc.pb.h"
 #include "memfd_transfer.h"
 #include "rpc/server.h"
@@ -179,6 +181,40 @@ TEST(JobRpcWithoutPipeline, JobMethodsAreUnimplemented) {
   grpc::Status st = stub->GetJob(&ctx, v1::GetJobRequest(), &j);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::UNIMPLEMENTED);
   EXPECT_NE(st.error_message().find("no pipeline is built"), std::string::npos);
+}
+
+// max_queued_jobs_per_uid reaches the queue: one job runs (held at the gate), two wait, the
+// next is refused naming the limit.
+TEST(JobRpc, QueuedJobsPerUidAreCappedByTheConfig) {
+  testing::TempDir dir;
+  DaemonConfig config;
+  config.socket = dir.File("f.sock");
+  config.state_dir = dir.File("state");
+  config.drain_ms = 0;
+  config.max_concurrent_jobs = 1;
+  config.max_queued_jobs_per_uid = 2;
+  jobs::ScriptedRunner runner;
+  absl::Notification gate;
+  runner.gate = &gate;
+  auto server = DaemonServer::Create(config, &runner);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = v1::Fusion::NewStub(grpc::CreateChannel("unix://" + config.socket, grpc::InsecureChannelCredentials()));
+  auto submit = [&] {
+    grpc::ClientContext ctx;
+    v1::SubmitJobRequest r;
+    r.mutable_source()->set_inline_bytes("s");
+    r.mutable_target()->set_inline_bytes("t");
+    v1::SubmitJobResponse response;
+    return stub->SubmitJob(&ctx, r, &response);
+  };
+  ASSERT_TRUE(submit().ok());
+  ASSERT_TRUE(testing::WaitFor([&] { return runner.running.load() == 1; }, absl::Seconds(5)));
+  EXPECT_TRUE(submit().ok());
+  EXPECT_TRUE(submit().ok());
+  const grpc::Status refused = submit();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(refused.error_message(), absl::StrCat("uid ", getuid(), " already has 2 queued jobs (limit 2)"));
+  gate.Notify();
 }
 
 }  // namespace

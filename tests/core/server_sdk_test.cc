@@ -112,6 +112,27 @@ TEST(ServerSdk, OwnUidIsAllowedEvenWhenNotListed) {
   EXPECT_TRUE((*client)->GetMemoryState().ok());
 }
 
+// A request over the daemon's max_message_bytes gets the SDK's message naming the limit and
+// the memfd path, not gRPC's raw text (the image goes inline: the memfd threshold is above it).
+TEST(ServerSdk, ARequestOverMaxMessageBytesNamesTheLimitAndTheMemfdPath) {
+  testing::TempDir dir;
+  DaemonConfig config;
+  config.socket = dir.File("f.sock");
+  config.max_message_bytes = 64 * 1024;
+  auto server = DaemonServer::Create(config);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = Client::Connect({.socket = config.socket, .memfd_threshold_bytes = 1 << 20});
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto job = (*client)->SubmitJob(std::string(100000, 'x'), std::string(100, 'y'));
+  ASSERT_EQ(job.status().code(), absl::StatusCode::kResourceExhausted) << job.status();
+  const std::string m(job.status().message());
+  EXPECT_EQ(m.find("Received message larger than max"), std::string::npos) << m;
+  EXPECT_NE(m.find("larger than fusiond's max_message_bytes (100"), std::string::npos) << m;
+  EXPECT_NE(m.find("the limit is 65536 bytes"), std::string::npos) << m;
+  EXPECT_NE(m.find("as memfds through " + config.socket + ".fd"), std::string::npos) << m;
+  EXPECT_TRUE((*client)->GetMemoryState().ok());  // the connection is still good
+}
+
 TEST(Sdk, NoDaemonIsUnavailableQuicklyWithTheTarget) {
   auto client = Client::Connect({.socket = "/tmp/fusion-no-such-dir/none.sock"});
   ASSERT_TRUE(client.ok());
