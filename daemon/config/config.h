@@ -9,6 +9,7 @@
 //   manifest = "/usr/share/fusiond/manifest.json"  pin_models = ["face_recognition"]
 //   allowed_uids = [1000, 1001]              log_level = "info"
 //   one_shot_pressure = 0.85                 one_shot_min_free = "512MiB"
+//   max_pixels = 100000000
 // Sizes are strings in ParseSize() syntax or integers (bytes). An unknown key, a wrong type or
 // a bad size is INVALID_ARGUMENT naming the key (and the file).
 // Thread-safety: plain value type.
@@ -64,6 +65,9 @@ struct DaemonConfig {
   std::vector<uid_t> allowed_uids;
   // spdlog level: trace, debug, info, warn, error, critical, off.
   std::string log_level = "info";
+  // Largest image accepted (source, target, reference), pixels as its header declares them;
+  // checked at SubmitJob before anything is decoded. TOML max_pixels, flag --max-pixels.
+  uint64_t max_pixels = 100'000'000;
   // Largest gRPC message accepted or sent, bytes.
   uint64_t max_message_bytes = 32ull << 20;
   // Time given to in-flight calls at SIGTERM before they are cancelled, milliseconds.
