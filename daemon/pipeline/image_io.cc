@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "image/image_header.h"
+#include "image/jpeg_decode.h"
 #include "spdlog/spdlog.h"
 
 namespace fusion {
@@ -54,7 +55,13 @@ absl::StatusOr<DecodedImage> DecodeImage(const std::string& bytes, const std::st
   const int keep = cv::IMREAD_UNCHANGED, oriented = cv::IMREAD_ANYDEPTH | cv::IMREAD_ANYCOLOR;
   DecodedImage img;
   try {
-    img.original = cv::imdecode(buffer, header->alpha_known && !header->alpha ? oriented : keep);
+    if (header->format == image::ImageFormat::kJpeg) {  // damaged data is seen (jpeg_decode.h)
+      auto jpeg = DecodeJpeg(bytes, what, *header);
+      if (!jpeg.ok()) return jpeg.status();
+      img.original = *std::move(jpeg);
+    } else {
+      img.original = cv::imdecode(buffer, header->alpha_known && !header->alpha ? oriented : keep);
+    }
     if (!header->alpha_known && !img.original.empty() && img.original.channels() != 4) {
       img.original.release();
       img.original = cv::imdecode(buffer, oriented);

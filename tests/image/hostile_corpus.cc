@@ -8,11 +8,15 @@
 #include <cstdlib>
 #include <fstream>
 #include <jpeglib.h>
+#include <map>
 #include <random>
+#include <tuple>
 #include <sstream>
 
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
+
+#include "absl/synchronization/mutex.h"
 
 namespace fusion::testing {
 namespace {
@@ -168,7 +172,19 @@ std::string WebpBomb() {
 
 }  // namespace
 
+std::string MakePngBomb(uint32_t width, uint32_t height, bool full_data);
+
 std::string PngBomb(uint32_t width, uint32_t height, bool full_data) {
+  // The 400 MP stream takes seconds to deflate: made once per process.
+  static absl::Mutex mu;
+  static auto* made = new std::map<std::tuple<uint32_t, uint32_t, bool>, std::string>;
+  absl::MutexLock lock(&mu);
+  std::string& png = (*made)[{width, height, full_data}];
+  if (png.empty()) png = MakePngBomb(width, height, full_data);
+  return png;
+}
+
+std::string MakePngBomb(uint32_t width, uint32_t height, bool full_data) {
   std::string idat;
   z_stream z{};
   deflateInit2(&z, 9, Z_DEFLATED, 15, 9, Z_RLE);  // runs of zeros: the densest stream, fast
@@ -236,6 +252,14 @@ std::vector<HostileInput> MakeHostileCorpus(const cv::Mat& face) {
          "target image: the PNG data cannot be decoded", fw, fh, 3, 8});
     std::string jpg = face_jpg;
     jpg[Find(jpg, "\xff\xc0") + 4] = 7;  // SOF0 sample precision 7
+    // Scan bytes garbled in the middle, markers and stuffing left intact: structurally whole.
+    std::string scan = face_jpg;
+    for (size_t i = scan.size() / 2; i < scan.size() / 2 + 1024; ++i) {
+      const auto b = static_cast<uint8_t>(scan[i]), prev = static_cast<uint8_t>(scan[i - 1]);
+      if (b != 0xff && prev != 0xff && (b ^ 0x55) != 0xff) scan[i] = static_cast<char>(b ^ 0x55);
+    }
+    add({"jpeg_scan_corrupt", "face JPEG, complete, 1 KiB of scan data garbled mid-file", scan, kOk, "", kInvalid,
+         "target image corrupt: the JPEG data is damaged from row", fw, fh, 3, 8});
     add({"jpeg_sof_precision_7", "face JPEG with SOF0 precision 7", jpg, kInvalid, "target image: corrupt JPEG header"});
   }
   // Not images.
