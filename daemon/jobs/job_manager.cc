@@ -342,8 +342,16 @@ void JobManager::WorkerLoop() {
       running_[entry->id] = running;
     }
     if (options_.on_change) options_.on_change();
-    RunOne(*entry);
+    RunOne(*entry);  // the job's buffers are freed when it returns
     if (options_.on_change) options_.on_change();
+    if (options_.on_idle) {
+      bool idle = false;
+      {
+        absl::MutexLock lock(&mu_);
+        idle = running_.empty();
+      }
+      if (idle) options_.on_idle();
+    }
   }
 }
 

@@ -47,6 +47,10 @@ class JobManager {
     // Called with no lock held whenever queued or running jobs (or their progress through
     // their stages) change, e.g. to refresh QueueFutureReferences.
     std::function<void()> on_change;
+    // Called with no lock held on a worker thread after a job has ended (its inputs, result
+    // and working buffers freed) when no other job is running, e.g. to hand the freed heap
+    // back to the system (common/heap_release.h). Two workers ending together may both call it.
+    std::function<void()> on_idle;
   };
   using EventCallback = std::function<void(const v1::JobEvent&)>;
   struct ClientCounts {

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/heap_release.h"
 #include "jobs/job_manager.h"
 #include "jobs/queue_future_references.h"
 #include "jobs/journal.h"
@@ -86,7 +87,8 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
     };
     jobs::QueueFutureReferences* refs = self->future_refs_.get();
     auto manager = jobs::JobManager::Create({.concurrency = config.max_concurrent_jobs,
-                                             .on_change = [refs] { refs->Refresh(); }},
+                                             .on_change = [refs] { refs->Refresh(); },
+                                             .on_idle = [] { ReleaseFreeHeap(); }},
                                             self->journal_.get(), runner, is_resident);
     if (!manager.ok()) return manager.status();
     self->jobs_ = *std::move(manager);
