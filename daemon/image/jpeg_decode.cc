@@ -135,8 +135,8 @@ absl::StatusOr<cv::Mat> DecodeJpeg(const std::string& bytes, const std::string& 
       return absl::InvalidArgumentError(absl::StrCat(what, " truncated: ", errors.first_bad_row, " of ", out.rows,
                                                      " rows decoded (the JPEG data ends early)"));
     }
-    return absl::InvalidArgumentError(absl::StrCat(what, " corrupt: the JPEG data is damaged from row ",
-                                                   errors.first_bad_row, " of ", out.rows, " (libjpeg patched it ",
+    return absl::InvalidArgumentError(absl::StrCat(what, " corrupt: the JPEG data is damaged (detected after row ",
+                                                   errors.first_bad_row, " of ", out.rows, "; the decoder patched it ",
                                                    errors.warnings, errors.warnings == 1 ? " time)" : " times)"));
   }
   return Oriented(std::move(out), header.orientation);

@@ -4,7 +4,9 @@
 // with 2/3 of its rows grey was swapped and returned SUCCEEDED).
 // Policy: a JPEG whose data libjpeg had to patch is refused, INVALID_ARGUMENT:
 //   "target image truncated: 412 of 1200 rows decoded (the JPEG data ends early)"
-//   "target image corrupt: the JPEG data is damaged from row 412 of 1200 (libjpeg patched it 3 times)"
+//   "target image corrupt: the JPEG data is damaged (detected after row 412 of 1200; the decoder
+//   patched it 3 times)" (libjpeg notices damage where the scan data stops making sense, which
+//   can be well after the damaged bytes: the row says where it noticed)
 // (a swap onto a partly grey frame is not the image the client meant; the failure is
 // deterministic: libjpeg's output and warnings depend on the bytes only). Progressive JPEGs
 // are decoded whole before rows exist: their row is reported as 0.

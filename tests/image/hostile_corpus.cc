@@ -259,7 +259,7 @@ std::vector<HostileInput> MakeHostileCorpus(const cv::Mat& face) {
       if (b != 0xff && prev != 0xff && (b ^ 0x55) != 0xff) scan[i] = static_cast<char>(b ^ 0x55);
     }
     add({"jpeg_scan_corrupt", "face JPEG, complete, 1 KiB of scan data garbled mid-file", scan, kOk, "", kInvalid,
-         "target image corrupt: the JPEG data is damaged from row", fw, fh, 3, 8});
+         "target image corrupt: the JPEG data is damaged (detected after row", fw, fh, 3, 8});
     add({"jpeg_sof_precision_7", "face JPEG with SOF0 precision 7", jpg, kInvalid, "target image: corrupt JPEG header"});
   }
   // Not images.
