@@ -34,9 +34,6 @@ class FusionService final : public v1::Fusion::CallbackService {
     std::vector<uid_t> allowed_uids;  // empty = anyone who can open the socket
     // Results up to this size come back inline; larger ones (or on request) as a memfd.
     uint64_t inline_result_max_bytes = 4ull << 20;
-    // SubmitJob reads every image's header (image/image_header.h) and refuses images over this
-    // many pixels, of unknown format, corrupt or truncated: INVALID_ARGUMENT, nothing decoded.
-    uint64_t max_pixels = 100'000'000;
   };
   // All pointers must outlive the service. `jobs` may be null: the job methods then answer
   // UNIMPLEMENTED (no pipeline is built into this daemon).

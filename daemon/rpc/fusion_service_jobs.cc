@@ -1,11 +1,9 @@
 // fusion.v1 job methods: SubmitJob, WatchJob, GetJob, ListJobs, CancelJob, GetJobResult.
 #include <deque>
 #include <memory>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "fusion_status.h"
-#include "image/image_header.h"
 #include "rpc/fusion_service.h"
 #include "rpc/stream_util.h"
 
@@ -155,22 +153,6 @@ grpc::ServerUnaryReactor* FusionService::SubmitJob(grpc::CallbackServerContext* 
   if (!target.ok()) {
     reactor->Finish(ToGrpcStatus(target.status()));
     return reactor;
-  }
-  // Headers only (well under a millisecond): a decompression bomb, an unknown format or a cut
-  // image is refused here, before it is journaled, queued or decoded.
-  struct Image {
-    const std::string* bytes;
-    const char* what;
-  };
-  std::vector<Image> images = {{&*source, "source image"}, {&*target, "target image"}};
-  if (!options.reference().inline_bytes().empty()) {
-    images.push_back({&options.reference().inline_bytes(), "reference image"});
-  }
-  for (const Image& image : images) {
-    if (auto header = image::ScreenImage(*image.bytes, image.what, options_.max_pixels); !header.ok()) {
-      reactor->Finish(ToGrpcStatus(header.status()));
-      return reactor;
-    }
   }
   spec.source_image = *std::move(source);
   spec.target_image = *std::move(target);

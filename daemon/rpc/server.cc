@@ -110,7 +110,7 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
       TierLimits{config.device_memory_limit, config.device_memory_reserve, config.host_memory_limit},
       std::move(job_counts));
   self->service_ = std::make_unique<FusionService>(
-      FusionService::Options{.allowed_uids = config.allowed_uids, .max_pixels = config.max_pixels}, self->memory_.get(),
+      FusionService::Options{.allowed_uids = config.allowed_uids}, self->memory_.get(),
       self->jobs_.get(), self->memfds_.get(), hooks.catalogue != nullptr ? self->residency_.get() : nullptr,
       hooks.catalogue);
   auto fd_exchange = FdExchange::Create(config.socket, config.socket_group, config.allowed_uids,

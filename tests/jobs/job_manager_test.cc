@@ -108,6 +108,16 @@ TEST_F(JobManagerTest, InvalidOptionsAreRefusedAndNothingIsJournaled) {
   EXPECT_TRUE(journal_->List(std::nullopt, {}, 0)->empty());
 }
 
+TEST_F(JobManagerTest, ImagesTheRunnerRefusesAreRefusedAtSubmitAndNothingIsJournaled) {
+  auto m = Manager();
+  auto bomb = m->Submit(Spec(1000, "bomb"));
+  EXPECT_EQ(bomb.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bomb.status().message(), "target image: a bomb (scripted)");
+  EXPECT_TRUE(m->List(1000, {}, 10)->empty());
+  absl::MutexLock lock(&runner_.mu);
+  EXPECT_TRUE(runner_.start_order.empty());
+}
+
 TEST_F(JobManagerTest, FailedRunKeepsTheStatusAndResultIsFailedPrecondition) {
   auto m = Manager();
   auto job = m->Submit(Spec(1, "fail"));
@@ -283,6 +293,9 @@ class GatedRunner : public JobRunner {
  public:
   absl::StatusOr<std::vector<std::string>> StageModels(const std::string&) override {
     return std::vector<std::string>{"model"};
+  }
+  absl::Status CheckImages(const std::string&, const std::string&, const std::string&) override {
+    return absl::OkStatus();
   }
   absl::StatusOr<Output> Run(const JobRecord&, const std::string&, const std::string& target,
                              Context& ctx) override {
