@@ -21,6 +21,8 @@ absl::Status ReadBmp(absl::string_view bytes, absl::string_view what, ImageHeade
 
 // EXIF orientation (1..8) from an APP1 payload starting "Exif\0\0"; 1 when absent or invalid.
 uint32_t ExifOrientation(absl::string_view app1);
+// The same from a bare TIFF-structured EXIF block (PNG's eXIf chunk).
+uint32_t TiffOrientation(absl::string_view tiff);
 
 // "<what>: corrupt <format> header (<detail>)" / "<what> truncated: <detail>, <n> bytes".
 absl::Status Corrupt(absl::string_view what, const char* format, absl::string_view detail);

@@ -6,7 +6,7 @@
 // inflates nothing and allocates no pixel memory: its cost is the header plus one pass over the
 // container's structure (PNG chunk lengths, JPEG marker segments and the scan data's markers,
 // RIFF size, TIFF strip extents), well under a millisecond per MB.
-// Accepted formats: PNG (APNG: the default image; frames counted), JPEG (baseline, progressive,
+// Accepted formats: PNG (APNG: the default image; frames counted; eXIf orientation), JPEG (baseline, progressive,
 // grey, YCbCr, CMYK/YCCK; EXIF orientation read and applied to width/height), WebP (still;
 // lossy, lossless, alpha), TIFF (multi-page: the first page is the image, pages counted), BMP.
 // Other formats OpenCV could decode (JPEG 2000, OpenEXR, HDR, PNM, PFM, Sun raster, ...) are
@@ -45,7 +45,7 @@ struct ImageHeader {
   // Whether `alpha` is known exactly (PNG, JPEG, WebP); TIFF and BMP leave it to the decoder.
   bool alpha_known = true;
   uint32_t frames = 1;      // APNG frames or TIFF pages; only the first is decoded
-  uint32_t orientation = 1;  // EXIF orientation 1..8 (JPEG); 1 otherwise
+  uint32_t orientation = 1;  // EXIF orientation 1..8 (JPEG APP1, PNG eXIf without alpha); else 1
 
   uint64_t pixels() const { return uint64_t{width} * height; }
 };

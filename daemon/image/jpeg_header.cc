@@ -91,7 +91,11 @@ absl::Status WalkMarkers(absl::string_view bytes, absl::string_view what) {
 
 uint32_t ExifOrientation(absl::string_view app1) {
   if (app1.size() < 14 || app1.substr(0, 6) != absl::string_view("Exif\0\0", 6)) return 1;
-  const absl::string_view tiff = app1.substr(6);
+  return TiffOrientation(app1.substr(6));
+}
+
+uint32_t TiffOrientation(absl::string_view tiff) {
+  if (tiff.size() < 8) return 1;
   const unsigned char* t = U8(tiff);
   const bool le = tiff[0] == 'I' && tiff[1] == 'I';
   if (!le && !(tiff[0] == 'M' && tiff[1] == 'M')) return 1;

@@ -1,7 +1,8 @@
-// PNG (and APNG) headers: the chunk layout walked by hand (truncation, IEND, acTL), IHDR read
+// PNG (and APNG) headers: the chunk layout walked by hand (truncation, IEND, acTL, eXIf), IHDR read
 // and checked by libpng (png_read_info stops at the first IDAT: nothing is inflated).
 #include <png.h>
 
+#include <algorithm>
 #include <csetjmp>
 #include <cstring>
 #include <string>
@@ -52,6 +53,7 @@ absl::Status WalkChunks(absl::string_view bytes, absl::string_view what, ImageHe
       return Truncated(what, absl::StrCat("the PNG ends inside its ", type, " chunk"), bytes.size());
     }
     if (type == "acTL" && length >= 8) out.frames = std::max<uint32_t>(1, Be32(p + pos + 8));
+    if (type == "eXIf") out.orientation = TiffOrientation(bytes.substr(pos + 8, length));
     if (type == "IDAT") idat = true;
     if (type == "IEND") {
       if (!idat) return Corrupt(what, "PNG", "no IDAT chunk");
@@ -93,6 +95,10 @@ absl::Status ReadPng(absl::string_view bytes, absl::string_view what, ImageHeade
   out.bit_depth = static_cast<uint32_t>(depth);
   out.alpha = (colour & PNG_COLOR_MASK_ALPHA) != 0 || trns;
   out.channels = ((colour & PNG_COLOR_MASK_COLOR) != 0 ? 3 : 1) + (out.alpha ? 1 : 0);
+  // OpenCV applies an eXIf orientation except to images decoded with their alpha channel
+  // (IMREAD_UNCHANGED, pipeline/image_io.h): the sides as the daemon decodes them.
+  if (out.alpha) out.orientation = 1;
+  if (out.orientation >= 5) std::swap(out.width, out.height);
   return absl::OkStatus();
 }
 

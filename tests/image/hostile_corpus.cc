@@ -290,6 +290,16 @@ std::vector<HostileInput> MakeHostileCorpus(const cv::Mat& face) {
     add({"png_grey", "face, 8-bit grey PNG", Encode(grey, ".png"), kOk, "", kOk, "", fw, fh, 1, 8});
     add({"png_rgba", "face, RGBA PNG", Encode(rgba, ".png"), kOk, "", kOk, "", fw, fh, 4, 8});
   }
+  {
+    // Stored rotated, eXIf orientation 6 after IHDR: OpenCV turns it upright.
+    cv::Mat ccw;
+    cv::rotate(face, ccw, cv::ROTATE_90_COUNTERCLOCKWISE);
+    const std::string png = Encode(ccw, ".png");
+    std::string tiff("MM\x00\x2a\x00\x00\x00\x08\x00\x01\x01\x12\x00\x03\x00\x00\x00\x01\x00\x06\x00\x00", 22);
+    tiff += std::string(4, '\0');
+    add({"png_exif_orientation_6", "face stored rotated, PNG eXIf orientation 6 (dims swapped)",
+         png.substr(0, 33) + Chunk("eXIf", tiff) + png.substr(33), kOk, "", kOk, "", fw, fh, 3, 8, 1, 6});
+  }
   add({"apng_2_frames", "face, two-frame APNG (the default image is decoded)", Apng(face_png), kOk, "", kOk, "", fw,
        fh, 3, 8, 2});
   add({"jpeg_cmyk", "face, CMYK JPEG (Adobe inverted)", CmykJpeg(face), kOk, "", kOk, "", fw, fh, 4, 8});
