@@ -128,9 +128,8 @@ absl::StatusOr<v1::Job> JobManager::Submit(JobSpec spec) {
   spec.stage_models = *std::move(stages);
   // Headers only: a decompression bomb, an unknown format or a cut image is refused here,
   // before it is journaled, queued or decoded.
-  if (absl::Status st = runner_->CheckImages(spec.options, spec.source_image, spec.target_image); !st.ok()) {
-    return st;
-  }
+  absl::Status images = runner_->CheckImages(spec.options, spec.source_image, spec.target_image);
+  if (!images.ok()) return images;
   {
     absl::MutexLock lock(&mu_);
     if (shutdown_) return absl::UnavailableError("fusiond is shutting down");

@@ -1,10 +1,11 @@
 // JobManager: accepts jobs, journals them, schedules them fairly and runs them.
 //
 // Flow: Submit() validates the options (JobRunner::StageModels) and the images from their
-// headers (JobRunner::CheckImages: a decompression bomb is refused here), writes the job and its inputs
-// to the Journal (the job is durable before Submit returns), and pushes it on the FairQueue;
-// `concurrency` worker threads pop jobs, mark them RUNNING, run them through the JobRunner and
-// record the final state and result in one journal transaction. Watchers get JobEvents.
+// headers (JobRunner::CheckImages: a decompression bomb is refused here), writes the job and
+// its inputs to the Journal (the job is durable before Submit returns), and pushes it on the
+// FairQueue; `concurrency` worker threads pop jobs, mark them RUNNING, run them through the
+// JobRunner and record the final state and result in one journal transaction. Watchers get
+// JobEvents.
 // Crash safety: Create() requeues every QUEUED/RUNNING job found in the journal, in submit
 // order. Shutdown(deadline) starts no more jobs, lets running ones finish until the deadline,
 // then interrupts the rest through the cancellation path (the runner's checkpoints: the next
@@ -67,8 +68,8 @@ class JobManager {
                                                            FairQueue::IsResident is_resident);
   ~JobManager();  // Shutdown()
 
-  // INVALID_ARGUMENT (bad options, an image CheckImages refuses), RESOURCE_EXHAUSTED (uid's queue full, disk full),
-  // UNAVAILABLE (shutting down).
+  // INVALID_ARGUMENT (bad options, an image CheckImages refuses), RESOURCE_EXHAUSTED (uid's
+  // queue full, disk full), UNAVAILABLE (shutting down).
   absl::StatusOr<v1::Job> Submit(JobSpec spec);
   absl::StatusOr<v1::Job> Get(const std::string& id, uid_t caller);
   absl::StatusOr<std::vector<v1::Job>> List(uid_t caller, const std::vector<JobState>& states,
