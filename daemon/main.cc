@@ -15,6 +15,13 @@
 #endif
 #include "spdlog/spdlog.h"
 
+// jemalloc's options (fusiond links it; daemon/common/heap_release.h has the measurements):
+// a background thread returns freed pages, dirty ones after 1 s, muzzy ones at once, so the
+// daemon's RSS falls back after a large job. MALLOC_CONF in the environment overrides them.
+extern "C" {
+__attribute__((used)) const char* malloc_conf = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0";
+}
+
 int main(int argc, char** argv) {
   auto config = fusion::ParseDaemonCommandLine(argc, argv);
   if (!config.ok()) {

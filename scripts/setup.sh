@@ -10,6 +10,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libspdlog-dev libsystemd-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev
   libsqlite3-dev npm python3-numpy python3-opencv libssl-dev
+  libpng-dev libjpeg-dev libwebp-dev libtiff-dev zlib1g-dev libjemalloc-dev
 )
 
 missing=()

@@ -148,6 +148,11 @@ absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
         config.result_retention_s = absl::ToInt64Seconds(d);
       }
     }
+    else if (key == "max_pixels") {
+      auto i = node.value_exact<int64_t>();
+      if (!i || *i < 1 || *i > (int64_t{1} << 30)) st = KeyError(origin, key, "must be an integer in [1, 2^30] (pixels)");
+      else config.max_pixels = static_cast<uint64_t>(*i);
+    }
     else if (key == "max_concurrent_jobs") {
       auto i = node.value_exact<int64_t>();
       if (!i || *i < 1 || *i > 64) st = KeyError(origin, key, "must be an integer in [1, 64]");
@@ -237,6 +242,9 @@ absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const*
   uint32_t max_jobs = 0;
   app.add_option("--max-concurrent-jobs", max_jobs, "jobs running at once (default 2)")
       ->check(CLI::Range(1u, 64u));
+  uint64_t max_pixels = 0;
+  app.add_option("--max-pixels", max_pixels, "largest image accepted, pixels (default 100000000)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
   app.add_option("--state-dir", state_dir, "directory for the job journal and results");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off");
   try {
@@ -289,6 +297,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const*
     if (auto st = SizeFlag("host-memory-limit", host_limit, config.host_memory_limit); !st.ok()) return st;
   }
   if (max_jobs != 0) config.max_concurrent_jobs = max_jobs;
+  if (max_pixels != 0) config.max_pixels = max_pixels;
   if (!one_shot_min_free.empty()) {
     if (auto st = SizeFlag("one-shot-min-free", one_shot_min_free, config.one_shot_min_free); !st.ok()) return st;
   }

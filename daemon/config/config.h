@@ -14,6 +14,7 @@
 //   fd_max_connections_per_uid = 8           fd_max_connections = 64
 //   max_queued_jobs_per_uid = 64             max_watch_streams_per_uid = 128
 //   grpc_memory_quota = "256MiB"             stalled_connection_timeout_ms = 15000
+//   max_pixels = 100000000
 // Sizes are strings in ParseSize() syntax or integers (bytes). An unknown key, a wrong type or
 // a bad size is INVALID_ARGUMENT naming the key (and the file).
 // Thread-safety: plain value type.
@@ -93,6 +94,9 @@ struct DaemonConfig {
   uint64_t stalled_connection_timeout_ms = 15000;
   // spdlog level: trace, debug, info, warn, error, critical, off.
   std::string log_level = "info";
+  // Largest image accepted (source, target, reference), pixels as its header declares them;
+  // checked at SubmitJob before anything is decoded. TOML max_pixels, flag --max-pixels.
+  uint64_t max_pixels = 100'000'000;
   // Largest gRPC message accepted or sent, bytes.
   uint64_t max_message_bytes = 32ull << 20;
   // Time given to in-flight calls at SIGTERM before they are cancelled, milliseconds.

@@ -126,6 +126,10 @@ absl::StatusOr<v1::Job> JobManager::Submit(JobSpec spec) {
   auto stages = runner_->StageModels(spec.options);
   if (!stages.ok()) return stages.status();
   spec.stage_models = *std::move(stages);
+  // Headers only: a decompression bomb, an unknown format or a cut image is refused here,
+  // before it is journaled, queued or decoded.
+  absl::Status images = runner_->CheckImages(spec.options, spec.source_image, spec.target_image);
+  if (!images.ok()) return images;
   {
     absl::MutexLock lock(&mu_);
     if (shutdown_) return absl::UnavailableError("fusiond is shutting down");
@@ -342,8 +346,16 @@ void JobManager::WorkerLoop() {
       running_[entry->id] = running;
     }
     if (options_.on_change) options_.on_change();
-    RunOne(*entry);
+    RunOne(*entry);  // the job's buffers are freed when it returns
     if (options_.on_change) options_.on_change();
+    if (options_.on_idle) {
+      bool idle = false;
+      {
+        absl::MutexLock lock(&mu_);
+        idle = running_.empty();
+      }
+      if (idle) options_.on_idle();
+    }
   }
 }
 

@@ -1,9 +1,11 @@
 // JobManager: accepts jobs, journals them, schedules them fairly and runs them.
 //
-// Flow: Submit() validates the options (JobRunner::StageModels), writes the job and its inputs
-// to the Journal (the job is durable before Submit returns), and pushes it on the FairQueue;
-// `concurrency` worker threads pop jobs, mark them RUNNING, run them through the JobRunner and
-// record the final state and result in one journal transaction. Watchers get JobEvents.
+// Flow: Submit() validates the options (JobRunner::StageModels) and the images from their
+// headers (JobRunner::CheckImages: a decompression bomb is refused here), writes the job and
+// its inputs to the Journal (the job is durable before Submit returns), and pushes it on the
+// FairQueue; `concurrency` worker threads pop jobs, mark them RUNNING, run them through the
+// JobRunner and record the final state and result in one journal transaction. Watchers get
+// JobEvents.
 // Crash safety: Create() requeues every QUEUED/RUNNING job found in the journal, in submit
 // order. Shutdown(deadline) starts no more jobs, lets running ones finish until the deadline,
 // then interrupts the rest through the cancellation path (the runner's checkpoints: the next
@@ -47,6 +49,10 @@ class JobManager {
     // Called with no lock held whenever queued or running jobs (or their progress through
     // their stages) change, e.g. to refresh QueueFutureReferences.
     std::function<void()> on_change;
+    // Called with no lock held on a worker thread after a job has ended (its inputs, result
+    // and working buffers freed) when no other job is running, e.g. to hand the freed heap
+    // back to the system (common/heap_release.h). Two workers ending together may both call it.
+    std::function<void()> on_idle;
   };
   using EventCallback = std::function<void(const v1::JobEvent&)>;
   struct ClientCounts {
@@ -62,8 +68,8 @@ class JobManager {
                                                            FairQueue::IsResident is_resident);
   ~JobManager();  // Shutdown()
 
-  // INVALID_ARGUMENT (bad options), RESOURCE_EXHAUSTED (uid's queue full, disk full),
-  // UNAVAILABLE (shutting down).
+  // INVALID_ARGUMENT (bad options, an image CheckImages refuses), RESOURCE_EXHAUSTED (uid's
+  // queue full, disk full), UNAVAILABLE (shutting down).
   absl::StatusOr<v1::Job> Submit(JobSpec spec);
   absl::StatusOr<v1::Job> Get(const std::string& id, uid_t caller);
   absl::StatusOr<std::vector<v1::Job>> List(uid_t caller, const std::vector<JobState>& states,

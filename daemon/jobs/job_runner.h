@@ -40,6 +40,13 @@ class JobRunner {
   // run order (the queue's lookahead uses it). INVALID_ARGUMENT naming the bad option.
   virtual absl::StatusOr<std::vector<std::string>> StageModels(const std::string& options) = 0;
 
+  // Checks the job's images (and a reference image inside `options`) before the job is
+  // journaled or queued, from what their bytes declare: nothing is decoded, nothing large is
+  // allocated, it does not block (well under a millisecond per image). INVALID_ARGUMENT
+  // naming the image ("target image: ...") when one would not be accepted by Run.
+  virtual absl::Status CheckImages(const std::string& options, const std::string& source_image,
+                                   const std::string& target_image) = 0;
+
   // Runs the job. Errors are the job's final status (INVALID_ARGUMENT bad image,
   // FAILED_PRECONDITION no face, RESOURCE_EXHAUSTED did not fit, CANCELLED, INTERNAL, ...).
   virtual absl::StatusOr<Output> Run(const JobRecord& job, const std::string& source_image,

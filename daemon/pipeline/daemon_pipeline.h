@@ -12,6 +12,7 @@
 // Thread-safety: Create and Hooks from main's thread; the parts are thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +37,7 @@ class DaemonPipeline {
   DaemonPipeline() = default;
   std::string manifest_;
   std::vector<std::string> pin_models_;
+  uint64_t max_pixels_ = 0;  // config.max_pixels
   std::unique_ptr<models::ModelCatalogue> catalogue_;
   std::unique_ptr<DeviceMeter> meter_;
   std::unique_ptr<ModelStore> store_;

@@ -7,6 +7,9 @@
 #include <opencv2/imgproc.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "image/image_header.h"
+#include "image/jpeg_decode.h"
+#include "spdlog/spdlog.h"
 
 namespace fusion {
 namespace {
@@ -42,28 +45,44 @@ cv::Mat ComposeColour(const cv::Mat& original_colour, const cv::Mat& result8, co
 
 absl::StatusOr<DecodedImage> DecodeImage(const std::string& bytes, const std::string& what,
                                          uint64_t max_pixels) {
+  // The header first (SubmitJob checked it too; a journaled job from an older daemon or a
+  // changed limit meets it here): nothing is decoded past the limit, of an unknown format, or cut.
+  auto header = image::ScreenImage(bytes, what, max_pixels);
+  if (!header.ok()) return header.status();
   const cv::Mat buffer(1, static_cast<int>(bytes.size()), CV_8U, const_cast<char*>(bytes.data()));
+  // Alpha images as they are (IMREAD_UNCHANGED); the rest with EXIF orientation applied. One
+  // decode when the header knows about alpha; TIFF and BMP leave it to the decoder.
+  const int keep = cv::IMREAD_UNCHANGED, oriented = cv::IMREAD_ANYDEPTH | cv::IMREAD_ANYCOLOR;
   DecodedImage img;
   try {
-    const cv::Mat raw = bytes.empty() ? cv::Mat() : cv::imdecode(buffer, cv::IMREAD_UNCHANGED);
-    if (raw.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ": cannot decode ", bytes.size(), " bytes (not an image format OpenCV reads)"));
+    if (header->format == image::ImageFormat::kJpeg) {  // damaged data is seen (jpeg_decode.h)
+      auto jpeg = DecodeJpeg(bytes, what, *header);
+      if (!jpeg.ok()) return jpeg.status();
+      img.original = *std::move(jpeg);
+    } else {
+      img.original = cv::imdecode(buffer, header->alpha_known && !header->alpha ? oriented : keep);
     }
-    if (static_cast<uint64_t>(raw.total()) > max_pixels) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": ", raw.cols, "x", raw.rows,
-                                                     " pixels exceed the limit of ", max_pixels));
+    if (!header->alpha_known && !img.original.empty() && img.original.channels() != 4) {
+      img.original.release();
+      img.original = cv::imdecode(buffer, oriented);
     }
-    // Alpha images as they are; the rest again with EXIF orientation applied.
-    img.original = raw.channels() == 4
-                       ? raw
-                       : cv::imdecode(buffer, cv::IMREAD_ANYDEPTH | cv::IMREAD_ANYCOLOR);
+    if (img.original.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": the ", image::ToString(header->format),
+                                                     " data cannot be decoded (", bytes.size(), " bytes)"));
+    }
+    if (static_cast<uint64_t>(img.original.total()) != header->pixels()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": decoded ", img.original.cols, "x", img.original.rows,
+                                                     " pixels, its header says ", header->width, "x",
+                                                     header->height));
+    }
     if (img.original.depth() != CV_8U && img.original.depth() != CV_16U) {
       img.original.convertTo(img.original, CV_16U, 65535.0);  // float images: to 16 bit
     }
     img.bgr = ToBgr(To8Bit(img.original));
   } catch (const cv::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": cannot decode: ", e.what()));
+    spdlog::warn("{}: OpenCV: {}", what, e.what());  // the library's text stays in the log
+    return absl::InvalidArgumentError(absl::StrCat(what, ": the ", image::ToString(header->format),
+                                                   " data cannot be decoded (", bytes.size(), " bytes)"));
   }
   return img;
 }
@@ -101,7 +120,8 @@ absl::StatusOr<std::string> EncodeResult(const DecodedImage& target, const cv::M
       return absl::InternalError(absl::StrCat("encoding the ", jpeg ? "JPEG" : "PNG", " result failed"));
     }
   } catch (const cv::Exception& e) {
-    return absl::InternalError(absl::StrCat("encoding the result: ", e.what()));
+    spdlog::error("encoding the {} result: OpenCV: {}", jpeg ? "JPEG" : "PNG", e.what());
+    return absl::InternalError(absl::StrCat("encoding the ", jpeg ? "JPEG" : "PNG", " result failed"));
   }
   return std::string(encoded.begin(), encoded.end());
 }

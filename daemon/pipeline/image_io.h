@@ -1,6 +1,8 @@
 // Image decoding and encoding of a job (OpenCV only, no LibTorch).
 //
-// Decode: any format OpenCV reads. EXIF orientation is applied (OpenCV does it for every mode
+// Decode: the header is screened first (image/image_header.h: format PNG, JPEG, WebP, TIFF or
+// BMP, pixels <= max_pixels, not truncated) so nothing is decoded that would not be accepted;
+// then OpenCV decodes once. EXIF orientation is applied (OpenCV does it for every mode
 // except IMREAD_UNCHANGED, which is used only for images with an alpha channel: PNG/WebP carry
 // no EXIF orientation in practice). The stages see `bgr`, 8-bit 3-channel BGR; `original` keeps
 // the decoded depth (8 or 16 bit) and channels (1 grey, 3 BGR, 4 BGRA).
@@ -8,8 +10,10 @@
 // not change keep their original values exactly (16-bit and alpha included); changed pixels are
 // the 8-bit result scaled to the depth (x257 for 16 bit); grey targets give a grey result; alpha
 // is kept. JPEG output is 8-bit without alpha (a JPEG cannot hold either).
-// Errors: INVALID_ARGUMENT naming the image ("source image", "target image") for undecodable
-// bytes or more than max_pixels; INTERNAL when the encoder fails.
+// Errors: INVALID_ARGUMENT naming the image ("source image", "target image") for what
+// ScreenImage refuses, undecodable data ("target image: the JPEG data cannot be decoded (N
+// bytes)") or a decoded size other than the header's; INTERNAL when the encoder fails. No
+// OpenCV text reaches the message (it is logged).
 // Thread-safety: free functions.
 #pragma once
 

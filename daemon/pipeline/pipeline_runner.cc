@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "device/cpu_device_memory.h"
+#include "image/image_header.h"
 #include "models/blend/blend.h"
 #include "pipeline/device_oom.h"
 #include "pipeline/image_io.h"
@@ -124,6 +125,20 @@ absl::Status PipelineRunner::Validate(const v1::JobOptions& o) const {
     return absl::InvalidArgumentError(absl::StrCat("options: max_side ", o.max_side(), " is not in [64,16384]"));
   }
   if (!v1::OutputFormat_IsValid(o.format())) return absl::InvalidArgumentError("options: unknown format");
+  return absl::OkStatus();
+}
+
+absl::Status PipelineRunner::CheckImages(const std::string& serialized, const std::string& source_image,
+                                         const std::string& target_image) {
+  v1::JobOptions o;
+  if (!o.ParseFromString(serialized)) return absl::InvalidArgumentError("options: unparsable JobOptions");
+  for (const auto& [bytes, what] : {std::pair{&source_image, "source image"}, std::pair{&target_image, "target image"}}) {
+    if (auto h = image::ScreenImage(*bytes, what, options_.max_pixels); !h.ok()) return h.status();
+  }
+  if (o.faces() == v1::REFERENCE) {
+    auto h = image::ScreenImage(o.reference().inline_bytes(), "reference image", options_.max_pixels);
+    if (!h.ok()) return h.status();
+  }
   return absl::OkStatus();
 }
 

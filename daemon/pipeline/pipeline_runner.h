@@ -57,6 +57,10 @@ class PipelineRunner final : public jobs::JobRunner {
                  FaultInjector* faults, Options options);
 
   absl::StatusOr<std::vector<std::string>> StageModels(const std::string& options) override;
+  // Source, target and (faces REFERENCE) reference image through image::ScreenImage at
+  // max_pixels: INVALID_ARGUMENT for a bomb, an unknown format, a corrupt header, a cut file.
+  absl::Status CheckImages(const std::string& options, const std::string& source_image,
+                           const std::string& target_image) override;
   absl::StatusOr<Output> Run(const jobs::JobRecord& job, const std::string& source_image,
                              const std::string& target_image, Context& context) override;
 

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/heap_release.h"
 #include "jobs/job_manager.h"
 #include "jobs/queue_future_references.h"
 #include "jobs/journal.h"
@@ -117,7 +118,8 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
     };
     jobs::QueueFutureReferences* refs = self->future_refs_.get();
     jobs::JobManager::Options job_options{.concurrency = config.max_concurrent_jobs,
-                                          .on_change = [refs] { refs->Refresh(); }};
+                                          .on_change = [refs] { refs->Refresh(); },
+                                          .on_idle = [] { ReleaseFreeHeap(); }};
     job_options.queue.max_queued_per_uid = config.max_queued_jobs_per_uid;
     auto manager = jobs::JobManager::Create(std::move(job_options),
                                             self->journal_.get(), runner, is_resident);

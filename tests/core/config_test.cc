@@ -219,6 +219,17 @@ TEST_F(ConfigTest, MaxConcurrentJobsFromFileAndFlagWithinRange) {
   EXPECT_FALSE(Parse({"--max-concurrent-jobs", "65"}).ok());
 }
 
+TEST_F(ConfigTest, MaxPixelsFromFileAndFlagWithinRange) {
+  const std::string path = WriteToml("max_pixels = 4000000\n");
+  EXPECT_EQ(Parse({"--config", path})->max_pixels, 4000000u);
+  EXPECT_EQ(Parse({"--config", path, "--max-pixels", "250000"})->max_pixels, 250000u);
+  EXPECT_EQ(Parse({})->max_pixels, 100000000u);
+  DaemonConfig c;
+  EXPECT_NE(ApplyToml("max_pixels = 0\n", "f.toml", c).message().find("'max_pixels'"), std::string::npos);
+  EXPECT_NE(ApplyToml("max_pixels = 1073741825\n", "f.toml", c).message().find("'max_pixels'"), std::string::npos);
+  EXPECT_FALSE(Parse({"--max-pixels", "1073741825"}).ok());  // over OpenCV's own 2^30 cap
+}
+
 TEST_F(ConfigTest, ResultRetentionIsADurationAndASize) {
   DaemonConfig c;
   ASSERT_TRUE(ApplyToml("result_retention = \"90m\"\nresult_retention_bytes = \"2GiB\"\n", "f.toml", c).ok());

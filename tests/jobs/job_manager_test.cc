@@ -108,6 +108,16 @@ TEST_F(JobManagerTest, InvalidOptionsAreRefusedAndNothingIsJournaled) {
   EXPECT_TRUE(journal_->List(std::nullopt, {}, 0)->empty());
 }
 
+TEST_F(JobManagerTest, ImagesTheRunnerRefusesAreRefusedAtSubmitAndNothingIsJournaled) {
+  auto m = Manager();
+  auto bomb = m->Submit(Spec(1000, "bomb"));
+  EXPECT_EQ(bomb.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bomb.status().message(), "target image: a bomb (scripted)");
+  EXPECT_TRUE(m->List(1000, {}, 10)->empty());
+  absl::MutexLock lock(&runner_.mu);
+  EXPECT_TRUE(runner_.start_order.empty());
+}
+
 TEST_F(JobManagerTest, FailedRunKeepsTheStatusAndResultIsFailedPrecondition) {
   auto m = Manager();
   auto job = m->Submit(Spec(1, "fail"));
@@ -276,6 +286,46 @@ TEST_F(JobManagerTest, UpcomingStagesListRunningRemaindersThenQueuedJobs) {
   EXPECT_EQ(up[1], (std::vector<std::string>{"detector", "generator"}));
   ASSERT_TRUE(m->Cancel(first->job_id(), 1).ok());
   ASSERT_TRUE(m->Cancel(second->job_id(), 2).ok());
+}
+
+// Each job runs until its target's notification (or cancellation).
+class GatedRunner : public JobRunner {
+ public:
+  absl::StatusOr<std::vector<std::string>> StageModels(const std::string&) override {
+    return std::vector<std::string>{"model"};
+  }
+  absl::Status CheckImages(const std::string&, const std::string&, const std::string&) override {
+    return absl::OkStatus();
+  }
+  absl::StatusOr<Output> Run(const JobRecord&, const std::string&, const std::string& target,
+                             Context& ctx) override {
+    ++running;
+    absl::Notification& release = target == "a" ? release_a : release_b;
+    while (!release.WaitForNotificationWithTimeout(absl::Milliseconds(1)) && !ctx.Cancelled()) {}
+    --running;
+    return Output{};
+  }
+  absl::Notification release_a, release_b;
+  std::atomic<int> running{0};
+};
+
+TEST_F(JobManagerTest, OnIdleRunsAfterTheLastRunningJobEndsNotWhileAnotherRuns) {
+  GatedRunner runner;
+  std::atomic<int> idle_calls{0};
+  auto m = JobManager::Create({.concurrency = 2, .on_idle = [&] { ++idle_calls; }}, journal_.get(), &runner,
+                              nullptr);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const std::string a = (*m)->Submit(Spec(1, "a"))->job_id(), b = (*m)->Submit(Spec(2, "b"))->job_id();
+  ASSERT_TRUE(testing::WaitFor([&] { return runner.running == 2; }, absl::Seconds(10)));
+  runner.release_b.Notify();
+  EXPECT_EQ(WaitFinal(**m, b, 2), v1::SUCCEEDED);
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(idle_calls, 0);  // job a still runs
+  runner.release_a.Notify();
+  EXPECT_EQ(WaitFinal(**m, a, 1), v1::SUCCEEDED);
+  ASSERT_TRUE(testing::WaitFor([&] { return idle_calls == 1; }, absl::Seconds(10)));
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(idle_calls, 1);
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ namespace fusion::jobs {
 // `stage_ms` sleep, with a cancellation check before each unit (as the pipeline's checkpoints
 // between faces and tiles) and at its boundary; `units_run` counts the units that ran. The
 // "image" is the target reversed plus the source length. A target "fail" fails the job;
-// options with ratio > 1 are invalid. With `hold` set, the first unit waits for it without
+// options with ratio > 1 are invalid; a target "bomb" is refused by CheckImages. With `hold` set, the first unit waits for it without
 // looking at cancellation (a unit that cannot be interrupted).
 class ScriptedRunner : public JobRunner {
  public:
@@ -30,6 +30,10 @@ class ScriptedRunner : public JobRunner {
       return absl::InvalidArgumentError("options: ratio must be in [0,1]");
     }
     return std::vector<std::string>{"detector", "generator"};
+  }
+  absl::Status CheckImages(const std::string&, const std::string&, const std::string& target) override {
+    if (target == "bomb") return absl::InvalidArgumentError("target image: a bomb (scripted)");
+    return absl::OkStatus();
   }
   absl::StatusOr<Output> Run(const JobRecord& job, const std::string& source,
                              const std::string& target, Context& ctx) override {

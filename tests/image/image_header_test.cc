@@ -1,0 +1,135 @@
+// ReadImageHeader / ScreenImage over the hostile corpus: every input's documented outcome,
+// and a decompression bomb refused from its header without the process growing.
+#include "image/image_header.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <string>
+
+#include <opencv2/imgcodecs.hpp>
+
+#include "hostile_corpus.h"
+
+namespace fusion::image {
+namespace {
+
+constexpr uint64_t kMaxPixels = 100'000'000;  // the daemon's default max_pixels
+
+const std::vector<testing::HostileInput>& Corpus() {
+  static const auto* corpus = new std::vector<testing::HostileInput>(
+      testing::MakeHostileCorpus(cv::imread(FUSION_TEST_DATA_DIR "/faces/grace_hopper_512x600.jpg")));
+  return *corpus;
+}
+
+// kB from a /proc/self/status line ("VmHWM:   123 kB").
+uint64_t StatusKb(const std::string& key) {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(key + ":", 0) == 0) return std::stoull(line.substr(key.size() + 1));
+  }
+  return 0;
+}
+
+// Resets VmHWM to the current RSS (Linux >= 4.0), so the next reading is this test's peak.
+bool ResetPeak() {
+  std::ofstream out("/proc/self/clear_refs");
+  out << "5";
+  out.flush();
+  return static_cast<bool>(out);
+}
+
+bool UnderAsan() {
+#if defined(__SANITIZE_ADDRESS__)
+  return true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  return true;
+#endif
+#endif
+  return false;
+}
+
+TEST(ImageHeader, EveryHostileInputGetsItsDocumentedOutcome) {
+  ASSERT_GE(Corpus().size(), 25u);
+  for (const auto& in : Corpus()) {
+    SCOPED_TRACE(in.name);
+    auto header = ScreenImage(in.bytes, "target image", kMaxPixels);
+    EXPECT_EQ(header.status().code(), in.submit_code) << header.status();
+    EXPECT_NE(std::string(header.status().message()).find(in.submit_fragment), std::string::npos) << header.status();
+    if (!header.ok()) {
+      for (const char* library : {"OpenCV", "libpng", "libjpeg", "libtiff", "libwebp", "cv::", "Assertion"}) {
+        EXPECT_EQ(std::string(header.status().message()).find(library), std::string::npos) << header.status();
+      }
+      continue;
+    }
+    EXPECT_EQ(header->width, in.width);
+    EXPECT_EQ(header->height, in.height);
+    EXPECT_EQ(header->channels, in.channels);
+    EXPECT_EQ(header->bit_depth, in.bit_depth);
+    EXPECT_EQ(header->frames, in.frames);
+    EXPECT_EQ(header->orientation, in.orientation);
+  }
+}
+
+TEST(ImageHeader, AcceptedInputsDecodeToTheirHeadersSize) {
+  for (const auto& in : Corpus()) {
+    if (in.submit_code != absl::StatusCode::kOk || in.job_code == absl::StatusCode::kInvalidArgument) continue;
+    SCOPED_TRACE(in.name);
+    const cv::Mat buf(1, static_cast<int>(in.bytes.size()), CV_8U, const_cast<char*>(in.bytes.data()));
+    const cv::Mat m = cv::imdecode(buf, cv::IMREAD_ANYDEPTH | cv::IMREAD_ANYCOLOR);  // EXIF applied
+    ASSERT_FALSE(m.empty());
+    EXPECT_EQ(static_cast<uint32_t>(m.cols), in.width);
+    EXPECT_EQ(static_cast<uint32_t>(m.rows), in.height);
+  }
+}
+
+TEST(ImageHeader, BombIsRefusedFromItsHeaderWithoutTheProcessGrowing) {
+  const std::string bomb = testing::PngBomb(20000, 20000, true);
+  EXPECT_LT(bomb.size(), 2u << 20);  // a real 400 MP zlib stream of zeros
+  const bool peak = ResetPeak();
+  const uint64_t rss_kb = StatusKb("VmRSS");
+  const auto start = std::chrono::steady_clock::now();
+  auto header = ScreenImage(bomb, "target image", kMaxPixels);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const uint64_t hwm_kb = StatusKb("VmHWM");
+  std::printf("20000x20000 PNG bomb (%zu bytes): refused in %.3f ms, VmHWM - VmRSS before = %lld kB\n", bomb.size(),
+              ms, static_cast<long long>(hwm_kb) - static_cast<long long>(rss_kb));
+  EXPECT_EQ(header.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(header.status().message(),
+            "target image: 20000x20000 pixels (400000000) exceed the limit of 100000000 pixels (max_pixels)");
+  if (UnderAsan() || !peak) GTEST_SKIP() << "VmHWM not measurable here (ASan or no clear_refs)";
+  EXPECT_LT(hwm_kb, rss_kb + 50 * 1024);
+}
+
+TEST(ImageHeader, PixelLimitIsInclusive) {
+  const std::string png = testing::PngBomb(100, 100, true);
+  EXPECT_TRUE(ScreenImage(png, "source image", 10000).ok());
+  EXPECT_EQ(ScreenImage(png, "source image", 9999).status().message(),
+            "source image: 100x100 pixels (10000) exceed the limit of 9999 pixels (max_pixels)");
+}
+
+TEST(ImageHeader, EveryPrefixOfAnAcceptedImageIsRefusedAsInvalid) {
+  // (A TIFF cut after its first page keeps a whole first page: accepted, and it decodes.)
+  // Cut points through the headers (every byte of the first 256) and the data of each format.
+  for (const auto& in : Corpus()) {
+    if (in.submit_code != absl::StatusCode::kOk) continue;
+    SCOPED_TRACE(in.name);
+    for (size_t cut = 0; cut < in.bytes.size(); cut += cut < 256 ? 1 : std::max<size_t>(1, in.bytes.size() / 64)) {
+      auto header = ReadImageHeader(absl::string_view(in.bytes.data(), cut), "target image");
+      if (header.ok() && in.name == "tiff_2_pages") {
+        // Cut inside a later page: the first page, the one decoded, is whole.
+        const cv::Mat buf(1, static_cast<int>(cut), CV_8U, const_cast<char*>(in.bytes.data()));
+        const cv::Mat m = cv::imdecode(buf, cv::IMREAD_UNCHANGED);
+        EXPECT_EQ(m.cols, static_cast<int>(in.width)) << "cut at " << cut;
+        EXPECT_EQ(m.rows, static_cast<int>(in.height)) << "cut at " << cut;
+        continue;
+      }
+      EXPECT_EQ(header.status().code(), absl::StatusCode::kInvalidArgument) << "cut at " << cut;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fusion::image
