@@ -3,6 +3,7 @@
 // Other uids connect through a forked child (only system calls there) that drops to the uid,
 // connects, and passes the connected fd back over SCM_RIGHTS: SO_PEERCRED and SO_PEERGROUPS keep
 // the child's credentials, and the test drives gRPC over that fd. Needs root for other uids.
+#include <chrono>
 #include <grp.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -287,15 +288,17 @@ TEST_F(RpcGuardTest, WatchStreamsPastThePerUidLimitAreRefusedNamingTheLimit) {
   auto stub = StubAs(-1);
   std::vector<std::unique_ptr<grpc::ClientContext>> ctxs;
   std::vector<std::unique_ptr<grpc::ClientReader<v1::MemoryState>>> streams;
+  v1::MemoryState state;
+  // One at a time, each holding its slot (its first message read) before the next opens: the
+  // server counts streams in the order it starts them, not the order the client sent them.
   for (int i = 0; i < 3; ++i) {
     ctxs.push_back(std::make_unique<grpc::ClientContext>());
+    ctxs.back()->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     v1::WatchMemoryRequest req;
     req.set_interval_ms(100);
     streams.push_back(stub->WatchMemory(ctxs.back().get(), req));
+    if (i < 2) EXPECT_TRUE(streams[i]->Read(&state)) << "stream " << i;
   }
-  v1::MemoryState state;
-  EXPECT_TRUE(streams[0]->Read(&state));
-  EXPECT_TRUE(streams[1]->Read(&state));
   EXPECT_FALSE(streams[2]->Read(&state));
   const grpc::Status refused = streams[2]->Finish();
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
