@@ -59,6 +59,7 @@ Lease& Lease::operator=(Lease&& other) noexcept {
     id_ = other.id_;
     model_ = std::move(other.model_);
     working_bytes_ = other.working_bytes_;
+    tier_ = other.tier_;
   }
   return *this;
 }
@@ -118,6 +119,62 @@ absl::StatusOr<Lease> ResidencyManager::Acquire(const Owner& owner, const std::s
   Touch(m);
   Changed();
   return Lease(this, id, name, working_bytes);
+}
+
+absl::StatusOr<Lease> ResidencyManager::AcquireHost(const Owner& owner, const std::string& what,
+                                                    uint64_t bytes, absl::Time deadline,
+                                                    const std::function<bool()>& cancelled) {
+  MutexLock lock(&mu_);
+  bool counted_wait = false;
+  while (host_budget_ != 0) {
+    if (bytes > host_budget_) {
+      ++totals_.refusals;
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "host tier: ", what, " needs ", B(bytes), " (", bytes, " bytes), host budget ",
+          B(host_budget_), ": it cannot fit even with every host copy dropped"));
+    }
+    const uint64_t load = host_used_ + host_reserved_;
+    const uint64_t free = load >= host_budget_ ? 0 : host_budget_ - load;
+    if (bytes <= free) break;
+    if (bytes <= free + HostDroppableBytes()) {
+      // Weights in RAM are a cache: drop copies (LRU first) as if the budget were smaller.
+      const uint64_t budget = host_budget_;
+      host_budget_ = budget - bytes;
+      EnforceHostBudget();
+      host_budget_ = budget;
+      Changed();
+      continue;
+    }
+    if (!counted_wait) {
+      counted_wait = true;
+      ++totals_.waits;
+    }
+    const absl::Time wake = cancelled ? std::min(deadline, absl::Now() + kCancelPoll) : deadline;
+    const bool timed_out = changed_.WaitWithDeadline(&mu_, wake) && wake == deadline;
+    if (cancelled && cancelled()) {
+      return absl::CancelledError(absl::StrCat("job cancelled while waiting for host memory for ", what));
+    }
+    if (timed_out) {
+      ++totals_.refusals;
+      return absl::DeadlineExceededError(absl::StrCat(
+          "host tier: ", what, " needs ", B(bytes), ", ", B(host_reserved_),
+          " held by other host working sets, ", B(host_used_), " of weights, host budget ",
+          B(host_budget_), ": waited for memory until the deadline"));
+    }
+  }
+  const uint64_t id = next_lease_++;
+  host_leases_[id] = LeaseSnapshot{owner, what, bytes};
+  host_reserved_ += bytes;
+  Changed();
+  return Lease(this, id, what, bytes, Tier::kHost);
+}
+
+uint64_t ResidencyManager::HostDroppableBytes() const {
+  uint64_t bytes = 0;
+  for (const auto& [name, m] : models_) {
+    if (m->HostDroppable()) bytes += m->host_bytes;
+  }
+  return bytes;
 }
 
 // Loops until `m` is on the device with `working` reserved, or refuses. See the header for the
@@ -320,7 +377,7 @@ void ResidencyManager::EnforceHostBudget() {
   auto rank = [&](const Model* m) {
     return std::pair(m->host_bytes <= host_budget_, m->last_use);
   };
-  while (host_used_ - oversize_pending > host_budget_) {
+  while (host_used_ - oversize_pending + host_reserved_ > host_budget_) {
     Model* victim = nullptr;
     for (auto& [name, m] : models_) {
       if (!m->HostDroppable()) continue;
@@ -340,6 +397,13 @@ void ResidencyManager::DropHostCopy(Model* m) {
 
 void ResidencyManager::ReleaseLease(uint64_t id) {
   MutexLock lock(&mu_);
+  if (auto h = host_leases_.find(id); h != host_leases_.end()) {
+    host_reserved_ -= h->second.working_bytes;
+    host_leases_.erase(h);
+    Changed();
+    changed_.SignalAll();
+    return;
+  }
   auto it = leases_.find(id);
   if (it == leases_.end()) return;
   Model* m = models_.at(it->second.model).get();
@@ -459,6 +523,7 @@ void ResidencyManager::SetHostBudget(uint64_t bytes) {
   host_budget_ = bytes;
   EnforceHostBudget();
   Changed();
+  changed_.SignalAll();  // a larger budget may admit a waiting host working set
 }
 
 uint64_t ResidencyManager::DeviceUsage() const {
@@ -487,7 +552,7 @@ void ResidencyManager::Touch(Model* m) {
 
 void ResidencyManager::Changed() {
   peak_ = std::max(peak_, used_ + reserved_);
-  host_peak_ = std::max(host_peak_, host_used_);
+  host_peak_ = std::max(host_peak_, host_used_ + host_reserved_);
   if (!options_.check_invariant) return;
   if (absl::Status s = CheckInvariantLocked(); !s.ok()) {
     std::fprintf(stderr, "residency invariant broken: %s\n", s.ToString().c_str());
@@ -550,9 +615,8 @@ ResidencySnapshot ResidencyManager::Snapshot() const {
   MutexLock lock(&mu_);
   ResidencySnapshot s;
   s.device = {device_budget_, used_, reserved_, peak_, over_budget_};
-  uint64_t host_reserved = 0;
-  s.host = {host_budget_, host_used_, host_reserved, host_peak_,
-            host_budget_ != 0 && host_used_ > host_budget_};
+  s.host = {host_budget_, host_used_, host_reserved_, host_peak_,
+            host_budget_ != 0 && host_used_ + host_reserved_ > host_budget_};
   for (const auto& [name, m] : models_) {
     s.models.push_back({name, m->state, m->device_bytes, m->host_copy ? m->host_bytes : 0,
                         m->measured, m->pinned, m->spec.one_shot, m->leases, m->last_use_ms,
@@ -561,6 +625,7 @@ ResidencySnapshot ResidencyManager::Snapshot() const {
   std::sort(s.models.begin(), s.models.end(),
             [](const ModelSnapshot& a, const ModelSnapshot& b) { return a.name < b.name; });
   for (const auto& [id, lease] : leases_) s.leases.push_back(lease);
+  for (const auto& [id, lease] : host_leases_) s.host_leases.push_back(lease);
   s.totals = totals_;
   s.oom_recovered = oom_recovered_;
   return s;
