@@ -34,20 +34,28 @@ const char* ToString(StageMode mode) {
   return "unknown";
 }
 
+std::string OomLadder::TileBucket(const StageSpec& stage, int tile_px) {
+  return tile_px == 0 ? stage.shape_bucket : absl::StrCat(stage.shape_bucket, "@tile", tile_px);
+}
+
 uint64_t OomLadder::TileEstimate(const StageSpec& stage, uint64_t whole, int tile_px) const {
-  if (stage.input_pixels == 0) return whole;
-  // Working sets scale with the pixels processed at once; a tile also carries its overlap:
-  // its halo on each side, and at least (1.5 * side)^2 in all.
-  const double with_halo = static_cast<double>(tile_px + 2 * stage.tile_halo_px);
-  const double tile_pixels = std::max(2.25 * tile_px * tile_px, with_halo * with_halo);
-  const double fraction = std::min(1.0, tile_pixels / static_cast<double>(stage.input_pixels));
-  return std::max<uint64_t>(1, static_cast<uint64_t>(static_cast<double>(whole) * fraction));
+  uint64_t scaled = whole;
+  if (stage.input_pixels != 0) {
+    // Working sets scale with the pixels processed at once; a tile also carries its overlap:
+    // its halo on each side, and at least (1.5 * side)^2 in all.
+    const double with_halo = static_cast<double>(tile_px + 2 * stage.tile_halo_px);
+    const double tile_pixels = std::max(2.25 * tile_px * tile_px, with_halo * with_halo);
+    const double fraction = std::min(1.0, tile_pixels / static_cast<double>(stage.input_pixels));
+    scaled = std::max<uint64_t>(1, static_cast<uint64_t>(static_cast<double>(whole) * fraction));
+  }
+  return std::max(scaled, residency_->WorkingSetEstimate(stage.model, TileBucket(stage, tile_px), 0));
 }
 
 absl::Status OomLadder::Attempt(const Owner& owner, const StageSpec& stage, StageBody& body,
                                 uint64_t working, int tile_px, StageOutcome& out,
-                                bool& admitted) {
+                                bool& admitted, bool& outgrew) {
   const absl::Time deadline = absl::Now() + options_.admission_timeout;
+  outgrew = false;
   while (true) {
     const absl::Time start = absl::Now();
     auto lease = residency_->Acquire(owner, stage.model, working, deadline, stage.cancelled);
@@ -84,13 +92,13 @@ absl::Status OomLadder::Attempt(const Owner& owner, const StageSpec& stage, Stag
     }
     if (st.ok()) {
       out.peak_bytes = peak;
-      // Tiles measure a tile's working set, not the whole input's: learn only from whole runs.
-      if (tile_px == 0) residency_->RecordWorkingSetPeak(stage.model, stage.shape_bucket, peak);
-    } else if (IsDeviceOom(st) && tile_px == 0 && !injected) {
+      residency_->RecordWorkingSetPeak(stage.model, TileBucket(stage, tile_px), peak);
+    } else if (IsDeviceOom(st) && !injected) {
       // The run needed more than it was admitted with: at least what it reached. An injected
       // fault measured nothing: learning from it would leave the estimate raised for good (the
       // profile keeps maxima) and send later normal jobs of this shape to tiles.
-      residency_->RecordWorkingSetPeak(stage.model, stage.shape_bucket, std::max(peak, working * 2));
+      outgrew = usage.limit_refusals > 0;  // refused at its own admission (not a fault, not others)
+      residency_->RecordWorkingSetPeak(stage.model, TileBucket(stage, tile_px), std::max(peak, working * 2));
     }
     return st;  // the lease ends here, whatever happened
   }
@@ -176,8 +184,8 @@ absl::StatusOr<StageOutcome> OomLadder::Run(const Owner& owner, const StageSpec&
   };
 
   // 1. Admission from the estimate.
-  bool admitted = true;
-  absl::Status st = Attempt(owner, stage, body, estimate, 0, out, admitted);
+  bool admitted = true, outgrew = false;
+  absl::Status st = Attempt(owner, stage, body, estimate, 0, out, admitted, outgrew);
   if (st.ok()) return finish(StageMode::kDevice, "");
   if (admitted && !IsDeviceOom(st)) return st;
   if (!admitted) {
@@ -188,7 +196,7 @@ absl::StatusOr<StageOutcome> OomLadder::Run(const Owner& owner, const StageSpec&
     residency_->EvictAllEvictable();
     meter_->ReleaseCache();
     const uint32_t before = out.contention_retries;
-    st = Attempt(owner, stage, body, estimate, 0, out, admitted);
+    st = Attempt(owner, stage, body, estimate, 0, out, admitted, outgrew);
     if (st.ok()) return finish(StageMode::kDevice, "evict_retry");
     if (admitted && !IsDeviceOom(st)) return st;
     out.degradations.push_back(absl::StrCat(stage.name, ": out of device memory untiled (",
@@ -200,7 +208,13 @@ absl::StatusOr<StageOutcome> OomLadder::Run(const Owner& owner, const StageSpec&
   if (stage.tileable) {
     for (int tile = stage.max_tile_px; tile >= stage.min_tile_px; tile /= 2) {
       const uint32_t before = out.contention_retries;
-      st = Attempt(owner, stage, body, TileEstimate(stage, estimate, tile), tile, out, admitted);
+      st = Attempt(owner, stage, body, TileEstimate(stage, estimate, tile), tile, out, admitted, outgrew);
+      if (outgrew) {
+        // The tile outgrew its estimate (raised now): make all the room there is, retry once.
+        residency_->EvictAllEvictable();
+        meter_->ReleaseCache();
+        st = Attempt(owner, stage, body, TileEstimate(stage, estimate, tile), tile, out, admitted, outgrew);
+      }
       if (st.ok()) {
         out.tile_px = tile;
         out.degradations.push_back(absl::StrCat(stage.name, ": ran in ", tile, "px tiles"));

@@ -3,7 +3,9 @@
 //   1. admission from the working-set estimate (per model and input-shape bucket);
 //   2. on a real device OOM: raise the estimate to the measured peak, evict everything
 //      evictable, retry once (an admission that can never fit skips to 3);
-//   3. tileable stages: tiles of max_tile_px with overlap, halving down to min_tile_px;
+//   3. tileable stages: tiles of max_tile_px with overlap, halving down to min_tile_px; a tile
+//      size that outgrew its estimate is retried once with the raised one (as in step 2)
+//      before halving; tile peaks are learnt per tile size;
 //   4. CPU fallback on the HOST tier: whole, then (tileable stages) the same halving tiles;
 //      each attempt is admitted first with a host lease (ResidencyManager::AcquireHost) of its
 //      estimated working set plus the model's bytes, and runs in a host scope of the
@@ -103,9 +105,16 @@ class OomLadder {
 
  private:
   // One device attempt under a fresh lease of `working` bytes. Sets `admitted` false when the
-  // admission itself was refused with RESOURCE_EXHAUSTED.
+  // admission itself was refused with RESOURCE_EXHAUSTED, and `outgrew` true when the run (not
+  // an injected fault) was refused at its own admission: the estimate was too small, and it has
+  // been raised (RecordWorkingSetPeak under `bucket`) to at least twice what was admitted.
   absl::Status Attempt(const Owner& owner, const StageSpec& stage, StageBody& body,
-                       uint64_t working, int tile_px, StageOutcome& out, bool& admitted);
+                       uint64_t working, int tile_px, StageOutcome& out, bool& admitted,
+                       bool& outgrew);
+  // The estimate bucket of `tile_px` (0 = the whole input's).
+  static std::string TileBucket(const StageSpec& stage, int tile_px);
+  // A tile's estimate: `whole` scaled by the pixels a tile sees, or the tile's measured peak
+  // when larger (tiles that do not scale with area, e.g. detection's stem windows).
   uint64_t TileEstimate(const StageSpec& stage, uint64_t whole, int tile_px) const;
   // Step 4: the CPU fallback on the host tier, whole then tiled. OK with `out` filled, an error
   // that ends the ladder, or RESOURCE_EXHAUSTED (nothing fitted) describing the host side.

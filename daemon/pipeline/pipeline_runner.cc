@@ -302,9 +302,10 @@ struct FaceStages {
 };
 
 constexpr uint64_t kCropPixels = 256 * 256;
-// Context pixels an ESRGAN tile reads on each side (KerasModel::halo_px() of the catalogue's
-// esrgan models, measured: EnhancerWorkingSetEstimateCoversTheMeasuredPeak).
-constexpr int kEsrganHaloPx = 10;
+// Context pixels an ESRGAN tile reads on each side, for the ladder's tile estimates: the
+// catalogue's KerasModel::halo_px() (printed by EnhancerEstimate.WorkingSetPerPixelCovers...):
+// 10 for esrgan-slim-*, 18 for esrgan-medium-*; any other enhancer counts 18 (the larger).
+int EsrganHaloPx(const std::string& model) { return absl::StartsWith(model, "esrgan-slim-") ? 10 : 18; }
 
 // Host bytes the upscale holds at once for a frame of `pixels` upscaled s2 = s*s times in area:
 // the 8-bit RGB copy and float input (3 + 12 B/px), the float output and its 8-bit conversion
@@ -483,7 +484,7 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
                    },
                    // Tiles from half the 256-px crop down to 32 px: a 64-px tile of esrgan-slim-x4
                    // with its 10-px halo still peaks at about 72 MB (measured 673 MB untiled).
-                   /*max_tile_px=*/128, /*min_tile_px=*/32, kEsrganHaloPx);
+                   /*max_tile_px=*/128, /*min_tile_px=*/32, EsrganHaloPx(m.enhancer));
     if (!st.ok()) return st;
     for (SwapItem& it : items) {  // the target crop and transform at the enhanced size
       cv::resize(it.target_crop, it.target_crop, it.fused.size(), 0, 0, cv::INTER_CUBIC);
@@ -537,7 +538,9 @@ absl::Status FinishJob(const FaceStages& m, const v1::JobOptions& o, const Decod
                                   rgb01 = up;
                                   return absl::OkStatus();
                                 },
-                                /*max_tile_px=*/256, /*min_tile_px=*/64, kEsrganHaloPx);
+                                // Down to 32 px as enhance: a 32-px esrgan-slim-x4 tile with its
+                                // halo needs ~30 MB, so an x4 upscale runs tiled on a 64 MiB device.
+                                /*max_tile_px=*/256, /*min_tile_px=*/32, EsrganHaloPx(m.upscaler));
     if (!st.ok()) return st;
     rgb01.convertTo(frame, CV_8UC3, 255.0);
     cv::cvtColor(frame, frame, cv::COLOR_RGB2BGR);

@@ -38,6 +38,8 @@ class FakeMeter final : public DeviceMeter {
   }
   // A refusal by the shared device budget while the scope was within its own limit.
   void RefuseShared(ScopeId s) { ++usage_[s].shared_refusals; }
+  // A refusal at the scope's own limit (its admission).
+  void RefuseLimit(ScopeId s) { ++usage_[s].limit_refusals; }
   int cache_releases = 0;
   std::vector<uint64_t> host_limits;  // LimitScope of each host scope, in order
 
@@ -287,12 +289,13 @@ TEST_F(OomLadderTest, CancellationWhileWaitingForMemoryEndsTheLadderAtOnce) {
   ExpectClean();
 }
 
-// Step 4 on the host tier (issue 11): nothing fits the device; the whole frame (200 MiB
+// Step 4 on the host tier (issue 11): nothing is admitted on the device; the whole frame (200 MiB
 // estimate + the 20 MiB model) and 256-px tiles (112.5 + 20 MiB) can never fit a 60 MiB host
 // budget and are refused at admission; 128-px tiles are admitted (28.125 + 20 MiB) but need 64
 // MiB for real, so the host scope's limit refuses them; 64-px tiles (7.03 + 20 MiB admitted,
 // 16 MiB used) run.
 TEST_F(OomLadderTest, CpuFallbackIsAdmittedOnTheHostTierAndTiledWhenTheWholeFrameDoesNotFit) {
+  residency_->SetDeviceBudget(25 * MiB);  // not even a 64-px tile (7.03 + 20 MiB) is admitted
   residency_->SetHostBudget(60 * MiB);
   OomLadder ladder(residency_.get(), &meter_, &faults_, {});
   ScriptedBody body(&meter_, 1024 * MiB, /*device_free=*/0);
@@ -317,6 +320,7 @@ TEST_F(OomLadderTest, CpuFallbackIsAdmittedOnTheHostTierAndTiledWhenTheWholeFram
 // Step 5 with a host budget smaller than the model: nothing is admitted anywhere; the error
 // names the stage, the model, both tiers and the bytes of the smallest attempt.
 TEST_F(OomLadderTest, NothingFittingAnyTierIsResourceExhaustedNamingStageTierAndBytes) {
+  residency_->SetDeviceBudget(25 * MiB);
   residency_->SetHostBudget(10 * MiB);
   OomLadder ladder(residency_.get(), &meter_, &faults_, {});
   ScriptedBody body(&meter_, 1024 * MiB, /*device_free=*/0);
@@ -325,7 +329,7 @@ TEST_F(OomLadderTest, NothingFittingAnyTierIsResourceExhaustedNamingStageTierAnd
   EXPECT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted);
   const std::string msg(out.status().message());
   EXPECT_NE(msg.find("stage 'upscale' (model 'enhancer') does not fit: working set 200.0 MiB"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("device budget 100.0 MiB"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("device budget 25.0 MiB"), std::string::npos) << msg;
   EXPECT_NE(msg.find("host tier: stage 'upscale' CPU fallback in 64px tiles (model 'enhancer') needs 27.0 MiB "
                      "(28344320 bytes), host budget 10.0 MiB"),
             std::string::npos) << msg;
@@ -410,6 +414,49 @@ TEST_F(OomLadderTest, ContentionUntilTheDeadlineDegradesNamingContention) {
   ASSERT_FALSE(out->degradations.empty());
   EXPECT_NE(out->degradations.front().find("contention: other jobs held the device until the admission deadline"),
             std::string::npos) << out->degradations.front();
+  ExpectClean();
+}
+
+// A body whose tiles need `need` bytes whatever their size (as detection's stem windows: the
+// rest of the network runs whole), refused at its scope's limit as the allocator does.
+class FixedNeedBody final : public StageBody {
+ public:
+  FixedNeedBody(FakeMeter* meter, uint64_t need) : meter_(meter), need_(need) {}
+  absl::Status RunDevice(int tile_px, ScopeId scope) override {
+    tiles.push_back(tile_px);
+    if (need_ > meter_->Usage(scope).limit_bytes) {
+      meter_->RefuseLimit(scope);
+      return DeviceOomError("device scope limit exceeded (scripted)");
+    }
+    meter_->Charge(scope, need_);
+    return absl::OkStatus();
+  }
+  absl::Status RunCpu(int, ScopeId) override { return absl::InternalError("no CPU run expected"); }
+  std::vector<int> tiles;
+
+ private:
+  FakeMeter* meter_;
+  uint64_t need_;
+};
+
+// 128-px tiles are admitted with 28.125 MiB (200 MiB scaled by area) but need 30 MiB: refused
+// at their own admission, they are retried once with the raised estimate (56.25 MiB) instead of
+// halving; the next job of that shape is admitted with the raised tile estimate at once.
+TEST_F(OomLadderTest, ATileThatOutgrowsItsEstimateIsRetriedOnceWithTheRaisedOneBeforeHalving) {
+  OomLadder ladder(residency_.get(), &meter_, &faults_, {});
+  FixedNeedBody body(&meter_, 30 * MiB);
+  auto out = ladder.Run(owner_, Spec("detect", "enhancer", true, 200 * MiB), body);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->mode, StageMode::kTiled);
+  EXPECT_EQ(out->tile_px, 128);
+  EXPECT_EQ(body.tiles, (std::vector<int>{128, 128}));
+  // The refusal raised it to twice the admission (the profile keeps maxima).
+  EXPECT_EQ(residency_->WorkingSetEstimate("enhancer", "512x512@tile128", 0), 2 * 29'491'200u);
+  FixedNeedBody next(&meter_, 30 * MiB);
+  auto again = ladder.Run(owner_, Spec("detect", "enhancer", true, 200 * MiB), next);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->tile_px, 128);
+  EXPECT_EQ(next.tiles, (std::vector<int>{128})) << "admitted with the learnt tile peak";
   ExpectClean();
 }
 
