@@ -51,6 +51,28 @@ uint64_t OomLadder::TileEstimate(const StageSpec& stage, uint64_t whole, int til
   return std::max(scaled, residency_->WorkingSetEstimate(stage.model, TileBucket(stage, tile_px), 0));
 }
 
+std::string OomLadder::WaitNote(const StageSpec& stage, uint64_t working) const {
+  const ResidencySnapshot s = residency_->Snapshot();
+  uint64_t model_bytes = 0, evictable = 0;
+  bool resident = false;
+  for (const ModelSnapshot& m : s.models) {
+    if (m.name == stage.model) {
+      model_bytes = m.bytes;
+      resident = m.state == ModelState::kDevice || m.state == ModelState::kInUse;
+    } else if (m.state == ModelState::kDevice && !m.pinned && m.leases == 0) {
+      evictable += m.bytes;
+    }
+  }
+  const uint64_t need = working + (resident ? 0 : model_bytes);
+  const uint64_t busy = s.device.used_bytes + s.device.reserved_bytes;
+  const uint64_t free = busy >= s.device.budget_bytes ? 0 : s.device.budget_bytes - busy;
+  // Waits only what could fit once others' leases end (the rest is refused at once).
+  if (need <= free + evictable || working + model_bytes > s.device.budget_bytes) return "";
+  return absl::StrCat("waiting for device memory: model '", stage.model, "' needs ", FormatBytes(need),
+                      ", ", FormatBytes(free), " free, ", FormatBytes(s.device.reserved_bytes),
+                      " held by running stages");
+}
+
 absl::Status OomLadder::Attempt(const Owner& owner, const StageSpec& stage, StageBody& body,
                                 uint64_t working, int tile_px, StageOutcome& out,
                                 bool& admitted, bool& outgrew) {
@@ -58,7 +80,10 @@ absl::Status OomLadder::Attempt(const Owner& owner, const StageSpec& stage, Stag
   outgrew = false;
   while (true) {
     const absl::Time start = absl::Now();
+    const std::string note = stage.waiting ? WaitNote(stage, working) : "";
+    if (!note.empty()) stage.waiting(note);
     auto lease = residency_->Acquire(owner, stage.model, working, deadline, stage.cancelled);
+    if (!note.empty()) stage.waiting("");
     out.upload_wait_ms += Ms(absl::Now() - start);
     admitted = lease.ok() || !absl::IsResourceExhausted(lease.status());
     if (!lease.ok()) return lease.status();
@@ -77,11 +102,13 @@ absl::Status OomLadder::Attempt(const Owner& owner, const StageSpec& stage, Stag
     const ScopeUsage usage = meter_->Usage(scope);
     meter_->Forget(scope);
     const uint64_t peak = usage.peak_bytes;
-    if (!injected && IsDeviceOom(st) && usage.shared_refusals > 0 && usage.limit_refusals == 0 &&
+    const bool shared_oom = !injected && IsDeviceOom(st) && usage.shared_refusals > 0 && usage.limit_refusals == 0;
+    lease->Release();
+    // Within its admission but refused by the shared budget while other stages of fusiond hold
+    // reservations (leases, uploads): contention; they will end. Without any, the budget is
+    // short for another reason (another process's memory): a real OOM, handled below.
+    if (shared_oom && residency_->Snapshot().device.reserved_bytes > 0 &&
         absl::Now() + options_.contention_backoff < deadline) {
-      // Within its admission but out of memory others hold: contention. Let them finish and
-      // run the same attempt again rather than degrade (the lease ends first).
-      lease->Release();
       ++out.contention_retries;
       if (stage.cancelled && stage.cancelled()) {
         return absl::CancelledError(absl::StrCat("job cancelled while waiting for device memory for model '",
@@ -100,7 +127,7 @@ absl::Status OomLadder::Attempt(const Owner& owner, const StageSpec& stage, Stag
       outgrew = usage.limit_refusals > 0;  // refused at its own admission (not a fault, not others)
       residency_->RecordWorkingSetPeak(stage.model, TileBucket(stage, tile_px), std::max(peak, working * 2));
     }
-    return st;  // the lease ends here, whatever happened
+    return st;  // the lease has ended, whatever happened
   }
 }
 

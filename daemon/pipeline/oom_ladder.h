@@ -59,6 +59,10 @@ struct StageSpec {
   // Polled while an attempt waits for device memory (ResidencyManager::Acquire): the job's
   // cancellation, so a cancelled job does not sit out the admission timeout. Empty = never.
   std::function<bool()> cancelled;
+  // Told, before an attempt whose admission will have to wait for other jobs' memory, what it
+  // waits for ("waiting for device memory: model 'm' needs 30.5 MiB, 2.0 MiB free, ..."), and
+  // "" once admitted. Empty = not told.
+  std::function<void(const std::string& note)> waiting;
 };
 
 // What the stage does in each mode (implemented by the pipeline with LibTorch).
@@ -111,6 +115,8 @@ class OomLadder {
   absl::Status Attempt(const Owner& owner, const StageSpec& stage, StageBody& body,
                        uint64_t working, int tile_px, StageOutcome& out, bool& admitted,
                        bool& outgrew);
+  // The note for stage.waiting when admitting `working` bytes must wait now, else "".
+  std::string WaitNote(const StageSpec& stage, uint64_t working) const;
   // The estimate bucket of `tile_px` (0 = the whole input's).
   static std::string TileBucket(const StageSpec& stage, int tile_px);
   // A tile's estimate: `whole` scaled by the pixels a tile sees, or the tile's measured peak

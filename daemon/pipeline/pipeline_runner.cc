@@ -185,7 +185,11 @@ class Execution {
                     .max_tile_px = max_tile_px,
                     .min_tile_px = min_tile_px,
                     .tile_halo_px = tile_halo_px,
-                    .cancelled = [this] { return ctx_.Cancelled(); }};
+                    .cancelled = [this] { return ctx_.Cancelled(); },
+                    // The job's stage text says what it waits for while it waits.
+                    .waiting = [this, name, progress](const std::string& note) {
+                      ctx_.StageStarted(note.empty() ? name : absl::StrCat(name, " (", note, ")"), progress);
+                    }};
     // The prefetch of this stage's model (started while the previous stage ran) counts as
     // upload wait; then the next model comes up while this stage runs.
     const absl::Time wait_start = absl::Now();

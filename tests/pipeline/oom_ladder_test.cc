@@ -460,6 +460,31 @@ TEST_F(OomLadderTest, ATileThatOutgrowsItsEstimateIsRetriedOnceWithTheRaisedOneB
   ExpectClean();
 }
 
+// A stage that must wait for another job's memory says what it waits for (the job's stage
+// text), and clears it once admitted.
+TEST_F(OomLadderTest, AStageWaitingForAnotherJobsMemorySaysWhatItWaitsFor) {
+  OomLadder ladder(residency_.get(), &meter_, &faults_, {});
+  auto held = residency_->Acquire(Owner{"neighbour", 2}, "enhancer", 70 * MiB, absl::Now() + absl::Seconds(5));
+  ASSERT_TRUE(held.ok()) << held.status();
+  std::thread releaser([&] {
+    absl::SleepFor(absl::Milliseconds(100));
+    held->Release();
+  });
+  ScriptedBody body(&meter_, 1 * MiB, 100 * MiB);
+  StageSpec spec = Spec("generate", "other", false, 10 * MiB);
+  std::vector<std::string> notes;
+  spec.waiting = [&](const std::string& note) { notes.push_back(note); };
+  auto out = ladder.Run(owner_, spec, body);
+  releaser.join();
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->mode, StageMode::kDevice);
+  EXPECT_EQ(notes, (std::vector<std::string>{
+                       "waiting for device memory: model 'other' needs 40.0 MiB, 10.0 MiB free, "
+                       "70.0 MiB held by running stages",
+                       ""}));
+  ExpectClean();
+}
+
 TEST(FaultInjector, ParsesSpecsAndRejectsBadOnes) {
   auto f = FaultInjector::Parse("detect=fail_first_device,enhance=fail_untiled");
   ASSERT_TRUE(f.ok()) << f.status();
