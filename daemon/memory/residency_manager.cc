@@ -187,7 +187,6 @@ absl::Status ResidencyManager::MakeResident(Model* m, uint64_t working, absl::Ti
     // The model itself cannot be evicted while it is wanted, so "can never fit" counts it
     // whether or not it is resident; free space is needed only for what is not there yet.
     const uint64_t total = working + m->device_bytes;
-    const uint64_t need = working + (resident ? 0 : m->device_bytes);
     const uint64_t pinned_other = pinned_ - (m->pinned ? m->device_bytes : 0);
     if (total + pinned_other > device_budget_) {
       return Refuse(m, absl::ResourceExhaustedError(absl::StrCat(
@@ -195,11 +194,15 @@ absl::Status ResidencyManager::MakeResident(Model* m, uint64_t working, absl::Ti
           " + working set ", B(working), "), ", B(pinned_other), " pinned, budget ",
           B(device_budget_), ": it cannot fit even after every eviction")));
     }
+    // An upload also needs room for its temporaries, as far as the budget has any.
+    const uint64_t extra =
+        resident ? 0 : std::min(m->spec.upload_extra_bytes, device_budget_ - total - pinned_other);
+    const uint64_t need = working + (resident ? 0 : m->device_bytes + extra);
     if (!m->InTransit() && !over_budget_) {
       const uint64_t load = used_ + reserved_;
       const uint64_t free = load >= device_budget_ ? 0 : device_budget_ - load;
       if (need <= free) {
-        if (!resident) return Bring(m, working);
+        if (!resident) return Bring(m, working, extra);
         reserved_ += working;
         m->transit += working;
         ++m->admitting;
@@ -237,10 +240,10 @@ absl::Status ResidencyManager::MakeResident(Model* m, uint64_t working, absl::Ti
   }
 }
 
-// Loads (if ABSENT) and uploads `m` with the lock released; its bytes and `working` stay
-// reserved meanwhile so no one else can take them.
-absl::Status ResidencyManager::Bring(Model* m, uint64_t working) {
-  m->transit = m->device_bytes + working;
+// Loads (if ABSENT) and uploads `m` with the lock released; its bytes, the upload's `extra`
+// temporaries and `working` stay reserved meanwhile so no one else can take them.
+absl::Status ResidencyManager::Bring(Model* m, uint64_t working, uint64_t extra) {
+  m->transit = m->device_bytes + extra + working;
   reserved_ += m->transit;
   if (m->state == ModelState::kAbsent) {
     m->state = ModelState::kLoading;

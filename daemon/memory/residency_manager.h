@@ -64,6 +64,11 @@ struct ModelSpec {
   uint64_t device_bytes = 0;  // estimate until the first upload measures it
   uint64_t host_bytes = 0;    // estimate until loaded; 0 = same as device_bytes
   bool one_shot = false;      // detect/landmarks: released right after use under pressure
+  // Transient device bytes an upload needs beyond the model's own (its temporaries: about the
+  // model's bytes again when the CPU device clones the weights). Reserved while the upload
+  // runs, so the allocator's real usage stays within the budget; capped at what the budget has
+  // beyond the model and its working set.
+  uint64_t upload_extra_bytes = 0;
 };
 
 // Move-only handle on a model admitted to the device with a reserved working set. Destroying
@@ -181,7 +186,7 @@ class ResidencyManager {
 
   absl::Status MakeResident(Model* m, uint64_t working, absl::Time deadline,
                             const std::function<bool()>& cancelled = {}) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status Bring(Model* m, uint64_t working) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Bring(Model* m, uint64_t working, uint64_t extra) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Refuse(Model* m, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t EvictableBytes(const Model* except) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Evict(uint64_t bytes, const Model* except) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

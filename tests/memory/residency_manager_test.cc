@@ -101,6 +101,29 @@ TEST_F(ResidencyTest, HostWorkingSetsDropWeightCopiesWaitForOthersAndRefuseWhatC
   EXPECT_TRUE(manager_->CheckInvariant().ok());
 }
 
+// An upload's temporaries (ModelSpec::upload_extra_bytes: the CPU device clones the weights)
+// are reserved while it runs: 40 MiB of model + working set would fit the 50 MiB left beside a
+// leased model, but the upload needs 30 MiB more, so it waits; the extra is capped at what the
+// budget has beyond the model and its working set, so it never makes a model unfittable.
+TEST_F(ResidencyTest, AnUploadReservesRoomForItsTemporaries) {
+  Make(100);
+  Add("b", 50);
+  loader_.SetBytes("a", 30 * kMiB);
+  ASSERT_TRUE(manager_->RegisterModel({.name = "a", .device_bytes = 30 * kMiB, .upload_extra_bytes = 30 * kMiB}).ok());
+  auto held = manager_->Acquire(Owner{"job-2", 1001}, "b", 0, Soon());
+  ASSERT_TRUE(held.ok()) << held.status();
+  auto waited = manager_->Acquire(kJob, "a", 10 * kMiB, Soon());
+  EXPECT_EQ(waited.status().code(), absl::StatusCode::kDeadlineExceeded) << waited.status();
+  held->Release();
+  auto lease = manager_->Acquire(kJob, "a", 10 * kMiB, Soon());
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  // After the upload only the model and the working set are charged.
+  EXPECT_EQ(manager_->Snapshot().device.reserved_bytes, 10 * kMiB);
+  EXPECT_GE(manager_->Snapshot().device.peak_bytes, 70 * kMiB);
+  lease->Release();
+  EXPECT_TRUE(manager_->CheckInvariant().ok());
+}
+
 TEST_F(ResidencyTest, LruEvictsLeastRecentlyUsedModel) {
   Make(300);
   Add("a", 100), Add("b", 100), Add("c", 100), Add("d", 100);
