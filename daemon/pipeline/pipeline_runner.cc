@@ -528,7 +528,8 @@ absl::Status FinishJob(const FaceStages& m, const v1::JobOptions& o, const Decod
   if (!m.upscaler.empty()) {
     const uint64_t s2 = uint64_t{o.upscale()} * o.upscale();
     auto admitted = run.HostBuffers(
-        absl::StrCat("the x", o.upscale(), " upscale's images of a ", frame.cols, "x", frame.rows, " frame"),
+        absl::StrCat("stage 'upscale' (model '", m.upscaler, "'): the images of the x", o.upscale(),
+                     " upscale of a ", frame.cols, "x", frame.rows, " frame"),
         UpscaleHostBytes(frame.total(), s2, target.original.elemSize()));
     if (!admitted.ok()) return admitted.status();
     buffers = *std::move(admitted);

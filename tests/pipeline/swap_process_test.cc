@@ -293,5 +293,37 @@ TEST_F(SwapProcessTest, UpscaleX4OnASmallDeviceIsTiledAndPeakRssStaysWithinBothT
   Stop(std::move(daemon));
 }
 
+// The upscale's images are admitted on the host tier before they exist: a 640x427 frame
+// upscaled x4 needs 96 MB of images (input, float output, conversions), more than a 64 MiB
+// host budget, so the job ends RESOURCE_EXHAUSTED naming the stage, the tier and the bytes at
+// once (never INTERNAL, never an unadmitted allocation); the daemon stays up and the next job
+// without the upscale succeeds.
+TEST_F(SwapProcessTest, UpscaleWhoseImagesExceedTheHostBudgetIsResourceExhaustedNamingStageTierAndBytes) {
+  cv::Mat sample = cv::imread(FUSION_FETCHED_TESTDATA_DIR "/faces/sample1.jpg", cv::IMREAD_COLOR);
+  ASSERT_FALSE(sample.empty());
+  cv::Mat small;
+  cv::resize(sample, small, cv::Size(640, 427), 0, 0, cv::INTER_AREA);
+  const std::string target = dir_.File("target_640x427.png");
+  ASSERT_TRUE(cv::imwrite(target, small));
+  auto daemon = StartDaemon("", {"--host-memory-limit", "64MiB"}, "64MiB");
+  ASSERT_TRUE(daemon->Running());
+  std::vector<std::string> args = {"swap", "--source", FUSION_TEST_DATA_DIR "/faces/astronaut_eileen_collins_512.png",
+                                   "--target", target, "-o", dir_.File("up.png")};
+  args.push_back("--upscale");
+  args.push_back("x4");
+  const RunResult up = Ctl(args);
+  EXPECT_EQ(up.exit_code, 1);
+  EXPECT_NE(up.err.find("RESOURCE_EXHAUSTED"), std::string::npos) << up.err;
+  // 273,280 px * 15 + 4,372,480 px * 21 bytes.
+  EXPECT_NE(up.err.find("host tier: stage 'upscale' (model 'esrgan-slim-x4'): the images of the x4 upscale of a "
+                        "640x427 frame needs 91.5 MiB (95921280 bytes), host budget 64.0 MiB"),
+            std::string::npos) << up.err;
+  args.resize(args.size() - 2);
+  const RunResult next = Ctl(args);
+  EXPECT_EQ(next.exit_code, 0) << next.err;
+  ExpectAtRest();
+  Stop(std::move(daemon));
+}
+
 }  // namespace
 }  // namespace fusion
