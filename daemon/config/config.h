@@ -40,7 +40,8 @@ struct DaemonConfig {
   std::string device = "cpu";
   // Device-tier cap in bytes; 0 = no cap beyond what the device has free.
   uint64_t device_memory_limit = 0;
-  // Host-tier (weights in RAM) cap in bytes; 0 = no cap beyond available RAM.
+  // Host-tier cap in bytes (weights in RAM and host working sets: CPU-fallback stages, image
+  // buffers); 0 = half of MemTotal (DefaultHostMemoryLimit), never unbounded.
   uint64_t host_memory_limit = 0;
   // Kept free for everyone else on the device: budget = min(limit, free + own - reserve).
   uint64_t device_memory_reserve = 512ull << 20;

@@ -27,6 +27,12 @@ class DeviceMeter {
   virtual ScopeUsage Usage(ScopeId scope) const = 0;
   // Drops a finished scope's record (its bytes must be freed).
   virtual void Forget(ScopeId scope) = 0;
+  // Limits `scope` to `bytes` (0 = none) before it allocates; kHost keeps it out of the device
+  // tier (CpuDeviceAllocator::LimitScope). The CUDA meter limits nothing (its device-wide stats
+  // cannot tell scopes apart): the default does nothing.
+  virtual void LimitScope(ScopeId scope, uint64_t bytes, ScopeKind kind) {
+    (void)scope, (void)bytes, (void)kind;
+  }
   // After evictions: return cached blocks (CUDA emptyCache); nothing to do on CPU.
   virtual void ReleaseCache() = 0;
   // Bytes held by tensors, and bytes the allocator holds from the system (reserved >=

@@ -34,8 +34,15 @@ absl::Status BudgetWatcher::Refresh() {
     manager_->SetDeviceBudget(budget);
     if (options_.on_device_budget) options_.on_device_budget(budget);
   }
+  // On the CPU both tiers are RAM: the host tier gets what MemAvailable (plus fusiond's own
+  // usage of both tiers) leaves after the device budget, so device + host <= MemAvailable + own.
+  const uint64_t host_own = s.host.used_bytes + s.host.reserved_bytes;
+  const uint64_t device_own = s.device.used_bytes + s.device.reserved_bytes;
+  const bool cpu = device_->Kind() == "cpu";
   const uint64_t host_budget =
-      EffectiveBudget(options_.host_limit, host->available_bytes, s.host.used_bytes, 0);
+      cpu ? EffectiveBudget(options_.host_limit, host->available_bytes, host_own + device_own,
+                            options_.device_reserve + budget)
+          : EffectiveBudget(options_.host_limit, host->available_bytes, host_own, 0);
   if (host_budget != s.host.budget_bytes) manager_->SetHostBudget(host_budget);
   return absl::OkStatus();
 }

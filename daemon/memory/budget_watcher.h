@@ -4,7 +4,9 @@
 // fusiond's own usage, reserve) where own usage is the manager's resident + reserved bytes
 // (memory another process takes shrinks `available`, so the budget shrinks and the manager
 // evicts down to it; DESIGN.md §3); host budget = EffectiveBudget(host limit, MemAvailable,
-// host tier usage, 0). Part of fusiond_core (it needs the device layer), not of fusion_memory.
+// host tier usage (weights + host working sets), 0). On `cpu` both tiers are RAM, so the host
+// budget is what is left of MemAvailable + both tiers' own usage - reserve after the device
+// budget: device + host budgets together stay within MemAvailable. Part of fusiond_core (it needs the device layer), not of fusion_memory.
 // Thread-safety: Create/Stop from one thread; the watcher thread only calls the manager.
 #pragma once
 

@@ -59,6 +59,7 @@ Lease& Lease::operator=(Lease&& other) noexcept {
     id_ = other.id_;
     model_ = std::move(other.model_);
     working_bytes_ = other.working_bytes_;
+    tier_ = other.tier_;
   }
   return *this;
 }
@@ -120,6 +121,14 @@ absl::StatusOr<Lease> ResidencyManager::Acquire(const Owner& owner, const std::s
   return Lease(this, id, name, working_bytes);
 }
 
+uint64_t ResidencyManager::HostDroppableBytes() const {
+  uint64_t bytes = 0;
+  for (const auto& [name, m] : models_) {
+    if (m->HostDroppable()) bytes += m->host_bytes;
+  }
+  return bytes;
+}
+
 // Loops until `m` is on the device with `working` reserved, or refuses. See the header for the
 // three outcomes; the lock is released while evicting, transferring and waiting.
 absl::Status ResidencyManager::MakeResident(Model* m, uint64_t working, absl::Time deadline,
@@ -130,7 +139,6 @@ absl::Status ResidencyManager::MakeResident(Model* m, uint64_t working, absl::Ti
     // The model itself cannot be evicted while it is wanted, so "can never fit" counts it
     // whether or not it is resident; free space is needed only for what is not there yet.
     const uint64_t total = working + m->device_bytes;
-    const uint64_t need = working + (resident ? 0 : m->device_bytes);
     const uint64_t pinned_other = pinned_ - (m->pinned ? m->device_bytes : 0);
     if (total + pinned_other > device_budget_) {
       return Refuse(m, absl::ResourceExhaustedError(absl::StrCat(
@@ -138,11 +146,15 @@ absl::Status ResidencyManager::MakeResident(Model* m, uint64_t working, absl::Ti
           " + working set ", B(working), "), ", B(pinned_other), " pinned, budget ",
           B(device_budget_), ": it cannot fit even after every eviction")));
     }
+    // An upload also needs room for its temporaries, as far as the budget has any.
+    const uint64_t extra =
+        resident ? 0 : std::min(m->spec.upload_extra_bytes, device_budget_ - total - pinned_other);
+    const uint64_t need = working + (resident ? 0 : m->device_bytes + extra);
     if (!m->InTransit() && !over_budget_) {
       const uint64_t load = used_ + reserved_;
       const uint64_t free = load >= device_budget_ ? 0 : device_budget_ - load;
       if (need <= free) {
-        if (!resident) return Bring(m, working);
+        if (!resident) return Bring(m, working, extra);
         reserved_ += working;
         m->transit += working;
         ++m->admitting;
@@ -180,10 +192,10 @@ absl::Status ResidencyManager::MakeResident(Model* m, uint64_t working, absl::Ti
   }
 }
 
-// Loads (if ABSENT) and uploads `m` with the lock released; its bytes and `working` stay
-// reserved meanwhile so no one else can take them.
-absl::Status ResidencyManager::Bring(Model* m, uint64_t working) {
-  m->transit = m->device_bytes + working;
+// Loads (if ABSENT) and uploads `m` with the lock released; its bytes, the upload's `extra`
+// temporaries and `working` stay reserved meanwhile so no one else can take them.
+absl::Status ResidencyManager::Bring(Model* m, uint64_t working, uint64_t extra) {
+  m->transit = m->device_bytes + extra + working;
   reserved_ += m->transit;
   if (m->state == ModelState::kAbsent) {
     m->state = ModelState::kLoading;
@@ -320,7 +332,7 @@ void ResidencyManager::EnforceHostBudget() {
   auto rank = [&](const Model* m) {
     return std::pair(m->host_bytes <= host_budget_, m->last_use);
   };
-  while (host_used_ - oversize_pending > host_budget_) {
+  while (host_used_ - oversize_pending + host_reserved_ > host_budget_) {
     Model* victim = nullptr;
     for (auto& [name, m] : models_) {
       if (!m->HostDroppable()) continue;
@@ -340,6 +352,13 @@ void ResidencyManager::DropHostCopy(Model* m) {
 
 void ResidencyManager::ReleaseLease(uint64_t id) {
   MutexLock lock(&mu_);
+  if (auto h = host_leases_.find(id); h != host_leases_.end()) {
+    host_reserved_ -= h->second.working_bytes;
+    host_leases_.erase(h);
+    Changed();
+    changed_.SignalAll();
+    return;
+  }
   auto it = leases_.find(id);
   if (it == leases_.end()) return;
   Model* m = models_.at(it->second.model).get();
@@ -459,6 +478,7 @@ void ResidencyManager::SetHostBudget(uint64_t bytes) {
   host_budget_ = bytes;
   EnforceHostBudget();
   Changed();
+  changed_.SignalAll();  // a larger budget may admit a waiting host working set
 }
 
 uint64_t ResidencyManager::DeviceUsage() const {
@@ -487,7 +507,7 @@ void ResidencyManager::Touch(Model* m) {
 
 void ResidencyManager::Changed() {
   peak_ = std::max(peak_, used_ + reserved_);
-  host_peak_ = std::max(host_peak_, host_used_);
+  host_peak_ = std::max(host_peak_, host_used_ + host_reserved_);
   if (!options_.check_invariant) return;
   if (absl::Status s = CheckInvariantLocked(); !s.ok()) {
     std::fprintf(stderr, "residency invariant broken: %s\n", s.ToString().c_str());
@@ -550,9 +570,8 @@ ResidencySnapshot ResidencyManager::Snapshot() const {
   MutexLock lock(&mu_);
   ResidencySnapshot s;
   s.device = {device_budget_, used_, reserved_, peak_, over_budget_};
-  uint64_t host_reserved = 0;
-  s.host = {host_budget_, host_used_, host_reserved, host_peak_,
-            host_budget_ != 0 && host_used_ > host_budget_};
+  s.host = {host_budget_, host_used_, host_reserved_, host_peak_,
+            host_budget_ != 0 && host_used_ + host_reserved_ > host_budget_};
   for (const auto& [name, m] : models_) {
     s.models.push_back({name, m->state, m->device_bytes, m->host_copy ? m->host_bytes : 0,
                         m->measured, m->pinned, m->spec.one_shot, m->leases, m->last_use_ms,
@@ -561,6 +580,7 @@ ResidencySnapshot ResidencyManager::Snapshot() const {
   std::sort(s.models.begin(), s.models.end(),
             [](const ModelSnapshot& a, const ModelSnapshot& b) { return a.name < b.name; });
   for (const auto& [id, lease] : leases_) s.leases.push_back(lease);
+  for (const auto& [id, lease] : host_leases_) s.host_leases.push_back(lease);
   s.totals = totals_;
   s.oom_recovered = oom_recovered_;
   return s;

@@ -23,6 +23,13 @@
 // admitted until it fits again). Pinned or leased models are never evicted. A model's charge is
 // its measured bytes once uploaded; the reservation is released when the last lease drops.
 //
+// Host working sets (DESIGN.md §3, "the host tier is budgeted like the device tier"):
+// AcquireHost reserves bytes of the host budget for a host computation (a CPU-fallback stage,
+// an image buffer) before it allocates, and returns a Lease for them. Host copies of weights are
+// a cache and are dropped (LRU, as above) to make room; other host leases are waited for.
+// At every instant host used + host reserved <= host budget, unless the budget shrank (then
+// the host tier reports over_budget and admits nothing new until it fits again).
+//
 // Errors: NOT_FOUND unknown model; RESOURCE_EXHAUSTED at once when the request cannot fit even
 // with every unpinned model gone; DEADLINE_EXCEEDED when it could fit once leases end but they
 // did not end in time; FAILED_PRECONDITION for a pin beyond the budget or Unload of a pinned or
@@ -57,6 +64,11 @@ struct ModelSpec {
   uint64_t device_bytes = 0;  // estimate until the first upload measures it
   uint64_t host_bytes = 0;    // estimate until loaded; 0 = same as device_bytes
   bool one_shot = false;      // detect/landmarks: released right after use under pressure
+  // Transient device bytes an upload needs beyond the model's own (its temporaries: about the
+  // model's bytes again when the CPU device clones the weights). Reserved while the upload
+  // runs, so the allocator's real usage stays within the budget; capped at what the budget has
+  // beyond the model and its working set.
+  uint64_t upload_extra_bytes = 0;
 };
 
 // Move-only handle on a model admitted to the device with a reserved working set. Destroying
@@ -71,6 +83,7 @@ class Lease {
   ~Lease() { Release(); }
 
   bool valid() const { return manager_ != nullptr; }
+  Tier tier() const { return tier_; }  // kDevice (Acquire) or kHost (AcquireHost)
   const std::string& model() const { return model_; }
   uint64_t working_bytes() const { return working_bytes_; }
   // Returns the reservation now (one-shot). Safe to call twice.
@@ -78,12 +91,13 @@ class Lease {
 
  private:
   friend class ResidencyManager;
-  Lease(ResidencyManager* m, uint64_t id, std::string model, uint64_t working)
-      : manager_(m), id_(id), model_(std::move(model)), working_bytes_(working) {}
+  Lease(ResidencyManager* m, uint64_t id, std::string model, uint64_t working, Tier tier = Tier::kDevice)
+      : manager_(m), id_(id), model_(std::move(model)), working_bytes_(working), tier_(tier) {}
   ResidencyManager* manager_ = nullptr;
   uint64_t id_ = 0;
   std::string model_;
   uint64_t working_bytes_ = 0;
+  Tier tier_ = Tier::kDevice;
 };
 
 class ResidencyManager {
@@ -126,6 +140,13 @@ class ResidencyManager {
                                 uint64_t working_bytes, absl::Time deadline,
                                 const std::function<bool()>& cancelled = {});
   static constexpr absl::Duration kCancelPoll = absl::Milliseconds(50);
+  // Reserves `bytes` of the host tier for `what` (named in messages, e.g. "stage 'upscale' CPU
+  // fallback (model 'esrgan-slim-x4')"); the Lease's model() is `what`. Drops unneeded host
+  // copies of weights to make room. RESOURCE_EXHAUSTED at once when `bytes` exceed the whole
+  // host budget ("host tier: ... cannot fit"), DEADLINE_EXCEEDED when other host leases did not
+  // end in time, CANCELLED as Acquire. A host budget of 0 (unbounded) admits everything.
+  absl::StatusOr<Lease> AcquireHost(const Owner& owner, const std::string& what, uint64_t bytes,
+                                    absl::Time deadline, const std::function<bool()>& cancelled = {});
   // Uploads and pins; FAILED_PRECONDITION when pinned bytes would exceed the budget.
   absl::Status Pin(const std::string& model, absl::Time deadline);
   absl::Status Unpin(const std::string& model);
@@ -165,7 +186,7 @@ class ResidencyManager {
 
   absl::Status MakeResident(Model* m, uint64_t working, absl::Time deadline,
                             const std::function<bool()>& cancelled = {}) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status Bring(Model* m, uint64_t working) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Bring(Model* m, uint64_t working, uint64_t extra) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Refuse(Model* m, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t EvictableBytes(const Model* except) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Evict(uint64_t bytes, const Model* except) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -173,6 +194,7 @@ class ResidencyManager {
   void EnforceDeviceBudget(const Model* except) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EnforceHostBudget() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropHostCopy(Model* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint64_t HostDroppableBytes() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Changed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckInvariantLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Touch(Model* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -184,6 +206,8 @@ class ResidencyManager {
   absl::flat_hash_map<std::string, std::unique_ptr<Model>> models_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<Model*> resident_ ABSL_GUARDED_BY(mu_);  // device copy exists
   absl::flat_hash_map<uint64_t, LeaseSnapshot> leases_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, LeaseSnapshot> host_leases_ ABSL_GUARDED_BY(mu_);
+  uint64_t host_reserved_ ABSL_GUARDED_BY(mu_) = 0;  // bytes of host leases
   absl::flat_hash_map<std::string, uint64_t> working_sets_ ABSL_GUARDED_BY(mu_);
   uint64_t device_budget_ ABSL_GUARDED_BY(mu_);
   uint64_t host_budget_ ABSL_GUARDED_BY(mu_);

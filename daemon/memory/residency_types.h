@@ -80,7 +80,8 @@ struct TierUsage {
   uint64_t budget_bytes = 0;    // what the tier may hold now (0 for host = unbounded)
   uint64_t used_bytes = 0;      // device: resident model bytes (includes models being evicted);
                                 // host: bytes of the host copies
-  uint64_t reserved_bytes = 0;  // working sets of leases + uploads in flight
+  uint64_t reserved_bytes = 0;  // device: working sets of leases + uploads in flight;
+                                // host: host working sets (AcquireHost)
   uint64_t peak_bytes = 0;      // high-water mark of used + reserved
   // device: pinned + leased bytes exceed the budget; host: the host copies exceed it (only while
   // a copy in transit needs the room, e.g. the upload of a model larger than the host budget).
@@ -91,7 +92,8 @@ struct ResidencySnapshot {
   TierUsage device;
   TierUsage host;
   std::vector<ModelSnapshot> models;  // sorted by name
-  std::vector<LeaseSnapshot> leases;
+  std::vector<LeaseSnapshot> leases;       // device leases
+  std::vector<LeaseSnapshot> host_leases;  // host working sets (AcquireHost); model = what
   ResidencyCounters totals;
   // Stages the OOM ladder recovered, by the step that did it: "evict_retry", "tiled",
   // "cpu_fallback" (RecordOomRecovery). Monotonic.

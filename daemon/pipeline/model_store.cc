@@ -315,7 +315,10 @@ absl::Status ModelStore::RegisterAll(ResidencyManager& residency) const {
     ModelSpec spec{.name = m.name,
                    .device_bytes = std::max<uint64_t>(m.device_bytes, 1),
                    .host_bytes = std::max<uint64_t>(m.TotalFileBytes(), 1),
-                   .one_shot = m.one_shot};
+                   .one_shot = m.one_shot,
+                   // On the CPU an upload clones the weights and builds the network from the
+                   // clone: its temporaries reach about the model's bytes again (see Upload).
+                   .upload_extra_bytes = options_.device == "cpu" ? m.device_bytes : 0};
     if (absl::Status st = residency.RegisterModel(spec); !st.ok()) return st;
   }
   for (const models::ModelSpec& m : catalogue_->models()) {

@@ -25,7 +25,7 @@ namespace {
 using StageFn = std::function<absl::Status(const ModelCopy& copy, int tile_px, const Checkpoint& cp)>;
 
 // A stage body over one model: the device attempt runs inside the stage's scope on the
-// device copy, the CPU fallback outside any scope on a host copy. Exceptions become statuses;
+// device copy, the CPU fallback on a host copy inside a host scope (OomLadder). Exceptions become statuses;
 // a device OOM (thrown, or swallowed by a network into an error status after the allocator
 // refused) becomes DeviceOomError(); a cancellation stays CANCELLED.
 class ModelBody final : public StageBody {
@@ -40,11 +40,13 @@ class ModelBody final : public StageBody {
     if (!copy.ok()) return copy.status();
     return Guard(**copy, tile_px);
   }
-  absl::Status RunCpu() override {
-    DeviceScope outside(kNoScope);
+  // The host copy is built outside any scope (its weights are the host tier's); the stage's
+  // own allocations are charged to the host scope its host lease admitted.
+  absl::Status RunCpu(int tile_px, ScopeId scope) override {
     auto copy = store_.HostCopy(model_);
     if (!copy.ok()) return copy.status();
-    return Guard(**copy, 0);
+    DeviceScope in_host_scope(scope);
+    return Guard(**copy, tile_px);
   }
 
  private:
@@ -181,9 +183,10 @@ class Execution {
   }
 
   // Runs one model stage under the ladder. `input_pixels`: pixels the network sees at once.
+  // `tile_halo_px`: context a tile reads on each side (StageSpec::tile_halo_px).
   absl::Status Stage(const std::string& name, const std::string& model, uint64_t input_pixels,
                      const std::string& bucket, float progress, StageFn fn, int max_tile_px = 256,
-                     int min_tile_px = 64) {
+                     int min_tile_px = 64, int tile_halo_px = 0) {
     if (ctx_.Cancelled()) return absl::CancelledError(absl::StrCat("job cancelled before stage '", name, "'"));
     ctx_.StageStarted(name, progress);
     auto spec = store_.catalogue().Get(model);
@@ -196,7 +199,12 @@ class Execution {
                     .input_pixels = input_pixels,
                     .max_tile_px = max_tile_px,
                     .min_tile_px = min_tile_px,
-                    .cancelled = [this] { return ctx_.Cancelled(); }};
+                    .tile_halo_px = tile_halo_px,
+                    .cancelled = [this] { return ctx_.Cancelled(); },
+                    // The job's stage text says what it waits for while it waits.
+                    .waiting = [this, name, progress](const std::string& note) {
+                      ctx_.StageStarted(note.empty() ? name : absl::StrCat(name, " (", note, ")"), progress);
+                    }};
     // The prefetch of this stage's model (started while the previous stage ran) counts as
     // upload wait; then the next model comes up while this stage runs.
     const absl::Time wait_start = absl::Now();
@@ -219,6 +227,14 @@ class Execution {
     r.set_peak_bytes(outcome->peak_bytes);
     Finish(r, progress, outcome->degradations);
     return absl::OkStatus();
+  }
+
+  // Admits `bytes` of host buffers (images a stage produces) on the host tier before they are
+  // allocated; the lease must outlive them. RESOURCE_EXHAUSTED / DEADLINE_EXCEEDED as
+  // ResidencyManager::AcquireHost, with `what` in the message.
+  absl::StatusOr<Lease> HostBuffers(const std::string& what, uint64_t bytes) {
+    return residency_.AcquireHost(owner_, what, bytes, absl::Now() + ladder_.admission_timeout(),
+                                  [this] { return ctx_.Cancelled(); });
   }
 
   // A host stage (no model, no lease): runs `fn` and reports it with mode HOST.
@@ -305,6 +321,18 @@ struct FaceStages {
 };
 
 constexpr uint64_t kCropPixels = 256 * 256;
+// Context pixels an ESRGAN tile reads on each side, for the ladder's tile estimates: the
+// catalogue's KerasModel::halo_px() (printed by EnhancerEstimate.WorkingSetPerPixelCovers...):
+// 10 for esrgan-slim-*, 18 for esrgan-medium-*; any other enhancer counts 18 (the larger).
+int EsrganHaloPx(const std::string& model) { return absl::StartsWith(model, "esrgan-slim-") ? 10 : 18; }
+
+// Host bytes the upscale holds at once for a frame of `pixels` upscaled s2 = s*s times in area:
+// the 8-bit RGB copy and float input (3 + 12 B/px), the float output and its 8-bit conversion
+// (12 + 3 B/px of output), and the target's original and BGR resized to the output size
+// (original_elem + 3 B/px of output).
+uint64_t UpscaleHostBytes(uint64_t pixels, uint64_t s2, uint64_t original_elem) {
+  return pixels * 15 + pixels * s2 * (15 + 3 + std::max<uint64_t>(original_elem, 3));
+}
 
 // landmarks -> encode -> generate -> enhance -> blend -> score, on the detected faces.
 absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector<Picture>& pics,
@@ -475,7 +503,7 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
                    },
                    // Tiles from half the 256-px crop down to 32 px: a 64-px tile of esrgan-slim-x4
                    // with its 10-px halo still peaks at about 72 MB (measured 673 MB untiled).
-                   /*max_tile_px=*/128, /*min_tile_px=*/32);
+                   /*max_tile_px=*/128, /*min_tile_px=*/32, EsrganHaloPx(m.enhancer));
     if (!st.ok()) return st;
     for (SwapItem& it : items) {  // the target crop and transform at the enhanced size
       cv::resize(it.target_crop, it.target_crop, it.fused.size(), 0, 0, cv::INTER_CUBIC);
@@ -517,17 +545,28 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
 absl::Status FinishJob(const FaceStages& m, const v1::JobOptions& o, const DecodedImage& target,
                        Execution& run, cv::Mat frame, jobs::JobRunner::Output& output) {
   DecodedImage base = target;
+  Lease buffers;  // the upscale's host images, admitted before they exist
   if (!m.upscaler.empty()) {
+    const uint64_t s2 = uint64_t{o.upscale()} * o.upscale();
+    auto admitted = run.HostBuffers(
+        absl::StrCat("stage 'upscale' (model '", m.upscaler, "'): the images of the x", o.upscale(),
+                     " upscale of a ", frame.cols, "x", frame.rows, " frame"),
+        UpscaleHostBytes(frame.total(), s2, target.original.elemSize()));
+    if (!admitted.ok()) return admitted.status();
+    buffers = *std::move(admitted);
     cv::Mat rgb01;
     cv::cvtColor(frame, rgb01, cv::COLOR_BGR2RGB);
     rgb01.convertTo(rgb01, CV_32FC3, 1.0 / 255.0);
     absl::Status st = run.Stage("upscale", m.upscaler, frame.total(), Bucket(frame), 0.9f,
                                 [&](const ModelCopy& c, int tile, const Checkpoint& cp) {
-                                  cv::Mat up = rgb01.clone();
+                                  cv::Mat up = rgb01;  // Enhance replaces it only on success
                                   if (absl::Status s = Enhance(c, c.device, tile, up, cp); !s.ok()) return s;
                                   rgb01 = up;
                                   return absl::OkStatus();
-                                });
+                                },
+                                // Down to 32 px as enhance: a 32-px esrgan-slim-x4 tile with its
+                                // halo needs ~30 MB, so an x4 upscale runs tiled on a 64 MiB device.
+                                /*max_tile_px=*/256, /*min_tile_px=*/32, EsrganHaloPx(m.upscaler));
     if (!st.ok()) return st;
     rgb01.convertTo(frame, CV_8UC3, 255.0);
     cv::cvtColor(frame, frame, cv::COLOR_RGB2BGR);

@@ -221,31 +221,37 @@ absl::Status Enhance(const ModelCopy& enhancer, const std::string& device, int t
   auto autocast = PrecisionScope::Needed(enhancer.precision, device);
   if (!autocast.ok()) return absl::InvalidArgumentError(absl::StrCat("enhance: ", m.origin(), ": ", autocast.status().message()));
   PrecisionScope precision(*autocast, device);
-  const at::Tensor x = OnDevice(MatToTensor(rgb01), device) * 255.0;
-  const int64_t h = x.size(2), w = x.size(3), s = m.scale(), halo = m.halo_px();
-  at::Tensor y;
+  const int64_t h = rgb01.rows, w = rgb01.cols, s = m.scale(), halo = m.halo_px();
   if (tile_px <= 0 || (h <= tile_px && w <= tile_px)) {
+    const at::Tensor x = OnDevice(MatToTensor(rgb01), device) * 255.0;
     auto whole = Forward(m, x);
     if (!whole.ok()) return whole.status();
-    y = *whole;
-  } else {
-    y = at::empty({1, 3, h * s, w * s}, x.options());
-    const int64_t columns = (w + tile_px - 1) / tile_px, tiles = columns * ((h + tile_px - 1) / tile_px);
-    for (int64_t y0 = 0; y0 < h; y0 += tile_px) {
-      for (int64_t x0 = 0; x0 < w; x0 += tile_px) {
-        const int64_t index = y0 / tile_px * columns + x0 / tile_px;
-        if (absl::Status st = cp.Check("tile", index, tiles); !st.ok()) return st;
-        const int64_t y1 = std::min<int64_t>(h, y0 + tile_px), x1 = std::min<int64_t>(w, x0 + tile_px);
-        const int64_t ya = std::max<int64_t>(0, y0 - halo), xa = std::max<int64_t>(0, x0 - halo);
-        const int64_t yb = std::min(h, y1 + halo), xb = std::min(w, x1 + halo);
-        auto tile = Forward(m, x.slice(2, ya, yb).slice(3, xa, xb));
-        if (!tile.ok()) return tile.status();
-        y.slice(2, y0 * s, y1 * s).slice(3, x0 * s, x1 * s)
-            .copy_(tile->slice(2, (y0 - ya) * s, (y1 - ya) * s).slice(3, (x0 - xa) * s, (x1 - xa) * s));
-      }
+    rgb01 = models::TensorToRgbMat((whole->to(at::kFloat) / 255.0).clamp(0.0, 1.0));
+    return absl::OkStatus();
+  }
+  // Tiled: only a tile (with its halo) and its output are tensors at a time; the whole input
+  // and output stay host images (OpenCV buffers, never in the device tier), so the working set
+  // is a tile's whatever the image size. The elementwise steps are those of the whole run.
+  cv::Mat out(static_cast<int>(h * s), static_cast<int>(w * s), CV_32FC3);
+  const int64_t columns = (w + tile_px - 1) / tile_px, tiles = columns * ((h + tile_px - 1) / tile_px);
+  for (int64_t y0 = 0; y0 < h; y0 += tile_px) {
+    for (int64_t x0 = 0; x0 < w; x0 += tile_px) {
+      const int64_t index = y0 / tile_px * columns + x0 / tile_px;
+      if (absl::Status st = cp.Check("tile", index, tiles); !st.ok()) return st;
+      const int64_t y1 = std::min<int64_t>(h, y0 + tile_px), x1 = std::min<int64_t>(w, x0 + tile_px);
+      const int64_t ya = std::max<int64_t>(0, y0 - halo), xa = std::max<int64_t>(0, x0 - halo);
+      const int64_t yb = std::min(h, y1 + halo), xb = std::min(w, x1 + halo);
+      const cv::Mat in = rgb01(cv::Range(static_cast<int>(ya), static_cast<int>(yb)),
+                               cv::Range(static_cast<int>(xa), static_cast<int>(xb))).clone();
+      auto tile = Forward(m, OnDevice(MatToTensor(in), device) * 255.0);
+      if (!tile.ok()) return tile.status();
+      const at::Tensor core = tile->slice(2, (y0 - ya) * s, (y1 - ya) * s).slice(3, (x0 - xa) * s, (x1 - xa) * s);
+      models::TensorToRgbMat((core.to(at::kFloat) / 255.0).clamp(0.0, 1.0))
+          .copyTo(out(cv::Range(static_cast<int>(y0 * s), static_cast<int>(y1 * s)),
+                      cv::Range(static_cast<int>(x0 * s), static_cast<int>(x1 * s))));
     }
   }
-  rgb01 = models::TensorToRgbMat((y.to(at::kFloat) / 255.0).clamp(0.0, 1.0));
+  rgb01 = out;
   return absl::OkStatus();
 }
 

@@ -73,8 +73,10 @@ absl::Status Generate(const ModelCopy& generator, const std::string& device, con
                       const Picture& target, double ratio, std::vector<SwapItem>& items,
                       const Checkpoint& cp = {});
 // Super-resolves `rgb01` (CV_32FC3 RGB [0,1]) with an ESRGAN copy: output s times larger;
-// tile_px > 0 cuts the input into tiles with the model's halo (same result up to float order).
-// Checkpoint units: "tile" (row-major), when tiled.
+// tile_px > 0 cuts the input into tiles with the model's halo (same result up to float order);
+// then only one tile and its output are tensors at a time (in the caller's scope) and the whole
+// output is assembled in a host image (an OpenCV buffer, outside every tier's scope: the caller
+// admits it, e.g. the upscale's host lease). Checkpoint units: "tile" (row-major), when tiled.
 absl::Status Enhance(const ModelCopy& enhancer, const std::string& device, int tile_px, cv::Mat& rgb01,
                      const Checkpoint& cp = {});
 // The model's scale (output side / input side) of an enhancer copy; 0 for another model.

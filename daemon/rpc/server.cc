@@ -17,6 +17,7 @@
 #include "jobs/queue_future_references.h"
 #include "jobs/journal.h"
 #include "device/device.h"
+#include "device/host_memory.h"
 #include "rpc/fd_exchange.h"
 #include "memory/budget_watcher.h"
 #include "memory/residency_manager.h"
@@ -63,13 +64,22 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
                                                                  ServerHooks hooks) {
   std::unique_ptr<DaemonServer> self(new DaemonServer());
   self->config_ = config;
+  // The host tier is always budgeted (DESIGN.md §3): without a limit, half of MemTotal.
+  uint64_t host_limit = config.host_memory_limit;
+  if (host_limit == 0) {
+    auto host = ReadHostMemory();
+    if (!host.ok()) return host.status();
+    host_limit = DefaultHostMemoryLimit(*host);
+    spdlog::info("host memory limit {} bytes (half of MemTotal; --host-memory-limit sets it)", host_limit);
+  }
+  self->config_.host_memory_limit = host_limit;
   auto device = OpenDevice(config.device);
   if (!device.ok()) return device.status();
   self->device_ = *std::move(device);
   // No model loader until the models catalogue attaches one (RegisterModel refuses before).
   self->future_refs_ = std::make_unique<jobs::QueueFutureReferences>();
   auto residency = ResidencyManager::Create(
-      {.host_budget_bytes = config.host_memory_limit,
+      {.host_budget_bytes = host_limit,
        .loader = hooks.loader,
        .future = self->future_refs_.get(),  // lookahead sees the queued jobs' stages
        // One-shot models (detect, landmarks) go right after use under device pressure.
@@ -81,7 +91,7 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
       self->device_.get(), self->residency_.get(),
       {.device_limit = config.device_memory_limit,
        .device_reserve = config.device_memory_reserve,
-       .host_limit = config.host_memory_limit,
+       .host_limit = host_limit,
        .on_device_budget = hooks.on_device_budget});
   if (!watcher.ok()) return watcher.status();
   if (hooks.on_residency) {
@@ -140,7 +150,7 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
   }
   self->memory_ = std::make_unique<ResidencyMemoryStateSource>(
       self->device_.get(), self->residency_.get(),
-      TierLimits{config.device_memory_limit, config.device_memory_reserve, config.host_memory_limit},
+      TierLimits{config.device_memory_limit, config.device_memory_reserve, host_limit},
       std::move(job_counts));
   auto admins = AdminPolicy::Create(config.admin_uids, config.admin_group);
   if (!admins.ok()) return admins.status();

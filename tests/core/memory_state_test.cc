@@ -3,6 +3,7 @@
 
 #include "../memory/fake_loader.h"
 #include "gtest/gtest.h"
+#include "device/host_memory.h"
 #include "memory/budget_watcher.h"
 
 namespace fusion {
@@ -93,6 +94,30 @@ TEST_F(MemoryStateTest, BudgetShrinksAndEvictsWhenAnotherProcessTakesMemory) {
   EXPECT_EQ(s.device.used_bytes, 300 * kMiB);
   EXPECT_EQ(s.totals.evictions, 1u);
   EXPECT_FALSE(s.device.over_budget);
+}
+
+// On `cpu` both tiers are RAM: with a host limit far above the machine, the host budget is what
+// MemAvailable leaves after the device budget, so the two together stay within MemAvailable
+// (plus fusiond's own usage, which MemAvailable no longer counts). A small limit binds as is.
+TEST_F(MemoryStateTest, OnTheCpuDeviceAndHostBudgetsTogetherStayWithinMemAvailable) {
+  auto mem = ReadHostMemory();
+  ASSERT_TRUE(mem.ok()) << mem.status();
+  device_.available = mem->available_bytes;  // the CPU device's free memory is MemAvailable
+  auto watcher = BudgetWatcher::Create(&device_, manager_.get(),
+                                       {.device_limit = 1024 * kMiB, .device_reserve = 256 * kMiB,
+                                        .host_limit = uint64_t{1} << 50, .period = absl::Hours(1)});
+  ASSERT_TRUE(watcher.ok());
+  const ResidencySnapshot s = manager_->Snapshot();
+  const uint64_t own = s.device.used_bytes + s.device.reserved_bytes + s.host.used_bytes + s.host.reserved_bytes;
+  const uint64_t slack = 64 * kMiB;  // MemAvailable moves between the two reads
+  EXPECT_EQ(s.device.budget_bytes, 1024 * kMiB);
+  EXPECT_GT(s.host.budget_bytes, 0u);
+  EXPECT_LE(s.device.budget_bytes + s.host.budget_bytes, mem->available_bytes + own + slack);
+  EXPECT_LT(s.host.budget_bytes, uint64_t{1} << 50);
+  auto small = BudgetWatcher::Create(&device_, manager_.get(),
+                                     {.device_limit = 1024 * kMiB, .host_limit = 10 * kMiB, .period = absl::Hours(1)});
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(manager_->Snapshot().host.budget_bytes, 10 * kMiB);
 }
 
 }  // namespace

@@ -129,5 +129,45 @@ TEST(CpuDeviceMemoryTest, MeterMeasuresOneStagesPeakAfterReset) {
   EXPECT_GE(meter->AllocatedBytes(), 2 * kMiB);
 }
 
+// A stage's scope limited to its admission runs out of its own bytes, whatever the device
+// budget has free: the refusal is a real OOM counted as the scope's own (limit_refusals).
+TEST(CpuDeviceMemoryTest, ALimitedScopeIsRefusedPastItsOwnLimitWithRoomInTheBudget) {
+  CpuDeviceAllocator& a = CpuDeviceAllocator::Install(64 * kMiB);
+  const uint64_t before = a.in_use();
+  a.LimitScope(501, 4 * kMiB, ScopeKind::kDevice);
+  DeviceScope scope(501);
+  at::Tensor fits = Bytes(3 * kMiB);
+  try {
+    at::Tensor over = Bytes(2 * kMiB);  // 5 MiB > 4 MiB, with ~60 MiB of the budget free
+    FAIL() << "allocated past the scope's limit";
+  } catch (const c10::OutOfMemoryError& e) {
+    EXPECT_NE(std::string(e.what()).find("device scope limit exceeded: scope 501 requested 2097152 bytes, "
+                                         "3145728 of its 4194304 admitted bytes in use"),
+              std::string::npos) << e.what();
+  }
+  EXPECT_EQ(a.Usage(501).limit_refusals, 1u);
+  EXPECT_EQ(a.Usage(501).shared_refusals, 0u);
+  EXPECT_EQ(a.in_use(), before + 3 * kMiB);
+}
+
+// A host scope (the CPU fallback) is limited and measured like a stage but is not the device
+// tier: its bytes are outside in_use() and the device budget.
+TEST(CpuDeviceMemoryTest, AHostScopeIsLimitedButOutsideTheDeviceTier) {
+  CpuDeviceAllocator& a = CpuDeviceAllocator::Install(2 * kMiB);
+  const uint64_t dev_before = a.in_use(), host_before = a.host_in_use();
+  a.LimitScope(601, 8 * kMiB, ScopeKind::kHost);
+  {
+    DeviceScope scope(601);
+    at::Tensor t = Bytes(6 * kMiB);  // beyond the 2 MiB device budget: not its business
+    EXPECT_EQ(a.in_use(), dev_before);
+    EXPECT_EQ(a.host_in_use(), host_before + 6 * kMiB);
+    EXPECT_EQ(a.Usage(601).peak_bytes, 6 * kMiB);
+    EXPECT_THROW(Bytes(3 * kMiB), c10::OutOfMemoryError);  // 9 MiB > its 8 MiB
+  }
+  EXPECT_EQ(a.host_in_use(), host_before);
+  a.Forget(601);
+  CpuDeviceAllocator::Install(64 * kMiB);
+}
+
 }  // namespace
 }  // namespace fusion

@@ -57,6 +57,73 @@ class ResidencyTest : public ::testing::Test {
   std::unique_ptr<ResidencyManager> manager_;
 };
 
+// The host tier is budgeted like the device tier (DESIGN.md §3): a host working set drops
+// host copies of weights (a cache) to fit, waits for another job's host working set to end,
+// and is refused at once, naming the tier and the bytes, when it exceeds the whole budget.
+TEST_F(ResidencyTest, HostWorkingSetsDropWeightCopiesWaitForOthersAndRefuseWhatCanNeverFit) {
+  Make(/*budget_mib=*/100, "lru", /*host_mib=*/50);
+  Add("a", 20);
+  Add("b", 20);
+  Use("a");
+  Use("b");  // both host copies (40 of 50 MiB) stay
+  ASSERT_EQ(manager_->Snapshot().host.used_bytes, 40 * kMiB);
+
+  auto first = manager_->AcquireHost(kJob, "stage 'x' CPU fallback", 25 * kMiB, Soon());
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->tier(), Tier::kHost);
+  ResidencySnapshot s = manager_->Snapshot();
+  EXPECT_EQ(s.host.reserved_bytes, 25 * kMiB);
+  EXPECT_LE(s.host.used_bytes + s.host.reserved_bytes, 50 * kMiB);
+  EXPECT_EQ(Model("a").host_bytes, 0u) << "the least recently used copy made room";
+  EXPECT_EQ(Model("b").host_bytes, 20 * kMiB);
+  ASSERT_EQ(s.host_leases.size(), 1u);
+  EXPECT_EQ(s.host_leases[0].model, "stage 'x' CPU fallback");
+
+  // 30 MiB more: dropping b leaves 25 free: it waits for the first working set.
+  std::thread release([&] {
+    absl::SleepFor(absl::Milliseconds(100));
+    first->Release();
+  });
+  auto second = manager_->AcquireHost(Owner{"job-2", 1001}, "images", 30 * kMiB, absl::Now() + absl::Seconds(5));
+  release.join();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(manager_->Snapshot().host.reserved_bytes, 30 * kMiB);
+  auto late = manager_->AcquireHost(kJob, "more images", 30 * kMiB, Soon());
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kDeadlineExceeded) << late.status();
+
+  auto never = manager_->AcquireHost(kJob, "stage 'upscale' CPU fallback", 51 * kMiB, absl::InfiniteFuture());
+  EXPECT_EQ(never.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(never.status().message(),
+                                "host tier: stage 'upscale' CPU fallback needs 51.0 MiB (53477376 bytes), host budget 50.0 MiB"))
+      << never.status();
+  second->Release();
+  EXPECT_EQ(manager_->Snapshot().host.reserved_bytes, 0u);
+  EXPECT_TRUE(manager_->CheckInvariant().ok());
+}
+
+// An upload's temporaries (ModelSpec::upload_extra_bytes: the CPU device clones the weights)
+// are reserved while it runs: 40 MiB of model + working set would fit the 50 MiB left beside a
+// leased model, but the upload needs 30 MiB more, so it waits; the extra is capped at what the
+// budget has beyond the model and its working set, so it never makes a model unfittable.
+TEST_F(ResidencyTest, AnUploadReservesRoomForItsTemporaries) {
+  Make(100);
+  Add("b", 50);
+  loader_.SetBytes("a", 30 * kMiB);
+  ASSERT_TRUE(manager_->RegisterModel({.name = "a", .device_bytes = 30 * kMiB, .upload_extra_bytes = 30 * kMiB}).ok());
+  auto held = manager_->Acquire(Owner{"job-2", 1001}, "b", 0, Soon());
+  ASSERT_TRUE(held.ok()) << held.status();
+  auto waited = manager_->Acquire(kJob, "a", 10 * kMiB, Soon());
+  EXPECT_EQ(waited.status().code(), absl::StatusCode::kDeadlineExceeded) << waited.status();
+  held->Release();
+  auto lease = manager_->Acquire(kJob, "a", 10 * kMiB, Soon());
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  // After the upload only the model and the working set are charged.
+  EXPECT_EQ(manager_->Snapshot().device.reserved_bytes, 10 * kMiB);
+  EXPECT_GE(manager_->Snapshot().device.peak_bytes, 70 * kMiB);
+  lease->Release();
+  EXPECT_TRUE(manager_->CheckInvariant().ok());
+}
+
 TEST_F(ResidencyTest, LruEvictsLeastRecentlyUsedModel) {
   Make(300);
   Add("a", 100), Add("b", 100), Add("c", 100), Add("d", 100);

@@ -10,6 +10,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "absl/strings/str_cat.h"
 #include "process.h"
 #include "temp_dir.h"
 
@@ -40,12 +44,13 @@ std::pair<uint32_t, uint32_t> PngSize(const std::string& png) {
 
 class SwapProcessTest : public ::testing::Test {
  protected:
-  std::unique_ptr<Process> StartDaemon(const std::string& faults = "", std::vector<std::string> extra = {}) {
+  std::unique_ptr<Process> StartDaemon(const std::string& faults = "", std::vector<std::string> extra = {},
+                                       const std::string& device_limit = "1GiB") {
     const std::string state = dir_.File("state-" + std::to_string(++daemons_));
     std::vector<std::string> env;
     if (!faults.empty()) env.push_back("FUSIOND_FAULTS=" + faults);
     std::vector<std::string> argv = {FUSIOND_BIN,     "--socket",     socket_,           "--device",
-                                     "cpu",           "--device-memory-limit", "1GiB", "--state-dir",
+                                     "cpu",           "--device-memory-limit", device_limit, "--state-dir",
                                      state,           "--models-dir", FUSION_MODELS_DIR};
     argv.insert(argv.end(), extra.begin(), extra.end());
     auto p = std::make_unique<Process>(argv, dir_.path(), -1, env);
@@ -212,6 +217,112 @@ TEST_F(SwapProcessTest, InjectedFaultsDegradeReportAndReleaseEverything) {
   EXPECT_NE(failed.err.find("stage 'enhance'"), std::string::npos) << failed.err;
   ExpectAtRest();
   Stop(std::move(faulty));
+}
+
+// A /proc/<pid>/status field in bytes ("VmRSS", "VmHWM"; the kernel gives kB), 0 if absent.
+uint64_t ProcStatusBytes(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field + ":", 0) != 0) continue;
+    std::istringstream fields(line.substr(field.size() + 1));
+    uint64_t kb = 0;
+    fields >> kb;
+    return kb * 1024;
+  }
+  return 0;
+}
+
+// Issue 11's small repro: a 640x427 target (sample1.jpg, 1920x1280, resized) upscaled x4 on a
+// 64 MiB device with a 256 MiB host tier. Before, every tile was refused, the CPU fallback ran
+// the whole frame unadmitted and the daemon peaked at 3.3 GB. Now the upscale's images are
+// admitted on the host tier and the network runs in 32-px tiles on the device (or, failing
+// that, in tiles on the host tier): it succeeds (tiled) or is RESOURCE_EXHAUSTED, and the
+// daemon's peak RSS from the warmed-up state stays within RSS after warm-up + 64 MiB (device)
+// + 256 MiB (host) + 200 MiB of slack (what no tier counts: oneDNN scratch, allocations on
+// LibTorch's worker threads, the PNG encoder, the gRPC messages carrying the result).
+TEST_F(SwapProcessTest, UpscaleX4OnASmallDeviceIsTiledAndPeakRssStaysWithinBothTiers) {
+  constexpr uint64_t MiB = 1ull << 20;
+  cv::Mat sample = cv::imread(FUSION_FETCHED_TESTDATA_DIR "/faces/sample1.jpg", cv::IMREAD_COLOR);
+  ASSERT_FALSE(sample.empty());
+  cv::Mat small;
+  cv::resize(sample, small, cv::Size(640, 427), 0, 0, cv::INTER_AREA);
+  const std::string target = dir_.File("target_640x427.png");
+  ASSERT_TRUE(cv::imwrite(target, small));
+  auto daemon = StartDaemon("", {"--host-memory-limit", "256MiB"}, "64MiB");
+  ASSERT_TRUE(daemon->Running());
+  auto swap = [&](const std::string& out, std::vector<std::string> more) {
+    std::vector<std::string> args = {"swap", "--source", FUSION_TEST_DATA_DIR "/faces/astronaut_eileen_collins_512.png",
+                                     "--target", target, "-o", out, "--json"};
+    args.insert(args.end(), more.begin(), more.end());
+    return Ctl(args);
+  };
+  // Warm-up: the same swap without the upscale (models loaded, allocator pools grown).
+  const RunResult warm = swap(dir_.File("warm.png"), {});
+  ASSERT_EQ(warm.exit_code, 0) << warm.err;
+  const uint64_t rss = ProcStatusBytes(daemon->pid(), "VmRSS");
+  ASSERT_GT(rss, 0u);
+  // Reset the peak (VmHWM) to the current RSS: from here on it measures the upscale job.
+  std::ofstream(absl::StrCat("/proc/", daemon->pid(), "/clear_refs")) << "5";
+  const absl::Time start = absl::Now();
+  const RunResult up = swap(dir_.File("up.png"), {"--upscale", "x4"});
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  const uint64_t hwm = ProcStatusBytes(daemon->pid(), "VmHWM");
+  const uint64_t bound = rss + 64 * MiB + 256 * MiB + 200 * MiB;
+  std::printf("upscale x4 of 640x427 at 64 MiB/256 MiB: exit %d in %.1f s, RSS after warm-up %llu MiB, "
+              "peak %llu MiB (bound %llu MiB)\n%s\n",
+              up.exit_code, seconds, static_cast<unsigned long long>(rss / MiB),
+              static_cast<unsigned long long>(hwm / MiB), static_cast<unsigned long long>(bound / MiB),
+              up.exit_code == 0 ? up.out.c_str() : up.err.c_str());
+  EXPECT_LE(hwm, bound);
+  if (up.exit_code == 0) {
+    const nlohmann::json r = nlohmann::json::parse(up.out);
+    EXPECT_EQ(r["state"], "SUCCEEDED");
+    const nlohmann::json* s = Stage(r, "upscale");
+    ASSERT_NE(s, nullptr);
+    EXPECT_TRUE((*s)["mode"] == "tiled" || (*s)["mode"] == "cpu_fallback") << *s;
+    EXPECT_GT((*s)["tile"].get<int>(), 0) << "never the whole frame at once";
+    EXPECT_EQ(PngSize(ReadFile(dir_.File("up.png"))), (std::pair<uint32_t, uint32_t>{2560, 1708}));
+  } else {
+    EXPECT_NE(up.err.find("RESOURCE_EXHAUSTED"), std::string::npos) << up.err;
+    EXPECT_NE(up.err.find("stage 'upscale'"), std::string::npos) << up.err;
+  }
+  ExpectAtRest();
+  const nlohmann::json mem = nlohmann::json::parse(Ctl({"mem", "--json"}).out);
+  EXPECT_EQ(mem["host"]["reserved_bytes"].get<uint64_t>(), 0u) << "the host working sets were returned";
+  Stop(std::move(daemon));
+}
+
+// The upscale's images are admitted on the host tier before they exist: a 640x427 frame
+// upscaled x4 needs 96 MB of images (input, float output, conversions), more than a 64 MiB
+// host budget, so the job ends RESOURCE_EXHAUSTED naming the stage, the tier and the bytes at
+// once (never INTERNAL, never an unadmitted allocation); the daemon stays up and the next job
+// without the upscale succeeds.
+TEST_F(SwapProcessTest, UpscaleWhoseImagesExceedTheHostBudgetIsResourceExhaustedNamingStageTierAndBytes) {
+  cv::Mat sample = cv::imread(FUSION_FETCHED_TESTDATA_DIR "/faces/sample1.jpg", cv::IMREAD_COLOR);
+  ASSERT_FALSE(sample.empty());
+  cv::Mat small;
+  cv::resize(sample, small, cv::Size(640, 427), 0, 0, cv::INTER_AREA);
+  const std::string target = dir_.File("target_640x427.png");
+  ASSERT_TRUE(cv::imwrite(target, small));
+  auto daemon = StartDaemon("", {"--host-memory-limit", "64MiB"}, "64MiB");
+  ASSERT_TRUE(daemon->Running());
+  std::vector<std::string> args = {"swap", "--source", FUSION_TEST_DATA_DIR "/faces/astronaut_eileen_collins_512.png",
+                                   "--target", target, "-o", dir_.File("up.png")};
+  args.push_back("--upscale");
+  args.push_back("x4");
+  const RunResult up = Ctl(args);
+  EXPECT_EQ(up.exit_code, 1);
+  EXPECT_NE(up.err.find("RESOURCE_EXHAUSTED"), std::string::npos) << up.err;
+  // 273,280 px * 15 + 4,372,480 px * 21 bytes.
+  EXPECT_NE(up.err.find("host tier: stage 'upscale' (model 'esrgan-slim-x4'): the images of the x4 upscale of a "
+                        "640x427 frame needs 91.5 MiB (95921280 bytes), host budget 64.0 MiB"),
+            std::string::npos) << up.err;
+  args.resize(args.size() - 2);
+  const RunResult next = Ctl(args);
+  EXPECT_EQ(next.exit_code, 0) << next.err;
+  ExpectAtRest();
+  Stop(std::move(daemon));
 }
 
 }  // namespace
