@@ -9,6 +9,7 @@
 // values printed under each).
 // Usage: quality_bench [--out-dir DIR] [--models-dir DIR] [--testdata DIR] [--simple]
 //                      [--sources astronaut,grace,cameraman] [--only SUBSTRING]
+//                      [--crops-dir DIR] [--sheet-side PX]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -171,22 +172,27 @@ std::pair<cv::Mat, cv::Mat> Crops(const cv::Mat& target, const cv::Mat& result, 
   return {a, b};
 }
 
-void ContactSheet(const std::vector<Row>& rows, const std::string& path) {
-  constexpr int kSide = 128, kText = 34, kCols = 6;
-  const int cell_w = 2 * kSide + 8, cell_h = kSide + kText + 8;
+void ContactSheet(const std::vector<Row>& rows, const std::string& path, int side) {
+  constexpr int kText = 34, kCols = 6;
+  const int cell_w = 2 * side + 8, cell_h = side + kText + 8;
   const int n = static_cast<int>(rows.size()), grid_rows = (n + kCols - 1) / kCols;
   cv::Mat sheet(std::max(1, grid_rows) * cell_h, kCols * cell_w, CV_8UC3, cv::Scalar(255, 255, 255));
   for (int i = 0; i < n; ++i) {
     const Row& r = rows[i];
     const cv::Point o((i % kCols) * cell_w + 4, (i / kCols) * cell_h + 4);
-    if (!r.target_crop.empty()) r.target_crop.copyTo(sheet(cv::Rect(o.x, o.y, kSide, kSide)));
-    if (!r.result_crop.empty()) r.result_crop.copyTo(sheet(cv::Rect(o.x + kSide, o.y, kSide, kSide)));
+    for (int k = 0; k < 2; ++k) {
+      const cv::Mat& crop = k == 0 ? r.target_crop : r.result_crop;
+      if (crop.empty()) continue;
+      cv::Mat small;
+      cv::resize(crop, small, cv::Size(side, side), 0, 0, cv::INTER_AREA);
+      small.copyTo(sheet(cv::Rect(o.x + k * side, o.y, side, side)));
+    }
     const cv::Scalar ink = !r.found ? cv::Scalar(0, 0, 200) : r.blotch > 0.03 || r.result_d >= 0.6 ? cv::Scalar(0, 110, 220) : cv::Scalar(30, 30, 30);
     const std::string l1 = absl::StrFormat("%s %s %dpx", r.image, r.source.substr(0, 5), int(std::max(r.box.width, r.box.height)));
     const std::string l2 = !r.truth ? std::string("FALSE BOX") : !r.found ? std::string("MISSED")
                          : absl::StrFormat("id %.2f>%.2f bl %.1f%% p%.0f", r.target_d, r.result_d, 100 * r.blotch, r.p995);
-    cv::putText(sheet, l1, o + cv::Point(0, kSide + 13), cv::FONT_HERSHEY_PLAIN, 0.9, ink, 1, cv::LINE_AA);
-    cv::putText(sheet, l2, o + cv::Point(0, kSide + 28), cv::FONT_HERSHEY_PLAIN, 0.9, ink, 1, cv::LINE_AA);
+    cv::putText(sheet, l1, o + cv::Point(0, side + 13), cv::FONT_HERSHEY_PLAIN, 0.9, ink, 1, cv::LINE_AA);
+    cv::putText(sheet, l2, o + cv::Point(0, side + 28), cv::FONT_HERSHEY_PLAIN, 0.9, ink, 1, cv::LINE_AA);
   }
   cv::imwrite(path, sheet);
 }
@@ -204,6 +210,8 @@ int main(int argc, char** argv) {
   app.add_option("--only", only, "run only images whose name contains this");
   app.add_flag("--simple", simple, "simple (feathered) blending");
   std::string crops_dir;
+  int sheet_side = 128;
+  app.add_option("--sheet-side", sheet_side, "side of each crop on the contact sheet, px (>= 96 keeps the text legible)");
   app.add_option("--crops-dir", crops_dir, "also write each face's target | result pair, 256 px, as PNG here");
   CLI11_PARSE(app, argc, argv);
 
@@ -302,7 +310,7 @@ int main(int argc, char** argv) {
       found, truth, 100.0 * found / std::max(1, truth), false_boxes, swapped, clean, 100.0 * clean / std::max(1, swapped),
       same, 100.0 * same / std::max(1, swapped), small_same, small, margin / std::max(1, swapped));
   std::ofstream(out_dir + "/quality.md") << md.str();
-  ContactSheet(rows, out_dir + "/contact_sheet.png");
+  ContactSheet(rows, out_dir + "/contact_sheet.png", std::max(96, sheet_side));
   std::printf("%s", md.str().c_str());
   return 0;
 }

@@ -4,7 +4,8 @@
 // Source: @vladmandic/face-api 1.7.15 src/faceRecognitionNet (MIT); weights
 // package/model/face_recognition_model.bin. MODELS.md §2.4(c).
 // Forward input:  [N,3,150,150] float32 RGB, 0..255: the dlib-aligned crop (DlibAlignBox)
-//                 padded centred to a square.
+//                 padded centred to a square. Compute() first rotates a head rolled by more
+//                 than 10 degrees (eye line) upright, so rolled faces keep their identity.
 // Forward output: [N,128] descriptor, not normalised (norm ~1.4). Euclidean distance < 0.6
 //                 means the same person (dlib's convention).
 // Device bytes: 22,458,368 (5,614,592 fp32 parameters). Tileable: no.
