@@ -50,6 +50,8 @@ absl::StatusOr<std::unique_ptr<DaemonPipeline>> DaemonPipeline::Create(const Dae
   std::unique_ptr<DaemonPipeline> self(new DaemonPipeline());
   self->manifest_ = ResolveManifest(config.manifest);
   self->pin_models_ = config.pin_models;
+  self->runner_options_.default_min_face_px = config.min_face_px;
+  self->runner_options_.default_min_face_score = static_cast<float>(config.min_face_score);
   auto catalogue = models::ModelCatalogue::Create({self->manifest_, config.models_dir});
   if (!catalogue.ok()) return catalogue.status();
   self->catalogue_ = *std::move(catalogue);
@@ -90,7 +92,7 @@ ServerHooks DaemonPipeline::Hooks() {
       }
     }
     runner_ = std::make_unique<PipelineRunner>(store_.get(), &residency, meter_.get(), faults_.get(),
-                                               PipelineRunner::Options{});
+                                               runner_options_);
     return runner_.get();
   };
   const bool cpu = store_->device() == "cpu";

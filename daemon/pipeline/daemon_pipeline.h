@@ -36,6 +36,7 @@ class DaemonPipeline {
   DaemonPipeline() = default;
   std::string manifest_;
   std::vector<std::string> pin_models_;
+  PipelineRunner::Options runner_options_;
   std::unique_ptr<models::ModelCatalogue> catalogue_;
   std::unique_ptr<DeviceMeter> meter_;
   std::unique_ptr<ModelStore> store_;

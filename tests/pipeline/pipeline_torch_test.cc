@@ -167,7 +167,7 @@ TEST(PipelineRunner, SimpleBlendIsADeviceStageOfTheBuiltinBlenderAndFullBlendSta
   simple.set_simple(true);
   auto plan = E().runner->StageModels(simple.SerializeAsString());
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(*plan, (std::vector<std::string>{"tiny_face_detector", "face_landmark_68", "face_recognition",
+  EXPECT_EQ(*plan, (std::vector<std::string>{"ssd_mobilenetv1", "face_landmark_68", "face_recognition",
                                              "classical-fusion", "feather-blend", "face_recognition"}));
   auto full_plan = E().runner->StageModels(Ratio(1).SerializeAsString());
   ASSERT_TRUE(full_plan.ok());
@@ -252,7 +252,7 @@ TEST(PipelineRunner, UpscaleDoublesTheOutputOnlyWhenAsked) {
 }
 
 TEST(PipelineRunner, NextStageModelIsPrefetchedWhileTheCurrentStageRuns) {
-  for (const char* m : {"tiny_face_detector", "face_landmark_68", "face_recognition", "classical-fusion"}) {
+  for (const char* m : {"ssd_mobilenetv1", "face_landmark_68", "face_recognition", "classical-fusion"}) {
     (void)E().residency->Unload(m);
   }
   const ResidencyCounters before = E().residency->Snapshot().totals;
@@ -499,7 +499,7 @@ TEST(SmallDevice, MosaicWithEnhanceX4FitsA64MiBDeviceWithoutCpuFallback) {
   ASSERT_TRUE(store->RegisterAll(*residency).ok());
   PipelineRunner runner(store.get(), residency.get(), meter.get(), nullptr, PipelineRunner::Options{});
   CpuDeviceAllocator& allocator = CpuDeviceAllocator::Install(kSmall);
-  for (const char* m : {"tiny_face_detector", "face_landmark_68", "face_recognition", "classical-fusion"}) {
+  for (const char* m : {"ssd_mobilenetv1", "face_landmark_68", "face_recognition", "classical-fusion"}) {
     (void)E().residency->Unload(m);  // nothing of the shared environment stays charged
   }
   const uint64_t base_in_use = allocator.in_use();
