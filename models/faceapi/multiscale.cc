@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include <opencv2/imgproc.hpp>
 
@@ -53,6 +54,24 @@ void PlanLevel(const DetectorTraits& d, int w, int h, double s, int level, const
   }
 }
 
+// The merged boxes scoring >= confirm_below, and those below it that a box of another pass
+// (another tile or level) overlaps at IoU >= 0.3: one pass's weak box alone is too often a
+// badge or a pattern, and a missed face costs less than a face pasted onto one.
+std::vector<FaceBox> Confirmed(const std::vector<FaceBox>& all, const std::vector<size_t>& pass_of,
+                               std::vector<FaceBox> merged, float confirm_below) {
+  std::vector<FaceBox> kept;
+  for (const FaceBox& m : merged) {
+    size_t own = SIZE_MAX;  // NMS keeps boxes unchanged: m is one of `all`
+    for (size_t j = 0; j < all.size() && own == SIZE_MAX; ++j) {
+      if (all[j].x == m.x && all[j].y == m.y && all[j].w == m.w && all[j].score == m.score) own = pass_of[j];
+    }
+    bool confirmed = m.score >= confirm_below;
+    for (size_t j = 0; j < all.size() && !confirmed; ++j) confirmed = pass_of[j] != own && IoU(all[j], m) >= 0.3f;
+    if (confirmed) kept.push_back(m);
+  }
+  return kept;
+}
+
 }  // namespace
 
 absl::StatusOr<DetectorTraits> DetectorTraitsOf(const std::string& model) {
@@ -95,6 +114,7 @@ absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detect
   }
   const DetectorTraits traits = detector.Traits();
   std::vector<FaceBox> all;
+  std::vector<size_t> pass_of;  // the pass of each box of `all`
   const std::vector<DetectionPass> passes = PlanPasses(traits, rgb.cols, rgb.rows, options);
   cv::Mat scaled;  // reused: one pass's input at a time
   for (size_t i = 0; i < passes.size(); ++i) {
@@ -123,9 +143,10 @@ absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detect
                       static_cast<float>(n.w * kx), static_cast<float>(n.h * ky), n.score};
       if (!whole && TouchesInnerEdge(b, p.region, rgb.cols, rgb.rows, margin)) continue;
       all.push_back(b);
+      pass_of.push_back(i);
     }
   }
-  return Nms(std::move(all), options.nms_iou);
+  return Confirmed(all, pass_of, Nms(all, options.nms_iou), options.confirm_below);
 }
 
 }  // namespace fusion::faceapi
