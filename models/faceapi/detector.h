@@ -21,14 +21,20 @@ struct DetectorTraits {
   // Face widths, network-input pixels, that one pass finds reliably: >= 95% of the 23 face
   // crops of tests/models/collage.h, each alone on clutter (bench/detect `curve`).
   int face_min_px = 0, face_max_px = 0;
+  // multiscale.h: a merged box scoring below this needs a second pass's box (0 = off).
+  float confirm_below = 0;
 };
 
 // Measured with `fusion_detect_bench curve tiny 416` (recall per face width): 12-24 px 0/23,
 // 32 px 4/23, 40 px 16/23, 48 px 21/23, 56 px 22/23, 64-96 px 22-23/23, 128 px 20/23, 192 px 16/23,
 // 256 px 13/23.
-inline constexpr DetectorTraits kTinyFaceDetectorTraits{true, 0, 48, 96};
+// No confirmation: tiny's true faces often score 0.5-0.7 in one pass only (18 of 21 group faces
+// left with 0.72), and its false boxes score up to 0.99 - confirmation cannot separate them.
+inline constexpr DetectorTraits kTinyFaceDetectorTraits{true, 0, 48, 96, 0};
 // Measured with `fusion_detect_bench curve ssd` at its fixed 512 input.
-inline constexpr DetectorTraits kSsdMobilenetV1Traits{false, 512, 40, 80};
+// SSD at 512: 12-24 px 5-16/23, 32 px 19/23, 36 px 21/23, 40-56 px 23/23, 64 px 22/23, 80-96 px
+// 18-19/23, 128-288 px 21-23/23. Confirmation below 0.72: see multiscale.h.
+inline constexpr DetectorTraits kSsdMobilenetV1Traits{false, 512, 40, 80, 0.72f};
 // By catalogue model name ("tiny_face_detector", "ssd_mobilenetv1"); NOT_FOUND otherwise.
 absl::StatusOr<DetectorTraits> DetectorTraitsOf(const std::string& model);
 

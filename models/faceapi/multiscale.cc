@@ -146,7 +146,8 @@ absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detect
       pass_of.push_back(i);
     }
   }
-  return Confirmed(all, pass_of, Nms(all, options.nms_iou), options.confirm_below);
+  return Confirmed(all, pass_of, Nms(all, options.nms_iou),
+                   options.confirm_below < 0 ? traits.confirm_below : options.confirm_below);
 }
 
 }  // namespace fusion::faceapi

@@ -42,9 +42,10 @@ struct MultiScaleOptions {
   float min_score = 0;         // detector score threshold; 0 = the detector's default
   float nms_iou = 0.4f;        // merge threshold across levels and tiles
   // A merged box scoring below this is kept only when a box of another pass (tile or level)
-  // overlaps it at IoU >= 0.3; 0 = off. Measured (ssd, bench/detect): removes the 0.71 box on
-  // Grace Hopper's cap badge (grey) at a cost of 3 of 150 faces of 40-80 px on clutter.
-  float confirm_below = 0.72f;
+  // overlaps it at IoU >= 0.3; 0 = off; < 0 = the detector's DetectorTraits::confirm_below.
+  // Measured (ssd at 0.72, bench/detect): removes the 0.71 box on Grace Hopper's cap badge
+  // (grey) at a cost of 3 of 150 faces of 40-80 px on clutter.
+  float confirm_below = -1;
   int tile_px = 0;             // > 0: each pass runs its stem in windows (FaceDetector::Detect)
   // Called before pass `index` (0-based) of `count`; a non-OK status ends the scan with it
   // unchanged (the pipeline's cancellation checkpoint). Null = none.
