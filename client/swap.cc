@@ -75,6 +75,8 @@ absl::StatusOr<SwapOptions> ToOptions(const SwapArgs& a) {
   }
   o.max_side = a.max_side;
   o.low_vram = a.low_vram;
+  o.min_face_px = a.min_face_px;
+  o.min_face_score = a.min_face_score;
   o.simple = a.simple;
   auto format = OutputFormatFor(a.format, a.output);
   if (!format.ok()) return format.status();
@@ -142,8 +144,15 @@ void AddSwapOptions(CLI::App* cmd, SwapArgs& a) {
   cmd->add_option("--enhance", a.enhance, "face super-resolution")->check(CLI::IsMember({"none", "x2", "x4"}));
   cmd->add_option("--upscale", a.upscale, "whole-frame upscale of the output")->check(CLI::IsMember({"x2", "x4"}));
   cmd->add_option("--faces", a.faces, "all | largest | reference:IMG");
-  auto* max_side = cmd->add_option("--max-side", a.max_side, "detection working side in pixels (default 1280)");
-  cmd->add_flag("--low-vram", a.low_vram, "small-card profile (max side 800)")->excludes(max_side);
+  auto* max_side = cmd->add_option("--max-side", a.max_side,
+                                   "cap on one detection pass's network input, pixels (416..1024, default 1024); "
+                                   "a memory lever: it does not change which faces are found");
+  cmd->add_flag("--low-vram", a.low_vram, "small-card profile (detection passes of at most 640 px)")->excludes(max_side);
+  cmd->add_option("--min-face-px", a.min_face_px,
+                  "smallest face width to find, target pixels (8..100000; default: the daemon's, 40)")
+      ->check(CLI::Range(8u, 100000u));
+  cmd->add_option("--min-face-score", a.min_face_score, "detector score threshold in (0,1) (default: the daemon's)")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_flag("--simple", a.simple, "skip costly post-processing");
   cmd->add_option("--format", a.format, "png | jpeg")->check(CLI::IsMember({"png", "jpeg"}));
   cmd->add_option("--priority", a.priority, "low | normal | high")->check(CLI::IsMember({"low", "normal", "high"}));

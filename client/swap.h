@@ -16,6 +16,8 @@ struct SwapArgs {
   std::string upscale;            // x2|x4
   std::string faces = "all";      // all|largest|reference:IMG
   uint32_t max_side = 0;
+  uint32_t min_face_px = 0;     // 0 = the daemon's default
+  float min_face_score = 0;     // 0 = the daemon's default
   bool low_vram = false, simple = false, json = false, no_wait = false;
   std::string format, priority = "normal";  // format "" = from OUT's extension (.jpg/.jpeg), else png
 };

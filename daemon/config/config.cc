@@ -163,6 +163,16 @@ absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
       if (!i || *i < 0 || *i > 600000) st = KeyError(origin, key, "must be an integer in [0, 600000] (ms; 0 = never)");
       else config.stalled_connection_timeout_ms = static_cast<uint64_t>(*i);
     }
+    else if (key == "min_face_px") {
+      auto i = node.value_exact<int64_t>();
+      if (!i || *i < 8 || *i > 100000) st = KeyError(origin, key, "must be an integer in [8, 100000] (pixels)");
+      else config.min_face_px = static_cast<uint32_t>(*i);
+    }
+    else if (key == "min_face_score") {
+      auto d = node.value<double>();
+      if (!d || !(*d > 0 && *d < 1)) st = KeyError(origin, key, "must be a number in (0, 1)");
+      else config.min_face_score = *d;
+    }
     else if (key == "drain_ms") {
       auto i = node.value_exact<int64_t>();
       if (!i || *i < 0 || *i > 600000) st = KeyError(origin, key, "must be an integer in [0, 600000] (ms)");
@@ -245,6 +255,11 @@ absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const*
   uint64_t max_pixels = 0;
   app.add_option("--max-pixels", max_pixels, "largest image accepted, pixels (default 100000000)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
+  uint32_t min_face_px = 0;
+  double min_face_score = 0;
+  app.add_option("--min-face-px", min_face_px, "default smallest face width to find, target pixels (default 40)")
+      ->check(CLI::Range(8u, 100000u));
+  app.add_option("--min-face-score", min_face_score, "default detector score threshold in (0,1) (default: the detector's)");
   app.add_option("--state-dir", state_dir, "directory for the job journal and results");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off");
   try {
@@ -298,6 +313,13 @@ absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const*
   }
   if (max_jobs != 0) config.max_concurrent_jobs = max_jobs;
   if (max_pixels != 0) config.max_pixels = max_pixels;
+  if (min_face_px != 0) config.min_face_px = min_face_px;
+  if (min_face_score != 0) {
+    if (!(min_face_score > 0 && min_face_score < 1)) {
+      return absl::InvalidArgumentError(absl::StrCat("--min-face-score: ", min_face_score, " is not in (0, 1)"));
+    }
+    config.min_face_score = min_face_score;
+  }
   if (!one_shot_min_free.empty()) {
     if (auto st = SizeFlag("one-shot-min-free", one_shot_min_free, config.one_shot_min_free); !st.ok()) return st;
   }

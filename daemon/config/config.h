@@ -15,6 +15,7 @@
 //   max_queued_jobs_per_uid = 64             max_watch_streams_per_uid = 128
 //   grpc_memory_quota = "256MiB"             stalled_connection_timeout_ms = 15000
 //   max_pixels = 100000000
+//   min_face_px = 40                         min_face_score = 0.5
 // Sizes are strings in ParseSize() syntax or integers (bytes). An unknown key, a wrong type or
 // a bad size is INVALID_ARGUMENT naming the key (and the file).
 // Thread-safety: plain value type.
@@ -102,6 +103,11 @@ struct DaemonConfig {
   uint64_t max_message_bytes = 32ull << 20;
   // Time given to in-flight calls at SIGTERM before they are cancelled, milliseconds.
   uint64_t drain_ms = 5000;
+  // Detection defaults for jobs that leave JobOptions.min_face_px / min_face_score at 0: the
+  // smallest face width to find in pixels of the original target ([8, 100000]), and the
+  // detector's score threshold ((0, 1); 0 = the detector's own, 0.5).
+  uint32_t min_face_px = 40;
+  double min_face_score = 0;
 };
 
 // Applies a TOML document to `config`. `origin` names the document in errors (a file path).

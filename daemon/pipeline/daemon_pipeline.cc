@@ -50,7 +50,9 @@ absl::StatusOr<std::unique_ptr<DaemonPipeline>> DaemonPipeline::Create(const Dae
   std::unique_ptr<DaemonPipeline> self(new DaemonPipeline());
   self->manifest_ = ResolveManifest(config.manifest);
   self->pin_models_ = config.pin_models;
-  self->max_pixels_ = config.max_pixels;
+  self->runner_options_.default_min_face_px = config.min_face_px;
+  self->runner_options_.default_min_face_score = static_cast<float>(config.min_face_score);
+  self->runner_options_.max_pixels = config.max_pixels;
   auto catalogue = models::ModelCatalogue::Create({self->manifest_, config.models_dir});
   if (!catalogue.ok()) return catalogue.status();
   self->catalogue_ = *std::move(catalogue);
@@ -91,7 +93,7 @@ ServerHooks DaemonPipeline::Hooks() {
       }
     }
     runner_ = std::make_unique<PipelineRunner>(store_.get(), &residency, meter_.get(), faults_.get(),
-                                               PipelineRunner::Options{.max_pixels = max_pixels_});
+                                               runner_options_);
     return runner_.get();
   };
   const bool cpu = store_->device() == "cpu";

@@ -37,7 +37,7 @@ class DaemonPipeline {
   DaemonPipeline() = default;
   std::string manifest_;
   std::vector<std::string> pin_models_;
-  uint64_t max_pixels_ = 0;  // config.max_pixels
+  PipelineRunner::Options runner_options_;
   std::unique_ptr<models::ModelCatalogue> catalogue_;
   std::unique_ptr<DeviceMeter> meter_;
   std::unique_ptr<ModelStore> store_;

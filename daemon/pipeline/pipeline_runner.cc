@@ -126,6 +126,12 @@ absl::Status PipelineRunner::Validate(const v1::JobOptions& o) const {
   if (o.max_side() != 0 && (o.max_side() < 64 || o.max_side() > 16384)) {
     return absl::InvalidArgumentError(absl::StrCat("options: max_side ", o.max_side(), " is not in [64,16384]"));
   }
+  if (o.min_face_px() != 0 && (o.min_face_px() < 8 || o.min_face_px() > 100000)) {
+    return absl::InvalidArgumentError(absl::StrCat("options: min_face_px ", o.min_face_px(), " is not in [8,100000]"));
+  }
+  if (o.min_face_score() != 0 && !(o.min_face_score() > 0 && o.min_face_score() < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("options: min_face_score ", o.min_face_score(), " is not in (0,1)"));
+  }
   if (!v1::OutputFormat_IsValid(o.format())) return absl::InvalidArgumentError("options: unknown format");
   return absl::OkStatus();
 }
@@ -142,6 +148,17 @@ absl::Status PipelineRunner::CheckImages(const std::string& serialized, const st
     if (!h.ok()) return h.status();
   }
   return absl::OkStatus();
+}
+
+DetectSettings PipelineRunner::DetectSettingsFor(const v1::JobOptions& o) const {
+  DetectSettings d;
+  d.min_face_px = static_cast<int>(o.min_face_px() != 0 ? o.min_face_px() : options_.default_min_face_px);
+  d.min_score = o.min_face_score() != 0 ? o.min_face_score() : options_.default_min_face_score;
+  const uint32_t cap = o.max_side() != 0 ? o.max_side()
+                       : o.low_vram()    ? options_.low_vram_detect_max_input
+                                         : options_.detect_max_input;
+  d.max_input = static_cast<int>(std::clamp<uint32_t>(cap / 32 * 32, 416, 1024));
+  return d;
 }
 
 absl::StatusOr<std::vector<std::string>> PipelineRunner::StageModels(const std::string& serialized) {
@@ -291,22 +308,11 @@ class Execution {
   std::future<void> prefetch_;
 };
 
-absl::StatusOr<Picture> MakePicture(const cv::Mat& bgr, std::string what, uint32_t max_side) {
+absl::StatusOr<Picture> MakePicture(const cv::Mat& bgr, std::string what) {
   Picture p;
   p.what = std::move(what);
   p.bgr = bgr;
   cv::cvtColor(bgr, p.rgb, cv::COLOR_BGR2RGB);
-  const int side = std::max(bgr.cols, bgr.rows);
-  if (side > static_cast<int>(max_side)) {
-    p.scale = static_cast<double>(side) / max_side;
-    cv::resize(p.rgb, p.rgb_small,
-               cv::Size(std::max(1, static_cast<int>(std::lround(bgr.cols / p.scale))),
-                        std::max(1, static_cast<int>(std::lround(bgr.rows / p.scale)))),
-               0, 0, cv::INTER_AREA);
-    p.scale = static_cast<double>(bgr.cols) / p.rgb_small.cols;
-  } else {
-    p.rgb_small = p.rgb;
-  }
   return p;
 }
 
@@ -357,14 +363,12 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
   absl::StatusOr<DecodedImage> reference = DecodedImage{};
   if (by_reference) reference = DecodeImage(o.reference().inline_bytes(), "reference image", options_.max_pixels);
   if (!reference.ok()) return reference.status();
-  const uint32_t max_side = o.max_side() != 0 ? o.max_side()
-                            : o.low_vram()    ? options_.low_vram_max_side
-                                              : options_.default_max_side;
+  const DetectSettings detect = DetectSettingsFor(o);
   std::vector<Picture> pics;
   for (auto [img, what] : {std::pair{&*source, "source image"}, std::pair{&*target, "target image"},
                            std::pair{&*reference, "reference image"}}) {
     if (img->bgr.empty()) continue;
-    auto p = MakePicture(img->bgr, what, max_side);
+    auto p = MakePicture(img->bgr, what);
     if (!p.ok()) return p.status();
     pics.push_back(*std::move(p));
   }
@@ -376,16 +380,20 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
   if (!plan.ok()) return plan.status();
   Execution run(*store_, *residency_, ladder_, owner, context, report, *std::move(plan));
   // detect
-  // Passes run one at a time: the largest network input (multiscale.h's S_hi) bounds the set.
-  uint64_t detect_px = 0;
+  // Passes run one at a time: the largest network input of any pass bounds the set.
+  int detect_side = 0;
   for (const Picture& p : pics) {
-    const uint64_t side = std::clamp<uint64_t>((std::max(p.rgb_small.cols, p.rgb_small.rows) / 3 + 16) / 32 * 32, 416, 1024);
-    detect_px = std::max(detect_px, side * side);
+    auto side = LargestDetectInput(options_.detector, p.rgb.cols, p.rgb.rows, detect);
+    if (!side.ok()) return side.status();
+    detect_side = std::max(detect_side, *side);
   }
-  absl::Status st = run.Stage("detect", options_.detector, detect_px, Bucket(tgt.rgb_small), 0.05f,
+  const uint64_t detect_px = static_cast<uint64_t>(detect_side) * detect_side;
+  absl::Status st = run.Stage("detect", options_.detector, detect_px, absl::StrCat(detect_side, "x", detect_side), 0.05f,
                               [&](const ModelCopy& m, int tile, const Checkpoint& cp) {
                                 for (Picture& p : pics) {
-                                  if (absl::Status s = DetectFaces(m, tile, p, cp.Within(p.what)); !s.ok()) return s;
+                                  if (absl::Status s = DetectFaces(m, tile, detect, p, cp.Within(p.what)); !s.ok()) {
+                                    return s;
+                                  }
                                 }
                                 return absl::OkStatus();
                               });

@@ -2,9 +2,14 @@
 //
 // A job: decode (image_io.h) -> detect -> landmarks -> encode -> generate -> enhance (optional,
 // on face crops) -> blend -> score -> upscale (optional, whole frame) -> encode PNG/JPEG.
-// Detection runs on a copy of each image scaled to the working side (max_side, default 1280;
-// low_vram 800; aspect ratio kept); landmarks, descriptors and the generator work on
-// full-resolution crops, and the output keeps the target's resolution (upscale excepted).
+// Detection scans the full-resolution image with an image pyramid planned from face sizes
+// (multiscale.h): faces from min_face_px (JobOptions, else Options::default_min_face_px = 40)
+// up to the whole frame, score threshold min_face_score (else the detector's default). max_side /
+// low_vram no longer change which faces are found: they cap one detection pass's network input
+// side (max_side rounded down to x32, clamped to [416, 1024]; default 1024, low_vram 640), the
+// detect stage's working set; a smaller cap means more tiles. Landmarks, descriptors and the
+// generator work on full-resolution crops, and the output keeps the target's resolution
+// (upscale excepted).
 // Every model stage runs under an OomLadder (one lease per attempt; RunDevice inside the stage's
 // device scope from the model's device copy, RunCpu outside it from a host copy). Blending:
 // "simple" (feathering) is a model stage over the weight-free builtin "feather-blend", at:: ops
@@ -33,21 +38,27 @@
 #include "pipeline/fault_injection.h"
 #include "pipeline/model_store.h"
 #include "pipeline/oom_ladder.h"
+#include "pipeline/stages.h"
 
 namespace fusion {
 
 class PipelineRunner final : public jobs::JobRunner {
  public:
   struct Options {
-    std::string detector = "tiny_face_detector";
+    // SSD, not the lighter TinyFaceDetector: over the pyramid's many passes tiny puts boxes on
+    // clutter, clothes and shoulders (5 on a 12-MP clutter image, 2 on the group photos; SSD 0),
+    // and SSD's recall at 40-64 px faces is higher (bench/detect, multiscale_test.cc).
+    std::string detector = "ssd_mobilenetv1";
     std::string landmarks = "face_landmark_68";
     std::string encoder = "face_recognition";
     std::string generator = "classical-fusion";
     std::string enhancer_x2 = "esrgan-slim-x2";  // enhance/upscale defaults per scale
     std::string enhancer_x4 = "esrgan-slim-x4";
     std::string blender = "feather-blend";  // simple blending (a builtin, no weights)
-    uint32_t default_max_side = 1280;  // pixels
-    uint32_t low_vram_max_side = 800;  // pixels
+    uint32_t detect_max_input = 1024;           // pixels; a job's max_side overrides it
+    uint32_t low_vram_detect_max_input = 640;   // pixels, for low_vram jobs
+    uint32_t default_min_face_px = 40;          // pixels of the original image, for min_face_px 0
+    float default_min_face_score = 0;           // for min_face_score 0; 0 = the detector's own
     uint64_t max_pixels = 100'000'000;  // per decoded image
     uint32_t max_faces = 64;            // target faces swapped at most
     OomLadder::Options ladder;
@@ -72,6 +83,7 @@ class PipelineRunner final : public jobs::JobRunner {
  private:
   absl::Status Validate(const v1::JobOptions& o) const;
   std::string EnhancerFor(const v1::JobOptions& o, uint32_t scale) const;
+  DetectSettings DetectSettingsFor(const v1::JobOptions& o) const;
 
   ModelStore* const store_;
   ResidencyManager* const residency_;

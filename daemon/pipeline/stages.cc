@@ -117,23 +117,37 @@ absl::StatusOr<at::Tensor> Forward(const keras::KerasModel& m, const at::Tensor&
 
 }  // namespace
 
-absl::Status DetectFaces(const ModelCopy& detector, int tile_px, Picture& pic, const Checkpoint& cp) {
+static faceapi::MultiScaleOptions ScanOptions(const DetectSettings& settings) {
+  faceapi::MultiScaleOptions options;
+  options.min_face_px = settings.min_face_px;
+  options.min_score = settings.min_score;
+  options.max_input = settings.max_input;
+  return options;
+}
+
+absl::Status DetectFaces(const ModelCopy& detector, int tile_px, const DetectSettings& settings, Picture& pic,
+                         const Checkpoint& cp) {
   const faceapi::FaceDetector* det = DetectorOf(detector);
   if (det == nullptr) return absl::InvalidArgumentError("detect: the model is not a face detector");
-  faceapi::MultiScaleOptions options;
+  faceapi::MultiScaleOptions options = ScanOptions(settings);
   options.tile_px = tile_px;  // the same passes; each runs its stem in windows
   options.before_pass = [&cp](size_t i, size_t n) { return cp.Check("pass", i, n); };
-  auto boxes = faceapi::DetectMultiScale(*det, pic.rgb_small, options);
+  auto boxes = faceapi::DetectMultiScale(*det, pic.rgb, options);
   if (!boxes.ok()) return boxes.status();
   std::vector<DetectedFace> faces;
   for (const faceapi::FaceBox& b : *boxes) {
     DetectedFace f;
-    const float s = static_cast<float>(pic.scale);
-    f.box = {b.x * s, b.y * s, b.w * s, b.h * s, b.score};
+    f.box = b;
     faces.push_back(f);
   }
   pic.faces = std::move(faces);
   return absl::OkStatus();
+}
+
+absl::StatusOr<int> LargestDetectInput(const std::string& detector, int w, int h, const DetectSettings& settings) {
+  absl::StatusOr<faceapi::DetectorTraits> traits = faceapi::DetectorTraitsOf(detector);
+  if (!traits.ok()) return traits.status();
+  return faceapi::LargestPassInput(*traits, w, h, ScanOptions(settings));
 }
 
 absl::Status FindLandmarks(const ModelCopy& landmarks, Picture& pic, const Checkpoint& cp) {

@@ -38,9 +38,7 @@ struct DetectedFace {
 struct Picture {
   std::string what;    // "source image", "target image", "reference image"
   cv::Mat bgr;         // CV_8UC3, full resolution
-  cv::Mat rgb;         // CV_8UC3 RGB, full resolution (landmarks and descriptors use it)
-  cv::Mat rgb_small;   // RGB at the working side (detection); may share rgb
-  double scale = 1.0;  // full-resolution pixels per working pixel
+  cv::Mat rgb;         // CV_8UC3 RGB, full resolution (every stage reads it)
   std::vector<DetectedFace> faces;
 };
 
@@ -52,12 +50,23 @@ struct SwapItem {
   cv::Matx23d frame_to_crop;    // frame pixels -> crop pixels of `fused`
 };
 
-// Faces of `pic` (boxes only), in full-resolution pixels, by descending score: multi-scale
-// detection of the working image (multiscale.h). tile_px > 0 runs the same passes with each
+// What the detect stage scans for (multiscale.h's MultiScaleOptions of the same names).
+struct DetectSettings {
+  int min_face_px = 40;   // smallest face width, full-resolution pixels
+  float min_score = 0;    // 0 = the detector's default threshold
+  int max_input = 1024;   // largest network input side of one pass (multiple of 32, >= 416)
+};
+
+// Faces of `pic` (boxes only), in full-resolution pixels, by descending score: the pyramid of
+// multiscale.h over the full-resolution image. tile_px > 0 runs the same passes with each
 // network's stride-8 stem in tile_px windows (FaceDetector::Detect): a smaller working set, the
 // same boxes up to float order.
 // Checkpoint units: "pass".
-absl::Status DetectFaces(const ModelCopy& detector, int tile_px, Picture& pic, const Checkpoint& cp = {});
+absl::Status DetectFaces(const ModelCopy& detector, int tile_px, const DetectSettings& settings, Picture& pic,
+                         const Checkpoint& cp = {});
+// The largest network input side DetectFaces uses on a w x h image with `detector` (a catalogue
+// name): the detect stage's working set is its square. NOT_FOUND for a model that is no detector.
+absl::StatusOr<int> LargestDetectInput(const std::string& detector, int w, int h, const DetectSettings& settings);
 // 68 landmarks of every face of `pic` (full-resolution crops). Checkpoint units: "face".
 absl::Status FindLandmarks(const ModelCopy& landmarks, Picture& pic, const Checkpoint& cp = {});
 // Descriptors of the faces of `pic` whose index is in `which` (all when empty). Units: "face".

@@ -4,6 +4,7 @@
 // state besides their weights, which only move with To() (not concurrently with Detect()).
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include <opencv2/core/mat.hpp>
@@ -13,20 +14,45 @@
 
 namespace fusion::faceapi {
 
+// What the pyramid planner (multiscale.h) needs to know about a detector.
+struct DetectorTraits {
+  bool free_input = true;  // any multiple of 32 as input side; else fixed at fixed_input
+  int fixed_input = 0;
+  // Face widths, network-input pixels, that one pass finds reliably: >= 95% of the 23 face
+  // crops of tests/models/collage.h, each alone on clutter (bench/detect `curve`).
+  int face_min_px = 0, face_max_px = 0;
+  // multiscale.h: a merged box scoring below this needs a second pass's box (0 = off).
+  float confirm_below = 0;
+};
+
+// Measured with `fusion_detect_bench curve tiny 416` (recall per face width): 12-24 px 0/23,
+// 32 px 4/23, 40 px 16/23, 48 px 21/23, 56 px 22/23, 64-96 px 22-23/23, 128 px 20/23, 192 px 16/23,
+// 256 px 13/23.
+// No confirmation: tiny's true faces often score 0.5-0.7 in one pass only (18 of 21 group faces
+// left with 0.72), and its false boxes score up to 0.99 - confirmation cannot separate them.
+inline constexpr DetectorTraits kTinyFaceDetectorTraits{true, 0, 48, 96, 0};
+// Measured with `fusion_detect_bench curve ssd` at its fixed 512 input.
+// SSD at 512: 12-24 px 5-16/23, 32 px 19/23, 36 px 21/23, 40-56 px 23/23, 64 px 22/23, 80-96 px
+// 18-19/23, 128-288 px 21-23/23. Confirmation below 0.72: see multiscale.h.
+inline constexpr DetectorTraits kSsdMobilenetV1Traits{false, 512, 40, 80, 0.72f};
+// By catalogue model name ("tiny_face_detector", "ssd_mobilenetv1"); NOT_FOUND otherwise.
+absl::StatusOr<DetectorTraits> DetectorTraitsOf(const std::string& model);
+
 class FaceDetector {
  public:
   virtual ~FaceDetector() = default;
-  // Faces in `rgb` (CV_8UC3, RGB) with score > the detector's threshold, after NMS, in pixels of
-  // `rgb`. `input_size` is the square network input side (0 = DefaultInputSize()); detectors
+  // Faces in `rgb` (CV_8UC3, RGB) with score > min_score (0 = the detector's default threshold),
+  // after NMS, in pixels of `rgb`. `input_size` is the square network input side (0 = DefaultInputSize()); detectors
   // with a fixed input (SSD) accept only 0 or that size. tile_px > 0 runs the network's
   // high-resolution layers in windows of that many input pixels (ops::TiledPrefix): a smaller
   // working set, the same boxes up to float order. INVALID_ARGUMENT for a bad image or size,
   // INTERNAL for a LibTorch failure (message names the network).
-  virtual absl::StatusOr<std::vector<FaceBox>> Detect(const cv::Mat& rgb, int input_size = 0,
-                                                      int tile_px = 0) const = 0;
+  virtual absl::StatusOr<std::vector<FaceBox>> Detect(const cv::Mat& rgb, int input_size = 0, int tile_px = 0,
+                                                      float min_score = 0) const = 0;
   virtual int DefaultInputSize() const = 0;
   // True when Detect accepts any multiple of 32 as input size; false when fixed.
   virtual bool FreeInputSize() const = 0;
+  virtual DetectorTraits Traits() const = 0;
 };
 
 }  // namespace fusion::faceapi

@@ -2,21 +2,26 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+
+#include <opencv2/imgproc.hpp>
 
 #include "absl/strings/str_cat.h"
 
 namespace fusion::faceapi {
 namespace {
 
-int Round32(double v) { return std::max(32, static_cast<int>(std::lround(v / 32.0)) * 32); }
+constexpr int kOverlapMarginPx = 32;  // network pixels
 
-// Starts of n tiles of side t covering [0, len), evenly spread. Within 10% of t, one tile
-// spans the whole length (a 1537-px side should not cost a second row of tiles).
-std::vector<int> TileStarts(int len, int t, float overlap) {
-  if (len <= t * 1.1) return {0};
-  const int n = static_cast<int>(std::ceil((len - t) / (t * (1.0 - overlap)))) + 1;
+int Round32Up(double v) { return std::max(32, static_cast<int>(std::ceil(v / 32.0 - 1e-9)) * 32); }
+
+// Starts of the fewest tiles of side t covering [0, len) with consecutive tiles sharing at
+// least `overlap` pixels, evenly spread. len <= t: one tile.
+std::vector<int> TileStarts(int len, int t, int overlap) {
+  if (len <= t) return {0};
+  const int n = static_cast<int>(std::ceil(static_cast<double>(len - overlap) / (t - overlap)));
   std::vector<int> starts;
-  for (int i = 0; i < n; ++i) starts.push_back(static_cast<int>(std::lround(static_cast<double>(len - t) * i / (n - 1))));
+  for (int i = 0; i < n; ++i) starts.push_back(static_cast<int>(std::floor(static_cast<double>(len - t) * i / (n - 1))));
   return starts;
 }
 
@@ -27,57 +32,122 @@ bool TouchesInnerEdge(const FaceBox& b, const cv::Rect& r, int w, int h, float m
          (r.y + r.height < h && b.y + b.h >= r.y + r.height - margin);
 }
 
-}  // namespace
+int TileSide(const DetectorTraits& d, const MultiScaleOptions& o) { return d.free_input ? o.max_input : d.fixed_input; }
 
-std::vector<DetectionPass> PlanPasses(const FaceDetector& detector, int w, int h, const MultiScaleOptions& o) {
-  const int side = std::max(w, h);
-  const int hi = std::clamp(Round32(side / 3.0), o.min_input, std::max(o.min_input, o.max_input));
-  const int lo = std::max(o.min_input, Round32(0.8 * hi));
-  std::vector<int> sizes = {lo};
-  if (hi != lo) sizes.push_back(hi);
-  std::vector<DetectionPass> passes;
-  for (int s : sizes) {
-    if (detector.FreeInputSize()) {
-      passes.push_back({cv::Rect(0, 0, w, h), s});
-      continue;
-    }
-    const int f = detector.DefaultInputSize();
-    const int t = static_cast<int>(std::lround(static_cast<double>(side) * f / std::max(s, f)));
-    for (int y : TileStarts(h, t, o.tile_overlap)) {
-      for (int x : TileStarts(w, t, o.tile_overlap)) {
-        const int tw = w <= t * 1.1 ? w : t, th = h <= t * 1.1 ? h : t;
-        passes.push_back({cv::Rect(x, y, tw, th), f});
-      }
+// The passes of one level at scale s (network pixels per image pixel).
+void PlanLevel(const DetectorTraits& d, int w, int h, double s, int level, const MultiScaleOptions& o,
+               std::vector<DetectionPass>& out) {
+  const int t = TileSide(d, o);
+  const double side = std::max(w, h) * s;
+  if (side <= t * (d.free_input ? 1.1 : 1.0)) {  // one pass over the whole image
+    out.push_back({cv::Rect(0, 0, w, h), d.free_input ? std::min(t, Round32Up(side)) : t, level, false});
+    return;
+  }
+  // Tiles of t network pixels = t / s image pixels; the overlap holds the level's largest face
+  // (face_max_px) with kOverlapMarginPx to spare for the box's own error.
+  const int tile = static_cast<int>(std::floor(t / s));
+  const int overlap = static_cast<int>(std::ceil((d.face_max_px + kOverlapMarginPx) / s));
+  for (int y : TileStarts(h, tile, overlap)) {
+    for (int x : TileStarts(w, tile, overlap)) {
+      out.push_back({cv::Rect(x, y, std::min(tile, w), std::min(tile, h)), t, level, false});
     }
   }
+}
+
+// The merged boxes scoring >= confirm_below, and those below it that a box of another pass
+// (another tile or level) overlaps at IoU >= 0.3: one pass's weak box alone is too often a
+// badge or a pattern, and a missed face costs less than a face pasted onto one.
+std::vector<FaceBox> Confirmed(const std::vector<FaceBox>& all, const std::vector<size_t>& pass_of,
+                               std::vector<FaceBox> merged, float confirm_below) {
+  std::vector<FaceBox> kept;
+  for (const FaceBox& m : merged) {
+    size_t own = SIZE_MAX;  // NMS keeps boxes unchanged: m is one of `all`
+    for (size_t j = 0; j < all.size() && own == SIZE_MAX; ++j) {
+      if (all[j].x == m.x && all[j].y == m.y && all[j].w == m.w && all[j].score == m.score) own = pass_of[j];
+    }
+    bool confirmed = m.score >= confirm_below;
+    for (size_t j = 0; j < all.size() && !confirmed; ++j) confirmed = pass_of[j] != own && IoU(all[j], m) >= 0.3f;
+    if (confirmed) kept.push_back(m);
+  }
+  return kept;
+}
+
+}  // namespace
+
+absl::StatusOr<DetectorTraits> DetectorTraitsOf(const std::string& model) {
+  if (model == "tiny_face_detector") return kTinyFaceDetectorTraits;
+  if (model == "ssd_mobilenetv1") return kSsdMobilenetV1Traits;
+  return absl::NotFoundError(absl::StrCat("detector '", model, "' has no known traits"));
+}
+
+std::vector<DetectionPass> PlanPasses(const DetectorTraits& d, int w, int h, const MultiScaleOptions& o) {
+  std::vector<DetectionPass> passes;
+  if (w <= 0 || h <= 0 || o.min_face_px <= 0 || d.face_min_px <= 0) return passes;
+  double s = std::min<double>(o.max_upscale, static_cast<double>(d.face_min_px) / o.min_face_px);
+  const int short_side = std::min(w, h);
+  for (int level = 0;; ++level) {
+    PlanLevel(d, w, h, s, level, o, passes);
+    const bool whole = passes.back().region == cv::Rect(0, 0, w, h);
+    // Done once the level is one pass and a face filling the frame is in the band there, or
+    // (fixed input) once the level is the whole image at that input: a coarser level would
+    // repeat the pass. Terminates: s halves, and side * s <= 32 puts the short side in the band.
+    if (whole && (!d.free_input || short_side * s <= d.face_max_px)) break;
+    s /= 2;
+  }
+  passes.back().coarsest = true;
   return passes;
+}
+
+int LargestPassInput(const DetectorTraits& d, int w, int h, const MultiScaleOptions& o) {
+  int largest = 0;
+  for (const DetectionPass& p : PlanPasses(d, w, h, o)) largest = std::max(largest, p.input_size);
+  return largest;
 }
 
 absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detector, const cv::Mat& rgb,
                                                       const MultiScaleOptions& options) {
+  if (rgb.empty() || rgb.type() != CV_8UC3) return absl::InvalidArgumentError("multiscale: input must be CV_8UC3 RGB");
+  if (options.min_face_px <= 0 || !(options.max_upscale > 0) || options.max_input < 416 || options.max_input % 32 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("multiscale: bad options (min_face_px ", options.min_face_px,
+                                                   ", max_upscale ", options.max_upscale, ", max_input ",
+                                                   options.max_input, ")"));
+  }
+  const DetectorTraits traits = detector.Traits();
   std::vector<FaceBox> all;
-  const std::vector<DetectionPass> passes = PlanPasses(detector, rgb.cols, rgb.rows, options);
+  std::vector<size_t> pass_of;  // the pass of each box of `all`
+  const std::vector<DetectionPass> passes = PlanPasses(traits, rgb.cols, rgb.rows, options);
+  cv::Mat scaled;  // reused: one pass's input at a time
   for (size_t i = 0; i < passes.size(); ++i) {
     const DetectionPass& p = passes[i];
     if (options.before_pass) {
       if (absl::Status st = options.before_pass(i, passes.size()); !st.ok()) return st;
     }
-    const bool whole = p.region == cv::Rect(0, 0, rgb.cols, rgb.rows);
-    absl::StatusOr<std::vector<FaceBox>> found = detector.Detect(whole ? rgb : rgb(p.region), p.input_size, options.tile_px);
+    // The region resized so its longer side is exactly the input: the detector's own square
+    // padding then needs no further resize, and INTER_AREA averages the pixels a downscale drops.
+    const double k = static_cast<double>(p.input_size) / std::max(p.region.width, p.region.height);
+    const cv::Size size(std::clamp(static_cast<int>(std::lround(p.region.width * k)), 1, p.input_size),
+                        std::clamp(static_cast<int>(std::lround(p.region.height * k)), 1, p.input_size));
+    cv::resize(rgb(p.region), scaled, size, 0, 0, cv::INTER_AREA);
+    absl::StatusOr<std::vector<FaceBox>> found = detector.Detect(scaled, p.input_size, options.tile_px, options.min_score);
     if (!found.ok()) {
       return absl::Status(found.status().code(),
                           absl::StrCat(found.status().message(), " (pass: region ", p.region.x, ",", p.region.y, " ",
                                        p.region.width, "x", p.region.height, " at input ", p.input_size, ")"));
     }
+    const bool whole = p.region == cv::Rect(0, 0, rgb.cols, rgb.rows);
     const float margin = 0.01f * std::max(p.region.width, p.region.height);
-    for (FaceBox b : *found) {
-      b.x += p.region.x;
-      b.y += p.region.y;
+    const double kx = static_cast<double>(p.region.width) / size.width, ky = static_cast<double>(p.region.height) / size.height;
+    for (const FaceBox& n : *found) {
+      if (n.w < 0.5f * traits.face_min_px || (!p.coarsest && n.w > 2.0f * traits.face_max_px)) continue;
+      const FaceBox b{static_cast<float>(p.region.x + n.x * kx), static_cast<float>(p.region.y + n.y * ky),
+                      static_cast<float>(n.w * kx), static_cast<float>(n.h * ky), n.score};
       if (!whole && TouchesInnerEdge(b, p.region, rgb.cols, rgb.rows, margin)) continue;
       all.push_back(b);
+      pass_of.push_back(i);
     }
   }
-  return Nms(std::move(all), options.nms_iou);
+  return Confirmed(all, pass_of, Nms(all, options.nms_iou),
+                   options.confirm_below < 0 ? traits.confirm_below : options.confirm_below);
 }
 
 }  // namespace fusion::faceapi

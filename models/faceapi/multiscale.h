@@ -1,15 +1,30 @@
-// Multi-scale face detection: one input size does not find every face (small faces need a
-// large input, large faces a small one), so the image is scanned at several scales and the
-// results merged with NMS.
+// Multi-scale face detection over an image pyramid planned from face sizes in pixels.
 //
-// Scales come from the original image size, never below min_input (416):
-//   S_hi = clamp(round32(max(W,H) / 3), min_input, max_input), S_lo = max(min_input, round32(0.8 S_hi)).
-// (MODELS.md §9.3 suggests max/3; on the 1920-px group photos S = 512 and 640 each find all 21
-// faces, and the 3840-px mosaic needs about 1024.) A detector with a free input size runs the
-// whole image at each S. A fixed-input detector (SSD, input F) emulates scale S with square
-// tiles of side T = max(W,H) * F / S (the whole image when T >= max(W,H)), overlapping by
-// `tile_overlap`; boxes touching an inner tile edge are dropped (the overlap sees that face
-// whole in a neighbouring tile). All boxes are merged with greedy NMS at nms_iou.
+// A single-pass detector finds faces reliably only within a band of widths in network-input
+// pixels (DetectorTraits::face_min_px..face_max_px, measured with bench/detect `curve`). The
+// pyramid maps every face from min_face_px (pixels of the image scanned) up to the whole frame
+// into that band at some level:
+//   level 0 scale s0 = min(max_upscale, face_min_px / min_face_px) (network px per image px),
+//   level k scale s0 / 2^k, down to the first level where the whole frame's short side is at
+//   most face_max_px (a face filling the frame is in the band there).
+// The band spans a factor >= 2, so a face is in it at one level at least, and near twice its
+// lower end at the next finer level as well.
+// A level whose image (W*s x H*s) fits one network input runs as one pass (a free-input
+// detector at round32(side), within 10% of the cap still one pass); a larger level runs in
+// square tiles of `tile side` = max_input (the fixed input for SSD) network pixels that
+// overlap by 2 * face_max_px, so every face the level or the next coarser one finds reliably is
+// whole in some tile; a box touching an inner tile edge is dropped (its whole copy is in the
+// neighbour). Each pass cuts its region from the full-resolution image and resizes it with
+// INTER_AREA to the pass's input: passes run one at a time, and a pass never holds more than
+// max_input^2 network pixels, whatever the image size.
+// Boxes narrower than face_min_px / 2 network pixels are dropped at every level (the detector is
+// unreliable there: a face that small is in the band at a finer level, or below min_face_px), as
+// are boxes wider than 2 * face_max_px at a level that is not the coarsest (such a face is in
+// the band at a coarser level; SSD's 0.53 box on a shoulder in sample6 came from there). All
+// kept boxes, in image pixels, are merged with greedy NMS at nms_iou; a weak box (score <
+// confirm_below) must be seen by a second pass as well.
+// Cost: about (face_min_px / min_face_px)^2 * W * H * 4/3 network pixels plus the tile overlap;
+// e.g. ssd at 40 px: 22 passes for 1920x1280 (~6 s on one core), ~700 for 80 MP (~10 min).
 // Thread-safety: stateless functions; the detector must be safe for concurrent const use.
 #pragma once
 
@@ -24,26 +39,40 @@
 namespace fusion::faceapi {
 
 struct MultiScaleOptions {
-  int min_input = 416;         // never scan with a smaller network input
-  int max_input = 1024;        // largest network input (bounds working set and time)
-  float nms_iou = 0.4f;        // merge threshold across scales and tiles
-  float tile_overlap = 0.25f;  // fraction of the tile side shared with the next tile
+  int min_face_px = 40;        // smallest face width to find, pixels of the image scanned (> 0)
+  float max_upscale = 2.0f;    // level 0 never enlarges the image more than this
+  int max_input = 1024;        // free-input detectors: largest network input side (>= 416, x32)
+  float min_score = 0;         // detector score threshold; 0 = the detector's default
+  float nms_iou = 0.4f;        // merge threshold across levels and tiles
+  // A merged box scoring below this is kept only when a box of another pass (tile or level)
+  // overlaps it at IoU >= 0.3; 0 = off; < 0 = the detector's DetectorTraits::confirm_below.
+  // Measured (ssd at 0.72, bench/detect): removes the 0.71 box on Grace Hopper's cap badge
+  // (grey) at a cost of 3 of 150 faces of 40-80 px on clutter.
+  float confirm_below = -1;
   int tile_px = 0;             // > 0: each pass runs its stem in windows (FaceDetector::Detect)
   // Called before pass `index` (0-based) of `count`; a non-OK status ends the scan with it
   // unchanged (the pipeline's cancellation checkpoint). Null = none.
   std::function<absl::Status(size_t index, size_t count)> before_pass;
 };
 
-// One detector run: `region` of the image at network input `input_size`.
+// One detector run: `region` of the image (pixels) resized so its longer side is `input_size`.
 struct DetectionPass {
   cv::Rect region;
   int input_size = 0;
+  int level = 0;        // pyramid level, 0 = finest
+  bool coarsest = false;
 };
 
-// The passes for an image of w x h pixels.
-std::vector<DetectionPass> PlanPasses(const FaceDetector& detector, int w, int h, const MultiScaleOptions& options);
+// The passes for an image of w x h pixels, finest level first.
+std::vector<DetectionPass> PlanPasses(const DetectorTraits& detector, int w, int h, const MultiScaleOptions& options);
+inline std::vector<DetectionPass> PlanPasses(const FaceDetector& detector, int w, int h, const MultiScaleOptions& options) {
+  return PlanPasses(detector.Traits(), w, h, options);
+}
+// The largest network input side of PlanPasses (the detect stage's working set is its square).
+int LargestPassInput(const DetectorTraits& detector, int w, int h, const MultiScaleOptions& options);
 
-// Runs every pass and merges. Errors from the detector pass through (naming the pass).
+// Runs every pass on `rgb` (CV_8UC3 RGB, full resolution) and merges. INVALID_ARGUMENT for a bad
+// image or option; errors from the detector pass through (naming the pass).
 absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detector, const cv::Mat& rgb,
                                                       const MultiScaleOptions& options = {});
 

@@ -133,7 +133,8 @@ std::pair<at::Tensor, at::Tensor> SsdMobilenetV1::Forward(const at::Tensor& inpu
   return {boxes, scores};
 }
 
-absl::StatusOr<std::vector<FaceBox>> SsdMobilenetV1::Detect(const cv::Mat& rgb, int input_size, int tile_px) const {
+absl::StatusOr<std::vector<FaceBox>> SsdMobilenetV1::Detect(const cv::Mat& rgb, int input_size, int tile_px,
+                                                            float min_score) const {
   if (rgb.empty() || rgb.type() != CV_8UC3) {
     return absl::InvalidArgumentError("ssd_mobilenetv1: input must be a non-empty CV_8UC3 RGB image");
   }
@@ -149,9 +150,10 @@ absl::StatusOr<std::vector<FaceBox>> SsdMobilenetV1::Detect(const cv::Mat& rgb, 
     const double scale = static_cast<double>(kInputSize) / std::max(rgb.cols, rgb.rows);
     const double fx = kInputSize / std::round(rgb.cols * scale) * rgb.cols;
     const double fy = kInputSize / std::round(rgb.rows * scale) * rgb.rows;
+    const float threshold = min_score > 0 ? min_score : options_.min_confidence;
     std::vector<FaceBox> cand;
     for (int64_t i = 0; i < boxes.size(0); ++i) {
-      if (s[i] <= options_.min_confidence) continue;
+      if (s[i] <= threshold) continue;
       const double top = std::max(0.f, b[i][0]) * fy, bottom = std::min(1.f, b[i][2]) * fy;
       const double left = std::max(0.f, b[i][1]) * fx, right = std::min(1.f, b[i][3]) * fx;
       cand.push_back({static_cast<float>(left), static_cast<float>(top), static_cast<float>(right - left),

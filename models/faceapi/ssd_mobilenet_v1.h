@@ -46,10 +46,11 @@ class SsdMobilenetV1 : public FaceDetector {
   // Returns {boxes [N,5118,4], scores [N,5118]} on the weights' device.
   // tile_px 0 = the stem in one piece.
   std::pair<at::Tensor, at::Tensor> Forward(const at::Tensor& x, int tile_px = 0) const;
-  absl::StatusOr<std::vector<FaceBox>> Detect(const cv::Mat& rgb, int input_size = 0,
-                                              int tile_px = 0) const override;
+  absl::StatusOr<std::vector<FaceBox>> Detect(const cv::Mat& rgb, int input_size = 0, int tile_px = 0,
+                                              float min_score = 0) const override;
   int DefaultInputSize() const override { return kInputSize; }
   bool FreeInputSize() const override { return false; }
+  DetectorTraits Traits() const override { return kSsdMobilenetV1Traits; }
 
   void To(const c10::Device& device) { params_.To(device); }
   uint64_t DeviceBytes() const { return params_.DeviceBytes(); }

@@ -108,8 +108,8 @@ std::vector<FaceBox> DecodeTinyYolo(const at::Tensor& out_any, int image_w, int 
   return boxes;
 }
 
-absl::StatusOr<std::vector<FaceBox>> TinyFaceDetector::Detect(const cv::Mat& rgb, int input_size,
-                                                              int tile_px) const {
+absl::StatusOr<std::vector<FaceBox>> TinyFaceDetector::Detect(const cv::Mat& rgb, int input_size, int tile_px,
+                                                              float min_score) const {
   const int size = input_size == 0 ? options_.input_size : input_size;
   if (rgb.empty() || rgb.type() != CV_8UC3) {
     return absl::InvalidArgumentError("tiny_face_detector: input must be a non-empty CV_8UC3 RGB image");
@@ -120,7 +120,8 @@ absl::StatusOr<std::vector<FaceBox>> TinyFaceDetector::Detect(const cv::Mat& rgb
   }
   try {
     at::Tensor out = Forward(ToBatchTensor(rgb, size, /*center=*/false).to(params_.device()), tile_px);
-    std::vector<FaceBox> rel = DecodeTinyYolo(out, rgb.cols, rgb.rows, size, options_.score_threshold);
+    std::vector<FaceBox> rel = DecodeTinyYolo(out, rgb.cols, rgb.rows, size,
+                                                min_score > 0 ? min_score : options_.score_threshold);
     std::vector<FaceBox> kept = Nms(std::move(rel), options_.nms_iou);
     for (FaceBox& b : kept) {
       b.x *= rgb.cols; b.w *= rgb.cols;

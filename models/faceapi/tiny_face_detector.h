@@ -45,10 +45,11 @@ class TinyFaceDetector : public FaceDetector {
 
   // x [N,3,S,S] -> [N,25,S/32,S/32]; tile_px 0 = the stem in one piece.
   at::Tensor Forward(const at::Tensor& x, int tile_px = 0) const;
-  absl::StatusOr<std::vector<FaceBox>> Detect(const cv::Mat& rgb, int input_size = 0,
-                                              int tile_px = 0) const override;
+  absl::StatusOr<std::vector<FaceBox>> Detect(const cv::Mat& rgb, int input_size = 0, int tile_px = 0,
+                                              float min_score = 0) const override;
   int DefaultInputSize() const override { return options_.input_size; }
   bool FreeInputSize() const override { return true; }
+  DetectorTraits Traits() const override { return kTinyFaceDetectorTraits; }
 
   void To(const c10::Device& device) { params_.To(device); }
   uint64_t DeviceBytes() const { return params_.DeviceBytes(); }

@@ -185,6 +185,8 @@ v1::JobOptions ToProto(const SwapOptions& o) {
   p.set_reference_max_distance(o.reference_max_distance);
   p.set_max_side(o.max_side);
   p.set_low_vram(o.low_vram);
+  p.set_min_face_px(o.min_face_px);
+  p.set_min_face_score(o.min_face_score);
   p.set_simple(o.simple);
   p.set_format(static_cast<v1::OutputFormat>(o.format));
   p.set_priority(static_cast<v1::Priority>(o.priority));

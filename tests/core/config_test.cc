@@ -230,6 +230,30 @@ TEST_F(ConfigTest, MaxPixelsFromFileAndFlagWithinRange) {
   EXPECT_FALSE(Parse({"--max-pixels", "1073741825"}).ok());  // over OpenCV's own 2^30 cap
 }
 
+TEST_F(ConfigTest, DetectionDefaultsFromFileAndFlagsWithinRange) {
+  EXPECT_EQ(Parse({})->min_face_px, 40u);
+  EXPECT_EQ(Parse({})->min_face_score, 0.0);
+  const std::string path = WriteToml("min_face_px = 24\nmin_face_score = 0.6\n");
+  auto c = Parse({"--config", path});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->min_face_px, 24u);
+  EXPECT_EQ(c->min_face_score, 0.6);
+  c = Parse({"--config", path, "--min-face-px", "100", "--min-face-score", "0.8"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->min_face_px, 100u);
+  EXPECT_EQ(c->min_face_score, 0.8);
+  for (const char* bad : {"min_face_px = 4\n", "min_face_px = 0.5\n", "min_face_score = 1\n", "min_face_score = 0\n"}) {
+    DaemonConfig d;
+    const absl::Status st = ApplyToml(bad, "f.toml", d);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(st.message().find(std::string(bad).substr(0, std::string(bad).find(' '))), std::string::npos) << st;
+  }
+  EXPECT_FALSE(Parse({"--min-face-px", "7"}).ok());
+  auto score = Parse({"--min-face-score", "1.5"});
+  ASSERT_FALSE(score.ok());
+  EXPECT_NE(score.status().message().find("--min-face-score"), std::string::npos);
+}
+
 TEST_F(ConfigTest, ResultRetentionIsADurationAndASize) {
   DaemonConfig c;
   ASSERT_TRUE(ApplyToml("result_retention = \"90m\"\nresult_retention_bytes = \"2GiB\"\n", "f.toml", c).ok());

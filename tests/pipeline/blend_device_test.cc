@@ -37,7 +37,6 @@ Picture MakePicture(const cv::Mat& bgr, const std::string& what) {
   p.what = what;
   p.bgr = bgr;
   cv::cvtColor(bgr, p.rgb, cv::COLOR_BGR2RGB);
-  p.rgb_small = p.rgb;
   return p;
 }
 
@@ -63,7 +62,7 @@ Scene Swapped(const cv::Mat& target) {
       MakePicture(target, "target image")};
   std::vector<SwapItem> items;
   for (Picture& p : pics) {
-    EXPECT_TRUE(DetectFaces(*Copy("tiny_face_detector"), 0, p).ok());
+    EXPECT_TRUE(DetectFaces(*Copy("ssd_mobilenetv1"), 0, DetectSettings{}, p).ok());
     EXPECT_TRUE(FindLandmarks(*Copy("face_landmark_68"), p).ok());
   }
   for (size_t i = 0; i < pics[1].faces.size(); ++i) items.push_back(SwapItem{.face = i});

@@ -368,9 +368,10 @@ TEST_F(JobsAcceptTest, ElevenMegapixelMosaicTravelsByMemfdBothWays) {
   ASSERT_TRUE(daemon->Running());
   // The JPEG (about 1.4 MB) is under the 4 MiB default: a 1 MiB threshold sends it by memfd, while
   // the 512-pixel source stays inline. The 11-megapixel PNG result is over the daemon's 4 MiB
-  // inline limit, so it comes back by memfd.
+  // inline limit, so it comes back by memfd. --min-face-px 120: its faces are 190-300 px, and
+  // the transport, not the scan, is under test.
   const RunResult r = Ctl({"--memfd-threshold", "1MiB", "swap", "--source", kAstronaut, "--target", mosaic, "-o",
-                           dir_.File("mosaic.png"), "--max-side", "640", "--simple", "--json"});
+                           dir_.File("mosaic.png"), "--max-side", "640", "--min-face-px", "120", "--simple", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["state"], "SUCCEEDED");

@@ -83,8 +83,10 @@ struct SwapOptions {
   FaceSelection faces = FaceSelection::kAll;
   std::string reference_image;      // encoded image for kReference
   float reference_max_distance = 0; // 0 = 0.6
-  uint32_t max_side = 0;            // detection working side, pixels; 0 = 1280
-  bool low_vram = false;
+  uint32_t max_side = 0;            // cap on one detection pass's input side, pixels; 0 = 1024
+  bool low_vram = false;            // max_side 640
+  uint32_t min_face_px = 0;         // smallest face to find, target pixels; 0 = daemon default (40)
+  float min_face_score = 0;         // detector score threshold (0,1); 0 = daemon default
   bool simple = false;              // skip costly post-processing
   OutputFormat format = OutputFormat::kPng;
   Priority priority = Priority::kNormal;

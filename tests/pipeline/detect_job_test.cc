@@ -1,0 +1,118 @@
+// Detection through the job path (PipelineRunner::Swap): the full-resolution pyramid finds
+// every ground-truth face of the six group photos (tests/data/faces/ground_truth.json, IoU >= 0.4)
+// and swaps nothing else; the detect options are validated, and max_side no longer changes
+// which faces are found.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "nlohmann/json.hpp"
+#include "pipeline/pipeline_runner.h"
+#include "pipeline_env.h"
+
+namespace fusion {
+namespace {
+
+struct Box {
+  float x, y, w, h;
+};
+
+float IoU(const Box& a, const Box& b) {
+  const float ix = std::max(0.f, std::min(a.x + a.w, b.x + b.w) - std::max(a.x, b.x));
+  const float iy = std::max(0.f, std::min(a.y + a.h, b.y + b.h) - std::max(a.y, b.y));
+  const float u = a.w * a.h + b.w * b.h - ix * iy;
+  return u > 0 ? ix * iy / u : 0;
+}
+
+std::vector<Box> Truth(int sample, const char* list) {
+  std::ifstream in(FUSION_TEST_DATA_DIR "/faces/ground_truth.json");
+  const nlohmann::json gt = nlohmann::json::parse(in);
+  std::vector<Box> out;
+  for (const auto& b : gt["images"]["faceapi_group_sample" + std::to_string(sample) + ".jpg"][list]) {
+    out.push_back({b[0].get<float>(), b[1].get<float>(), b[2].get<float>(), b[3].get<float>()});
+  }
+  return out;
+}
+
+// Faces of the report matched to the truth; unmatched boxes outside the ignore regions are false.
+void Count(const v1::JobResult& r, int sample, int* found, int* false_boxes) {
+  const std::vector<Box> faces = Truth(sample, "faces"), ignore = Truth(sample, "ignore");
+  std::vector<bool> hit(faces.size());
+  for (const v1::FaceReport& f : r.faces()) {
+    const Box d{f.box(0), f.box(1), f.box(2), f.box(3)};
+    bool matched = false, ignored = false;
+    for (size_t k = 0; k < faces.size(); ++k) {
+      if (IoU(d, faces[k]) >= 0.4f) matched = hit[k] = true;
+    }
+    for (const Box& q : ignore) {
+      const float ix = std::max(0.f, std::min(d.x + d.w, q.x + q.w) - std::max(d.x, q.x));
+      const float iy = std::max(0.f, std::min(d.y + d.h, q.y + q.h) - std::max(d.y, q.y));
+      ignored |= ix * iy >= 0.5f * d.w * d.h;
+    }
+    *false_boxes += !matched && !ignored;
+  }
+  for (bool h : hit) *found += h;
+}
+
+class GroupPhotoJob : public ::testing::TestWithParam<int> {};
+
+TEST_P(GroupPhotoJob, SwapsEveryGroundTruthFaceAndNothingElse) {
+  const int sample = GetParam();
+  v1::JobOptions o = Ratio(1);
+  o.set_simple(true);
+  o.set_enhance_scale(0);
+  auto out = Swap(o, ReadFile(FUSION_TESTDATA_DIR "/faces/sample" + std::to_string(sample) + ".jpg"));
+  ASSERT_TRUE(out.ok()) << out.status();
+  int found = 0, false_boxes = 0;
+  Count(out->report, sample, &found, &false_boxes);
+  const v1::StageReport* detect = StageOf(out->report, "detect");
+  std::printf("job path sample%d: %d of %zu faces, %d false boxes; detect %.0f ms, peak %llu bytes\n", sample, found,
+              Truth(sample, "faces").size(), false_boxes, detect->ms(),
+              static_cast<unsigned long long>(detect->peak_bytes()));
+  EXPECT_EQ(found, static_cast<int>(Truth(sample, "faces").size()));
+  EXPECT_EQ(false_boxes, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Samples, GroupPhotoJob, ::testing::Values(1, 2, 3, 4, 5, 6));
+
+TEST(DetectOptions, OutOfRangeValuesAreInvalidArgumentNamingTheOption) {
+  struct Case {
+    uint32_t px;
+    float score;
+    const char* name;
+  };
+  for (const Case c : {Case{4, 0, "min_face_px"}, Case{200000, 0, "min_face_px"}, Case{0, 1.0f, "min_face_score"},
+                       Case{0, -0.1f, "min_face_score"}, Case{0, std::nanf(""), "min_face_score"}}) {
+    v1::JobOptions o = Ratio(1);
+    o.set_min_face_px(c.px);
+    o.set_min_face_score(c.score);
+    const absl::Status st = E().runner->StageModels(o.SerializeAsString()).status();
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << c.name;
+    EXPECT_NE(st.message().find(c.name), std::string::npos) << st;
+  }
+  v1::JobOptions ok = Ratio(1);
+  ok.set_min_face_px(13);
+  ok.set_min_face_score(0.7f);
+  EXPECT_TRUE(E().runner->StageModels(ok.SerializeAsString()).ok());
+}
+
+// max_side is a memory lever now: a 416-px pass cap gives the same faces as the default 1024.
+TEST(DetectOptions, MaxSideCapsThePassInputButNotTheFacesFound) {
+  v1::JobOptions o = Ratio(1);
+  o.set_simple(true);
+  o.set_enhance_scale(0);
+  auto wide = Swap(o, ReadFile(FUSION_TESTDATA_DIR "/faces/sample1.jpg"));
+  o.set_max_side(416);
+  auto narrow = Swap(o, ReadFile(FUSION_TESTDATA_DIR "/faces/sample1.jpg"));
+  ASSERT_TRUE(wide.ok()) << wide.status();
+  ASSERT_TRUE(narrow.ok()) << narrow.status();
+  int found_wide = 0, found_narrow = 0, false_wide = 0, false_narrow = 0;
+  Count(wide->report, 1, &found_wide, &false_wide);
+  Count(narrow->report, 1, &found_narrow, &false_narrow);
+  EXPECT_EQ(found_wide, 3);
+  EXPECT_EQ(found_narrow, 3);
+  EXPECT_EQ(false_narrow, 0);
+}
+
+}  // namespace
+}  // namespace fusion
