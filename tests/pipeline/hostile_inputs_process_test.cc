@@ -80,10 +80,13 @@ class HostileInputsTest : public ::testing::Test {
     ASSERT_TRUE(testing::WaitFor([&] { return Exists(socket_) || !daemon_->Running(); }, absl::Seconds(20)));
     ASSERT_TRUE(daemon_->Running());
   }
-  RunResult Swap(const std::string& target, bool wait) {
+  // `min_face_px` 0 = the default (40): the 80 MP job's faces are 1792 px wide, and scanning
+  // 80 MP for 40-px faces takes ~10 min on one core (the heap test is about memory).
+  RunResult Swap(const std::string& target, bool wait, int min_face_px = 0) {
     std::vector<std::string> args = {FUSIONCTL_BIN, "--socket", socket_, "swap", "--source", kSource,
                                      "--target", target, "-o", dir_.File("out.png")};
     if (!wait) args.push_back("--no-wait");
+    if (min_face_px > 0) args.insert(args.end(), {"--min-face-px", std::to_string(min_face_px)});
     return testing::RunProcess(args, dir_.path(), absl::Seconds(120));
   }
   pid_t pid() const { return daemon_->pid(); }
@@ -195,12 +198,12 @@ TEST_F(HostileInputsTest, EightyMegapixelJobsHeapIsReturnedWithin32MiBTenSeconds
   ASSERT_TRUE(cv::imwrite(dir_.File("big.jpg"), big, {cv::IMWRITE_JPEG_QUALITY, 90}));
   ASSERT_TRUE(cv::imwrite(dir_.File("small.jpg"), small));
   big.release();
-  const RunResult warm = Swap(dir_.File("small.jpg"), true);  // the same models resident first
+  const RunResult warm = Swap(dir_.File("small.jpg"), true, 100);  // the same models resident first
   ASSERT_EQ(warm.exit_code, 0) << warm.err;
   absl::SleepFor(absl::Seconds(3));
   const uint64_t before_kb = StatusKb(pid(), "VmRSS");
   ASSERT_TRUE(ResetPeak(pid()));
-  const RunResult r = Swap(dir_.File("big.jpg"), true);
+  const RunResult r = Swap(dir_.File("big.jpg"), true, 800);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const uint64_t peak_kb = StatusKb(pid(), "VmHWM");
   absl::SleepFor(absl::Seconds(10));
