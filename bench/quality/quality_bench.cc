@@ -93,7 +93,7 @@ Case Rotated(const std::string& name, const cv::Mat& src, const cv::Rect2f& face
   m.at<double>(0, 2) += (canvas.width - src.cols) / 2.0;
   m.at<double>(1, 2) += (canvas.height - src.rows) / 2.0;
   Case out{name, {}, {}, {}};
-  cv::warpAffine(src, out.bgr, m, canvas, cv::INTER_LINEAR, cv::BORDER_REFLECT101);
+  cv::warpAffine(src, out.bgr, m, canvas, cv::INTER_LINEAR, cv::BORDER_REPLICATE);  // a reflection would add faces
   const cv::Point2f nc(m.at<double>(0, 0) * c.x + m.at<double>(0, 1) * c.y + m.at<double>(0, 2),
                        m.at<double>(1, 0) * c.x + m.at<double>(1, 1) * c.y + m.at<double>(1, 2));
   out.faces = {cv::Rect2f(nc.x - face.width / 2, nc.y - face.height / 2, face.width, face.height)};
@@ -102,7 +102,8 @@ Case Rotated(const std::string& name, const cv::Mat& src, const cv::Rect2f& face
 
 // Faces cut from `donors` (padded by 60% of the box), scaled so the box side is each of
 // `sides`, pasted without overlap on a cluttered background (coloured noise blurred at two
-// scales, plus lines) of `w` x `h`.
+// scales, plus lines) of `w` x `h`. Ground truth: every donor face at least 80% inside a piece;
+// faces cut by a piece's edge are ignore regions.
 Case Collage(const std::vector<Case>& donors, const std::vector<int>& sides, int w, int h) {
   std::mt19937 rng(7);
   cv::Mat noise(h / 16, w / 16, CV_8UC3), bg;
@@ -127,7 +128,14 @@ Case Collage(const std::vector<Case>& donors, const std::vector<int>& sides, int
     if (x + piece.cols > w) x = 8, y += row_h + 8, row_h = 0;
     if (y + piece.rows > h) break;
     piece.copyTo(out.bgr(cv::Rect(x, y, piece.cols, piece.rows)));
-    out.faces.emplace_back(x + (f.x - crop.x) * s, y + (f.y - crop.y) * s, f.width * s, f.height * s);
+    // Every donor face inside the piece is ground truth (the padding takes in neighbours);
+    // one cut by the piece's edge is an ignore region.
+    for (const cv::Rect2f& g : d.faces) {
+      const float inside = (g & cv::Rect2f(crop)).area();
+      if (inside <= 0) continue;
+      const cv::Rect2f mapped(x + (g.x - crop.x) * s, y + (g.y - crop.y) * s, g.width * s, g.height * s);
+      (inside >= 0.8f * g.area() ? out.faces : out.ignore).push_back(mapped);
+    }
     x += piece.cols + 8;
     row_h = std::max(row_h, piece.rows);
   }
