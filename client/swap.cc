@@ -152,8 +152,18 @@ void AddSwapOptions(CLI::App* cmd, SwapArgs& a) {
                   "smallest face width to find, target pixels (8..100000; default: the daemon's, 40)")
       ->check(CLI::Range(8u, 100000u));
   cmd->add_option("--min-face-score", a.min_face_score, "detector score threshold in (0,1) (default: the daemon's)")
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_flag("--simple", a.simple, "skip costly post-processing");
+      ->check(CLI::Validator(
+          [](const std::string& v) {
+            try {
+              const double d = std::stod(v);
+              return d > 0 && d < 1 ? std::string() : std::string("must be in (0,1), both ends excluded");
+            } catch (const std::exception&) {
+              return std::string("must be a number in (0,1)");
+            }
+          },
+          "FLOAT in (0,1)"));
+  cmd->add_flag("--simple", a.simple,
+                "blend by feathering on the device instead of colour correction + Poisson on the host");
   cmd->add_option("--format", a.format, "png | jpeg")->check(CLI::IsMember({"png", "jpeg"}));
   cmd->add_option("--priority", a.priority, "low | normal | high")->check(CLI::IsMember({"low", "normal", "high"}));
   cmd->add_flag("--json", a.json, "print the job result as JSON");
