@@ -24,6 +24,24 @@ TSAN_OPTIONS="halt_on_error=1 ${TSAN_OPTIONS:-}" "$TSAN_DIR/tests/memory/memory_
   --gtest_brief=1
 echo "memory_tests under ThreadSanitizer: passed"
 
+# The core, rpc, jobs, residency and ladder tests (no LibTorch) under AddressSanitizer +
+# UndefinedBehaviorSanitizer with leak checking: a third small build (~5 min cold, seconds with
+# ccache). Every finding fails the run (halt_on_error).
+ASAN_DIR=${ASAN_BUILD_DIR:-build-asan}
+if [ ! -f "$ASAN_DIR/build.ninja" ]; then
+  cmake -S . -B "$ASAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFUSION_WITH_TORCH=OFF \
+    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache "-DCMAKE_CXX_FLAGS=-fsanitize=address,undefined -fno-omit-frame-pointer" \
+    "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined" \
+    "-DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=address,undefined" >/dev/null
+fi
+ASAN_TESTS="core/core_tests core/rpc_tests jobs/jobs_tests memory/memory_tests pipeline/pipeline_core_tests"
+cmake --build "$ASAN_DIR" -j "${JOBS:-$(nproc)}" --target $(for t in $ASAN_TESTS; do basename "$t"; done)
+for t in $ASAN_TESTS; do
+  ASAN_OPTIONS="detect_leaks=1:${ASAN_OPTIONS:-}" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}" \
+    "$ASAN_DIR/tests/$t" --gtest_brief=1
+done
+echo "core, rpc, jobs, memory and ladder tests under AddressSanitizer + UBSan: passed"
+
 # Pretrained weights and tier-B test photos (models tests need them; a no-op when verified).
 FUSION_TESTDATA_DIR=${FUSION_TESTDATA_DIR:-$BUILD_DIR/fetched/testdata} \
   bash scripts/fetch-models.sh "${FUSION_MODELS_DIR:-$BUILD_DIR/fetched/models}"
