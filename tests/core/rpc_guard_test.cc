@@ -16,6 +16,8 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include "fd_protocol.h"
+
 #include <cstring>
 #include <memory>
 #include <string>
@@ -52,6 +54,7 @@ int ConnectAs(const std::string& path, uid_t uid, gid_t gid, std::vector<gid_t> 
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const std::string line = "\n";  // made before fork: the child makes no allocation
   const pid_t child = fork();
   if (child < 0) return -1;
   if (child == 0) {  // system calls only
@@ -62,35 +65,12 @@ int ConnectAs(const std::string& path, uid_t uid, gid_t gid, std::vector<gid_t> 
     }
     const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
     if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) _exit(3);
-    char byte = 0;
-    iovec iov{&byte, 1};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    _exit(sendmsg(sv[1], &msg, 0) == 1 ? 0 : 4);
+    _exit(fdproto::SendLine(sv[1], line, fd) == 0 ? 0 : 4);  // sendmsg only
   }
   close(sv[1]);
-  char byte;
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
+  std::string got;
   int fd = -1;
-  if (recvmsg(sv[0], &msg, MSG_CMSG_CLOEXEC) == 1) {
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    if (c != nullptr && c->cmsg_type == SCM_RIGHTS) std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
-  }
+  (void)fdproto::RecvLine(sv[0], got, fd, /*timeout_ms=*/10000);
   close(sv[0]);
   int status = 0;
   waitpid(child, &status, 0);
