@@ -187,9 +187,9 @@ at::Tensor Blur(const at::Tensor& x, double sigma) {
 }
 
 // Blur of x over the pixels where cov == 1 only (normalised convolution): what is outside the
-// warp's coverage does not bleed in. Where nothing of cov is near, the result is 0.
-at::Tensor MaskedBlur(const at::Tensor& x, const at::Tensor& cov, double sigma) {
-  return Blur(x * cov, sigma) / Blur(cov, sigma).clamp_min(1e-4);
+// warp's coverage does not bleed in. `norm` = Blur(cov, sigma), shared by the blurs at one sigma.
+at::Tensor MaskedBlur(const at::Tensor& x, const at::Tensor& cov, const at::Tensor& norm, double sigma) {
+  return Blur(x * cov, sigma) / norm;
 }
 
 // The fused face's Lab: the target's low frequencies (lighting, skin colour) with the source's
@@ -197,11 +197,13 @@ at::Tensor MaskedBlur(const at::Tensor& x, const at::Tensor& cov, double sigma) 
 // chroma_detail * (source - blur_ab(source)). Blurs are over the warp's coverage only.
 at::Tensor TransferColour(const at::Tensor& src_lab, const at::Tensor& dst_lab, const at::Tensor& cov, int size,
                           const ClassicalGenerator::Options& o) {
+  const double sl_sigma = o.luminance_sigma * size, ab_sigma = o.chroma_sigma * size;
+  const at::Tensor norm_l = Blur(cov, sl_sigma).clamp_min(1e-4), norm_ab = Blur(cov, ab_sigma).clamp_min(1e-4);
   const at::Tensor sl = src_lab.narrow(1, 0, 1), tl = dst_lab.narrow(1, 0, 1);
   const at::Tensor sab = src_lab.narrow(1, 1, 2), tab = dst_lab.narrow(1, 1, 2);
-  const at::Tensor l = MaskedBlur(tl, cov, o.luminance_sigma * size) + sl - MaskedBlur(sl, cov, o.luminance_sigma * size);
-  at::Tensor ab = MaskedBlur(tab, cov, o.chroma_sigma * size);
-  if (o.chroma_detail > 0) ab = ab + (sab - MaskedBlur(sab, cov, o.chroma_sigma * size)) * o.chroma_detail;
+  const at::Tensor l = MaskedBlur(tl - sl, cov, norm_l, sl_sigma) + sl;  // blur is linear
+  at::Tensor ab = MaskedBlur(tab, cov, norm_ab, ab_sigma);
+  if (o.chroma_detail > 0) ab = ab + (sab - MaskedBlur(sab, cov, norm_ab, ab_sigma)) * o.chroma_detail;
   return at::cat({l, ab}, 1);
 }
 
