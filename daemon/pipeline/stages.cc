@@ -69,13 +69,13 @@ at::Tensor CropGrid(const cv::Matx23d& m, const cv::Rect& roi, cv::Size crop, co
   return at::stack({axes[0], axes[1]}, -1).unsqueeze(0);
 }
 
-// Feathered weight [1,1,h,w] of the hull over `roi`; `hull` is the whole frame's mask.
-at::Tensor FeatherWeightOnDevice(const cv::Mat& hull, const cv::Rect& roi, int r, const at::Device& dev) {
+// Feathered weight [1,1,h,w] of the hull over hull.roi; hull.ext holds r px of context.
+at::Tensor FeatherWeightOnDevice(const models::HullRegion& hull, int r, const at::Device& dev) {
   // cv::erode of a ROI reads its parent's pixels (zeros around the hull) and treats pixels beyond
   // the frame as the maximum: max_pool's implicit -inf padding of -mask is that maximum.
-  const cv::Rect ext = cv::Rect(roi.x - r, roi.y - r, roi.width + 2 * r, roi.height + 2 * r) &
-                       cv::Rect(0, 0, hull.cols, hull.rows);
-  const at::Tensor mask = BytesToDevice(hull(ext), dev).to(at::kFloat) / 255.0;
+  const cv::Rect& roi = hull.roi;
+  const cv::Rect& ext = hull.ext;
+  const at::Tensor mask = BytesToDevice(hull.mask, dev).to(at::kFloat) / 255.0;
   const int64_t k = 2 * r + 1, y0 = roi.y - ext.y, x0 = roi.x - ext.x;
   auto in_roi = [&](const at::Tensor& t) {
     return t.slice(2, y0, y0 + roi.height).slice(3, x0, x0 + roi.width);
@@ -93,10 +93,11 @@ at::Tensor FeatherWeightOnDevice(const cv::Mat& hull, const cv::Rect& roi, int r
 // One face into `frame` (BlendSimpleOnDevice).
 void BlendOneOnDevice(const models::BlendInput& in, const models::BlendOptions& options,
                       const at::Device& dev, cv::Mat& frame) {
-  const cv::Mat hull = models::FaceHullMask(in.landmarks, frame.size());
-  const cv::Rect roi = cv::boundingRect(hull);
+  const int r = models::FeatherRadiusPx(in.landmarks, options);
+  const models::HullRegion hull = models::FaceHullRegion(in.landmarks, frame.size(), r);
+  const cv::Rect roi = hull.roi;
   if (roi.empty()) return;  // hull entirely outside the frame
-  const at::Tensor weight = FeatherWeightOnDevice(hull, roi, models::FeatherRadiusPx(in.landmarks, options), dev);
+  const at::Tensor weight = FeatherWeightOnDevice(hull, r, dev);
   const at::Tensor crop = (MatToTensor(in.fused_crop).to(dev) - MatToTensor(in.target_crop).to(dev)).flip({1}) * 255.0;
   const at::Tensor change = at::grid_sampler(crop, CropGrid(in.frame_to_crop, roi, in.fused_crop.size(), dev),
                                             /*interpolation_mode=bilinear*/ 0, /*padding_mode=zeros*/ 0,

@@ -93,7 +93,7 @@ cv::Mat PoissonClone(const cv::Mat& face, const cv::Mat& target8, const cv::Mat&
 // cloning" make the same point). A hull ROI larger than kMaxPoissonSide px is solved scaled
 // down to that side and the membrane upsampled (bilinear); minus the solver's own bias (the
 // target cloned onto itself at the same scale), so an unchanged face gets a zero correction.
-constexpr int kMaxPoissonSide = 192;
+constexpr int kMaxPoissonSide = 96;
 
 cv::Mat PoissonCorrection(const cv::Mat& face, const cv::Mat& target, const cv::Mat& target8, const cv::Mat& hull_roi) {
   const int side = std::max(hull_roi.cols, hull_roi.rows);
@@ -116,12 +116,72 @@ cv::Mat PoissonCorrection(const cv::Mat& face, const cv::Mat& target, const cv::
   return face8 - target + up;
 }
 
+
+// Full mode on a hull ROI wider or taller than kMaxFullModeSide px: the colour correction and the
+// Poisson membrane are smooth or near-smooth corrections of the face, so they are computed on a
+// copy scaled to that side (the target INTER_AREA-reduced, the crop's change warped straight to
+// the small grid) and their sum, blended - face, upsampled (bilinear) to the ROI. Returns that
+// delta (CV_32FC3, ROI-sized, 0-255 units). What is lost is the colour gain's effect on detail
+// finer than the reduced grid (the gain is within [0.8, 1.25]); the face's own detail comes from
+// the S-px crop, which the reduced grid (>= 2 S) still resolves.
+constexpr int kMaxFullModeSide = 512;
+
+cv::Mat ReducedFullModeDelta(const BlendInput& in, const BlendOptions& options, const cv::Rect& roi,
+                             const cv::Mat& target8) {
+  const double s = static_cast<double>(kMaxFullModeSide) / std::max(roi.width, roi.height);
+  const cv::Size small(std::max(1, static_cast<int>(std::lround(roi.width * s))),
+                       std::max(1, static_cast<int>(std::lround(roi.height * s))));
+  const double sx = static_cast<double>(small.width) / roi.width, sy = static_cast<double>(small.height) / roi.height;
+  // Small pixel (u, v) has its centre at frame ((u + 0.5) / sx - 0.5 + roi.x, ...) (cv::resize's
+  // convention), so crop = frame_to_crop * that point.
+  const cv::Matx23d& m = in.frame_to_crop;
+  const double ox = 0.5 / sx - 0.5 + roi.x, oy = 0.5 / sy - 0.5 + roi.y;
+  const cv::Matx23d ms(m(0, 0) / sx, m(0, 1) / sy, m(0, 0) * ox + m(0, 1) * oy + m(0, 2),
+                       m(1, 0) / sx, m(1, 1) / sy, m(1, 0) * ox + m(1, 1) * oy + m(1, 2));
+  cv::Mat change_rgb = in.fused_crop - in.target_crop, change_crop, change;
+  cv::cvtColor(change_rgb, change_crop, cv::COLOR_RGB2BGR);
+  change_crop *= 255.0;
+  cv::warpAffine(change_crop, change, cv::Mat(ms), small, cv::INTER_LINEAR | cv::WARP_INVERSE_MAP,
+                 cv::BORDER_CONSTANT, cv::Scalar::all(0));
+  cv::Mat t8, t;
+  cv::resize(target8, t8, small, 0, 0, cv::INTER_AREA);
+  t8.convertTo(t, CV_32F);
+  std::vector<cv::Point2f> lm = in.landmarks;
+  for (cv::Point2f& p : lm) {
+    p = cv::Point2f(static_cast<float>((p.x - roi.x + 0.5) * sx - 0.5), static_cast<float>((p.y - roi.y + 0.5) * sy - 0.5));
+  }
+  const cv::Mat hull = FaceHullMask(lm, small);
+  const cv::Mat face = t + change;
+  const cv::Mat corrected = options.colour_correction ? ColourCorrect(face, t, hull) : face;
+  const cv::Mat delta_small = PoissonCorrection(corrected, t, t8, hull) - change;
+  cv::Mat delta;
+  cv::resize(delta_small, delta, roi.size(), 0, 0, cv::INTER_LINEAR);
+  return delta;
+}
+
 }  // namespace
 
 cv::Mat FaceHullMask(const std::vector<cv::Point2f>& landmarks, cv::Size frame_size) {
   cv::Mat mask = cv::Mat::zeros(frame_size, CV_8U);
   if (landmarks.size() >= 3) cv::fillConvexPoly(mask, HullPoints(landmarks), cv::Scalar(255), cv::LINE_8);
   return mask;
+}
+
+HullRegion FaceHullRegion(const std::vector<cv::Point2f>& landmarks, cv::Size frame_size, int margin) {
+  HullRegion r;
+  if (landmarks.size() < 3) return r;
+  std::vector<cv::Point> hull = HullPoints(landmarks);
+  const cv::Rect frame(cv::Point(0, 0), frame_size);
+  // The fill covers at most the vertices' box (LINE_8 fills between the rounded vertices).
+  const cv::Rect box = cv::boundingRect(hull);
+  r.ext = cv::Rect(box.x - margin, box.y - margin, box.width + 2 * margin, box.height + 2 * margin) & frame;
+  if (r.ext.empty()) return r;
+  r.mask = cv::Mat::zeros(r.ext.size(), CV_8U);
+  for (cv::Point& p : hull) p -= r.ext.tl();  // integer shift: the same pixels as in the frame
+  cv::fillConvexPoly(r.mask, hull, cv::Scalar(255), cv::LINE_8);
+  r.roi = cv::boundingRect(r.mask) + r.ext.tl();
+  if (r.roi.empty()) r.roi = cv::Rect();
+  return r;
 }
 
 int FeatherRadiusPx(const std::vector<cv::Point2f>& landmarks, const BlendOptions& options) {
@@ -149,18 +209,21 @@ absl::Status ValidateBlendInput(const BlendInput& in, const cv::Mat* frame) {
 absl::Status BlendFace(const BlendInput& in, const BlendOptions& options, cv::Mat* frame_bgr) {
   if (auto s = ValidateBlendInput(in, frame_bgr); !s.ok()) return s;
   cv::Mat& frame = *frame_bgr;
-  const cv::Mat hull = FaceHullMask(in.landmarks, frame.size());
-  const cv::Rect roi = cv::boundingRect(hull);
+  const int r = FeatherRadiusPx(in.landmarks, options);
+  const HullRegion hull = FaceHullRegion(in.landmarks, frame.size(), r);
+  const cv::Rect roi = hull.roi;
   if (roi.empty()) return absl::OkStatus();  // hull entirely outside the frame
   try {
-    const cv::Mat hull_roi = hull(roi);
-    const cv::Mat weight = FeatherWeight(hull_roi, FeatherRadiusPx(in.landmarks, options));
+    const cv::Mat hull_roi = hull.RoiView();
+    const cv::Mat weight = FeatherWeight(hull_roi, r);
     cv::Mat target8 = frame(roi);
     cv::Mat target, result;
     target8.convertTo(target, CV_32F);
     const cv::Mat face = target + ChangeInRoi(in, roi);
     cv::Mat blended = face;
-    if (options.mode == BlendMode::kFull) {
+    if (options.mode == BlendMode::kFull && std::max(roi.width, roi.height) > kMaxFullModeSide) {
+      blended = face + ReducedFullModeDelta(in, options, roi, target8);
+    } else if (options.mode == BlendMode::kFull) {
       // seamlessClone is biased (an unchanged source comes back up to 1-2 levels off), so the
       // target cloned onto itself is subtracted: an unchanged face then yields exactly zero.
       const cv::Mat corrected = options.colour_correction ? ColourCorrect(face, target, hull_roi) : face;

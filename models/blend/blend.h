@@ -13,8 +13,11 @@
 //                not stretched into spots; chroma gain <= 1), then Poisson blending (cv::seamlessClone,
 //                NORMAL_CLONE, Perez et al. 2003) into the target over the hull, then the same
 //                feathered weight. The Poisson membrane (clone - face: harmonic, smooth) of a hull
-//                over 192 px is solved scaled down to 192 px and upsampled, so blending costs
-//                about the same at any face size (fusion_bench: 1113-px face 240 ms, was 30.5 s).
+//                over 96 px is solved scaled down to 96 px and upsampled, and a hull over 512 px
+//                gets its colour correction and membrane computed on a copy scaled to 512 px
+//                (their sum upsampled), so blending costs about the same at any face size
+//                (fusion_bench, CPU time: 186-px face 8 ms, 557 px 54 ms, 1113 px 112 ms; before
+//                50, 120, 240 ms, and 30.5 s for 1113 px with a full-size solve).
 // Invariant: every pixel outside FaceHullMask() is byte-identical to the input frame.
 // The pipeline runs simple mode as at:: ops on the stage's device (BlendSimpleOnDevice,
 // daemon/pipeline/stages.h) with the hull, radius and checks from here; this file is the
@@ -47,6 +50,19 @@ struct BlendInput {
 
 // CV_8U mask of the frame, 255 inside the convex hull of the landmarks (LINE_8 fill).
 cv::Mat FaceHullMask(const std::vector<cv::Point2f>& landmarks, cv::Size frame_size);
+
+// The same mask over a region only, so a face costs its own box and not a frame-sized buffer
+// (an 80 MP frame: 80 MB per face). `roi` = the bounding box of the hull's pixels in the frame
+// (empty when the hull is outside it); `ext` = roi grown by `margin` px on every side, clipped
+// to the frame; `mask` = FaceHullMask(landmarks, frame_size)(ext), byte for byte, ext-sized.
+// mask(roi - ext.tl()) is then a view whose parent holds `margin` px of context (cv::erode
+// reads it), as a view of the frame-sized mask would.
+struct HullRegion {
+  cv::Mat mask;  // CV_8U, ext.size()
+  cv::Rect roi, ext;
+  cv::Mat RoiView() const { return mask(roi - ext.tl()); }
+};
+HullRegion FaceHullRegion(const std::vector<cv::Point2f>& landmarks, cv::Size frame_size, int margin);
 
 int FeatherRadiusPx(const std::vector<cv::Point2f>& landmarks, const BlendOptions& options);
 

@@ -68,7 +68,7 @@ TEST_P(SwapTest, OutsideTheFaceMaskOutputIsByteIdenticalAndRatioZeroKeepsTheTarg
                 d.inside, d.mean_inside);
     EXPECT_EQ(d.outside, 0.0);
     if (ratio == 0.0) {
-      // Full mode: within 2 levels at a few pixels (the Poisson membrane of faces over 192 px
+      // Full mode: within 2 levels at a few pixels (the Poisson membrane of faces over 96 px
       // is solved at reduced resolution from 8-bit levels: colour-correction round-off that
       // flips a level there spreads a little); 1 before, when solved at full size (30 s for a
       // 1100-px face).
@@ -115,6 +115,71 @@ TEST(Blend, GreySourceGetsTheTargetsColourWithoutBlotches) {
     EXPECT_LE(score->p995, 30.0);
     // Not the target unchanged: the face did change (mean |change| inside the box, 8-bit levels).
     EXPECT_GT(cv::mean(cv::abs(out(cv::Rect(face)) - target(cv::Rect(face))))[0], 3.0);
+  }
+}
+
+// A face over 512 px takes full mode's reduced path (colour correction and membrane on a
+// 512-px copy, their sum upsampled): the same guarantees as at small sizes, and the same result
+// as the small face's blend scaled up, within what the finer detail explains.
+TEST(Blend, FullModeOnAFaceOver512PxKeepsTheGuaranteesAndMatchesTheSmallFaceScaledUp) {
+  const cv::Mat source = Load("astronaut_eileen_collins_512.png");
+  const cv::Mat small = Load("grace_hopper_512x600.jpg");
+  ASSERT_FALSE(source.empty() || small.empty());
+  const auto src_lm = testing::CommittedLandmarks("astronaut_eileen_collins_512.png")[0];
+  const auto lm_small = testing::CommittedLandmarks("grace_hopper_512x600.jpg")[0];
+  constexpr double k = 3.0;
+  cv::Mat target;
+  cv::resize(small, target, cv::Size(), k, k, cv::INTER_CUBIC);
+  std::vector<cv::Point2f> lm = lm_small;
+  for (cv::Point2f& p : lm) p = cv::Point2f(static_cast<float>((p.x + 0.5) * k - 0.5), static_cast<float>((p.y + 0.5) * k - 0.5));
+  const cv::Mat hull = FaceHullMask(lm, target.size());
+  const cv::Rect box = cv::boundingRect(hull);
+  ASSERT_GT(std::max(box.width, box.height), 512);
+  cv::Mat swapped_small = small.clone();
+  ASSERT_TRUE(testing::SwapFace(source, src_lm, lm_small, 1.0, BlendMode::kFull, &swapped_small).ok());
+  for (double ratio : {1.0, 0.0}) {
+    cv::Mat frame = target.clone();
+    ASSERT_TRUE(testing::SwapFace(source, src_lm, lm, ratio, BlendMode::kFull, &frame).ok());
+    const Diff d = Compare(frame, target, hull);
+    std::printf("grace x%.0f full ratio %.0f: max diff outside %.0f, inside %.0f, mean inside %.2f\n", k, ratio,
+                d.outside, d.inside, d.mean_inside);
+    EXPECT_EQ(d.outside, 0.0);
+    if (ratio == 0.0) {
+      EXPECT_LE(d.inside, 2.0);
+      EXPECT_LT(d.mean_inside, 0.05);
+      continue;
+    }
+    EXPECT_GT(d.mean_inside, 8.0);
+    // Against the small face's swap scaled up, inside the hull eroded by 4% of the box (the
+    // edges differ most: the feather and the membrane's boundary are resolved more finely).
+    cv::Mat up, diff, inner;
+    cv::resize(swapped_small, up, target.size(), 0, 0, cv::INTER_CUBIC);
+    cv::absdiff(frame, up, diff);
+    const int e = box.width / 25;
+    cv::erode(hull, inner, cv::getStructuringElement(cv::MORPH_RECT, cv::Size(2 * e + 1, 2 * e + 1)));
+    const double mean = cv::mean(diff, inner)[0];
+    std::printf("  vs the small swap scaled up: mean |diff| inside %.2f levels\n", mean);
+    EXPECT_LT(mean, 6.0);
+  }
+}
+
+// FaceHullRegion is FaceHullMask cut to the hull's box plus a margin, byte for byte, also when
+// the hull crosses the frame's edge or lies outside it.
+TEST(Blend, HullRegionIsTheFrameMaskCutToTheBox) {
+  const auto lm = testing::CommittedLandmarks("grace_hopper_512x600.jpg")[0];
+  for (const cv::Point2f shift : {cv::Point2f(0, 0), cv::Point2f(-200, 0), cv::Point2f(0, 350), cv::Point2f(900, 0)}) {
+    std::vector<cv::Point2f> moved = lm;
+    for (cv::Point2f& p : moved) p += shift;
+    const cv::Size frame(512, 600);
+    const cv::Mat full = FaceHullMask(moved, frame);
+    const HullRegion region = FaceHullRegion(moved, frame, 9);
+    EXPECT_EQ(region.roi, cv::boundingRect(full)) << shift;
+    if (region.roi.empty()) continue;
+    const cv::Rect want = cv::Rect(region.roi.x - 9, region.roi.y - 9, region.roi.width + 18, region.roi.height + 18) &
+                          cv::Rect(cv::Point(), frame);
+    EXPECT_EQ((want & region.ext), want) << "ext holds the margin, " << shift;
+    EXPECT_EQ(cv::norm(region.mask, full(region.ext), cv::NORM_INF), 0.0) << shift;
+    EXPECT_EQ(cv::countNonZero(region.RoiView()), cv::countNonZero(full)) << shift;
   }
 }
 
