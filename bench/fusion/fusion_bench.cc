@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
     if (!out.empty() && mode == models::BlendMode::kFull) cv::imwrite(out, frame);
   }
   // Full blending per face at face sizes up to ~1400 px (the frame and landmarks scaled): the
-  // Poisson membrane is solved at <= 96 px and a face over 512 px is colour-corrected on a
+  // Poisson membrane is solved at <= 160 px and a face over 512 px is colour-corrected on a
   // 512-px copy, so the cost is bounded by face count.
   for (double k : {1.0, 2.0, 3.0, 6.0}) {
     cv::Mat big;

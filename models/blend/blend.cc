@@ -93,7 +93,7 @@ cv::Mat PoissonClone(const cv::Mat& face, const cv::Mat& target8, const cv::Mat&
 // cloning" make the same point). A hull ROI larger than kMaxPoissonSide px is solved scaled
 // down to that side and the membrane upsampled (bilinear); minus the solver's own bias (the
 // target cloned onto itself at the same scale), so an unchanged face gets a zero correction.
-constexpr int kMaxPoissonSide = 96;
+constexpr int kMaxPoissonSide = 160;
 
 cv::Mat PoissonCorrection(const cv::Mat& face, const cv::Mat& target, const cv::Mat& target8, const cv::Mat& hull_roi) {
   const int side = std::max(hull_roi.cols, hull_roi.rows);

@@ -13,10 +13,10 @@
 //                not stretched into spots; chroma gain <= 1), then Poisson blending (cv::seamlessClone,
 //                NORMAL_CLONE, Perez et al. 2003) into the target over the hull, then the same
 //                feathered weight. The Poisson membrane (clone - face: harmonic, smooth) of a hull
-//                over 96 px is solved scaled down to 96 px and upsampled, and a hull over 512 px
+//                over 160 px is solved scaled down to 160 px and upsampled, and a hull over 512 px
 //                gets its colour correction and membrane computed on a copy scaled to 512 px
 //                (their sum upsampled), so blending costs about the same at any face size
-//                (fusion_bench, CPU time: 186-px face 8 ms, 557 px 54 ms, 1113 px 112 ms; before
+//                (fusion_bench, CPU time: 186-px face 27 ms, 557 px 71 ms, 1113 px 115 ms; before
 //                50, 120, 240 ms, and 30.5 s for 1113 px with a full-size solve).
 // Invariant: every pixel outside FaceHullMask() is byte-identical to the input frame.
 // The pipeline runs simple mode as at:: ops on the stage's device (BlendSimpleOnDevice,

@@ -231,6 +231,40 @@ at::Tensor LabToRgb(const at::Tensor& lab) {
   return at::where(lin <= 0.0031308, lin * 12.92, at::pow(lin, 1.0 / 2.4) * 1.055 - 0.055).clamp(0.0, 1.0);
 }
 
+// The target's landmarks with their inner features (brows, eyes, nose, mouth: 17-67) moved
+// `inner` of the way, and the jaw `jaw` of the way, toward the source's, after a least-squares
+// similarity (Umeyama 1991, 2-D) maps the source's inner points onto the target's: the warp then
+// keeps the source's proportions (eye spacing, nose length, mouth width) inside the target's pose
+// and outline instead of stretching the source onto the target's geometry.
+std::vector<cv::Point2f> ShapeTowardSource(const std::vector<cv::Point2f>& src, const std::vector<cv::Point2f>& dst,
+                                           double inner, double jaw) {
+  constexpr int kFirstInner = 17;
+  double msx = 0, msy = 0, mdx = 0, mdy = 0;
+  const int n = kNumLandmarks - kFirstInner;
+  for (int i = kFirstInner; i < kNumLandmarks; ++i) {
+    msx += src[i].x; msy += src[i].y; mdx += dst[i].x; mdy += dst[i].y;
+  }
+  msx /= n; msy /= n; mdx /= n; mdy /= n;
+  double ss = 0, a = 0, b = 0;
+  for (int i = kFirstInner; i < kNumLandmarks; ++i) {
+    const double sx = src[i].x - msx, sy = src[i].y - msy, dx = dst[i].x - mdx, dy = dst[i].y - mdy;
+    ss += sx * sx + sy * sy;
+    a += sx * dx + sy * dy;
+    b += sx * dy - sy * dx;
+  }
+  if (ss <= 0) return dst;
+  a /= ss; b /= ss;
+  std::vector<cv::Point2f> out = dst;
+  for (int i = 0; i < kNumLandmarks; ++i) {
+    const double sx = src[i].x - msx, sy = src[i].y - msy;
+    const double tx = mdx + a * sx - b * sy, ty = mdy + b * sx + a * sy;
+    const double w = i < kFirstInner ? jaw : inner;
+    out[i] = cv::Point2f(static_cast<float>(dst[i].x + w * (tx - dst[i].x)),
+                         static_cast<float>(dst[i].y + w * (ty - dst[i].y)));
+  }
+  return out;
+}
+
 absl::StatusOr<std::unique_ptr<ClassicalGenerator>> ClassicalGenerator::Create(Options options) {
   return std::unique_ptr<ClassicalGenerator>(new ClassicalGenerator(options));
 }
@@ -239,7 +273,9 @@ absl::StatusOr<at::Tensor> ClassicalGenerator::Fuse(const GeneratorInputs& in) c
   if (auto s = ValidateGeneratorInputs(in); !s.ok()) return s;
   const int size = static_cast<int>(in.target.size(2));
   const std::vector<cv::Point2f> src = ToPoints(in.source_landmarks);
-  const std::vector<cv::Point2f> dst = ToPoints(in.target_landmarks);
+  std::vector<cv::Point2f> dst = ToPoints(in.target_landmarks);
+  // A foreshortened source's inner points are half hidden: its proportions are not the face's.
+  if (options_.source_shape > 0 && ForeshortenedSide(src) < 0) dst = ShapeTowardSource(src, dst, options_.source_shape, 0.0);
   absl::StatusOr<std::vector<Triangle>> tris = Delaunay(dst, size);
   if (!tris.ok()) return tris.status();
   try {

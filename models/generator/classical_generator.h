@@ -1,5 +1,11 @@
 // Classical (weight-free) face fusion as LibTorch code, so it runs on whichever device holds the
 // crops. Algorithm (as OpenCV's samples/face/sample_face_swapping.cpp, written anew for tensors):
+//   0. the target's inner points (brows, eyes, nose, mouth: 17-67) moved `source_shape` of the way
+//      toward the source's, after a least-squares similarity maps the source's inner points onto
+//      the target's (ShapeTowardSource): the face keeps the source's proportions (eye spacing,
+//      nose length, mouth width: identity) inside the target's pose and jaw line (the warp keeps
+//      the target's outline, so the blend's hull is the target's). Skipped for a foreshortened
+//      source (its hidden half's points are guesses);
 //   1. Delaunay triangulation of the target's 68 points (cv::Subdiv2D, host geometry);
 //   2. per-triangle affine target->source, rasterised into a triangle-id map (host, S*S int16),
 //      then a piecewise-affine sampling grid and at::grid_sample of the source (device);
@@ -20,6 +26,8 @@
 #pragma once
 
 #include <memory>
+#include <opencv2/core/types.hpp>
+#include <vector>
 
 #include "models/generator/generator.h"
 
@@ -35,6 +43,9 @@ class ClassicalGenerator final : public FusionGenerator {
     double luminance_sigma = 0.08;
     double chroma_sigma = 0.04;
     double chroma_detail = 0.0;  // [0,1]: share of the source's chroma detail kept
+    // [0,1]: step 0's share; 0 = the target's geometry (before), 1 = the source's proportions.
+    // Chosen on bench/quality (docs/QUALITY.md): identity distance and what the crops look like.
+    double source_shape = 0.5;
   };
 
   static absl::StatusOr<std::unique_ptr<ClassicalGenerator>> Create(Options options);
@@ -46,6 +57,13 @@ class ClassicalGenerator final : public FusionGenerator {
   explicit ClassicalGenerator(Options options) : options_(options) {}
   Options options_;
 };
+
+// Step 0 on 68-point sets in one frame (pixels): `dst` with points 17-67 moved `inner` and the
+// jaw (0-16) `jaw` of the way toward S(src), S the least-squares similarity (Umeyama 1991, in
+// 2-D) taking src's points 17-67 onto dst's. inner = jaw = 0 returns dst; a src that is a
+// similarity image of dst returns dst for any weights. Both vectors must hold 68 points.
+std::vector<cv::Point2f> ShapeTowardSource(const std::vector<cv::Point2f>& src, const std::vector<cv::Point2f>& dst,
+                                           double inner, double jaw);
 
 // sRGB [0,1] <-> CIE Lab (D65; L in [0,100]) on [N,3,H,W] float32 tensors, any device.
 at::Tensor RgbToLab(const at::Tensor& rgb);

@@ -68,7 +68,7 @@ TEST_P(SwapTest, OutsideTheFaceMaskOutputIsByteIdenticalAndRatioZeroKeepsTheTarg
                 d.inside, d.mean_inside);
     EXPECT_EQ(d.outside, 0.0);
     if (ratio == 0.0) {
-      // Full mode: within 2 levels at a few pixels (the Poisson membrane of faces over 96 px
+      // Full mode: within 2 levels at a few pixels (the Poisson membrane of faces over 160 px
       // is solved at reduced resolution from 8-bit levels: colour-correction round-off that
       // flips a level there spreads a little); 1 before, when solved at full size (30 s for a
       // 1100-px face).

@@ -77,6 +77,48 @@ TEST(ClassicalGenerator, WarpMovesSourcePixelsOntoTargetLandmarks) {
   EXPECT_LT((*out - in.target).abs().masked_select(inside).max().item<float>(), 1e-4f);
 }
 
+std::vector<cv::Point2f> Points(const at::Tensor& landmarks) {
+  const at::Tensor l = landmarks.squeeze(0).contiguous();
+  std::vector<cv::Point2f> pts;
+  for (int i = 0; i < l.size(0); ++i) pts.emplace_back(l[i][0].item<float>(), l[i][1].item<float>());
+  return pts;
+}
+
+double EyeSpacing(const std::vector<cv::Point2f>& p) {  // outer eye corners 36 and 45
+  return cv::norm(p[45] - p[36]);
+}
+double NoseLength(const std::vector<cv::Point2f>& p) { return cv::norm(p[33] - p[27]); }
+
+TEST(ClassicalGenerator, ShapeTowardSourceTakesTheSourcesProportionsAndKeepsTheJaw) {
+  const std::vector<cv::Point2f> dst = Points(AstronautToGrace(1.0).target_landmarks);
+  // A similarity image of the target (rotated 12 degrees, scaled 0.8, shifted): nothing moves.
+  std::vector<cv::Point2f> sim;
+  const double c = 0.8 * std::cos(0.21), sn = 0.8 * std::sin(0.21);
+  for (const cv::Point2f& p : dst) sim.emplace_back(c * p.x - sn * p.y + 31, sn * p.x + c * p.y - 7);
+  for (double w : {0.5, 1.0}) {
+    const std::vector<cv::Point2f> out = ShapeTowardSource(sim, dst, w, w);
+    for (int i = 0; i < kNumLandmarks; ++i) EXPECT_LT(cv::norm(out[i] - dst[i]), 1e-3) << "point " << i;
+  }
+  // A source whose eyes sit 20% further apart about their midpoint and whose nose is 15% longer:
+  // at weight 1 the target's eye spacing / nose length ratio becomes the source's; at 0.5 it is
+  // in between; the jaw (weight 0) does not move.
+  std::vector<cv::Point2f> src = dst;
+  const cv::Point2f eyes_mid = (dst[36] + dst[45]) * 0.5f;
+  for (int i = 36; i <= 47; ++i) src[i] = eyes_mid + (dst[i] - eyes_mid) * 1.2f;
+  for (int i = 28; i <= 35; ++i) src[i] = dst[27] + (dst[i] - dst[27]) * 1.15f;
+  const double want = EyeSpacing(src) / NoseLength(src), was = EyeSpacing(dst) / NoseLength(dst);
+  const std::vector<cv::Point2f> full = ShapeTowardSource(src, dst, 1.0, 0.0);
+  const std::vector<cv::Point2f> half = ShapeTowardSource(src, dst, 0.5, 0.0);
+  const double got_full = EyeSpacing(full) / NoseLength(full), got_half = EyeSpacing(half) / NoseLength(half);
+  std::printf("eye spacing / nose length: target %.3f source %.3f, weight 1 %.3f, weight 0.5 %.3f\n", was, want,
+              got_full, got_half);
+  EXPECT_NEAR(got_full, want, 1e-3);
+  EXPECT_GT(got_half, std::min(was, want) + 0.2 * std::abs(want - was));
+  EXPECT_LT(got_half, std::max(was, want) - 0.2 * std::abs(want - was));
+  for (int i = 0; i < 17; ++i) EXPECT_EQ(full[i], dst[i]) << "jaw point " << i;
+  EXPECT_EQ(ShapeTowardSource(src, dst, 0.0, 0.0), dst);
+}
+
 TEST(ClassicalGenerator, ColourTransferMatchesTheTargetsLabMeans) {
   auto gen = ClassicalGenerator::Create({});
   const GeneratorInputs in = AstronautToGrace(1.0);
