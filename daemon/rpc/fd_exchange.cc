@@ -18,12 +18,16 @@
 namespace fusion {
 namespace {
 
+// "ERR <code> <message>\n" within fdproto::kMaxLine, which the client's RecvLine enforces: a
+// message quoting the client's own request (an unknown token) is cut to fit, and control bytes
+// (a '\n' would end the line early) become spaces.
 std::string ErrLine(const absl::Status& st) {
-  std::string msg(st.message());
-  for (char& c : msg) {
-    if (c == '\n') c = ' ';
-  }
-  return absl::StrCat("ERR ", static_cast<int>(st.code()), " ", msg, "\n");
+  std::string line = absl::StrCat("ERR ", static_cast<int>(st.code()), " ");
+  absl::string_view msg = st.message();
+  msg = msg.substr(0, fdproto::kMaxLine - 1 - line.size());
+  for (char c : msg) line += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? ' ' : c;
+  line += '\n';
+  return line;
 }
 
 }  // namespace
