@@ -2,12 +2,17 @@
 #include "models/tfjs/weights_manifest.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
 
 namespace fusion::tfjs {
 namespace {
 
 using nlohmann::json;
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+}
 
 int BytesPerElement(const std::string& quantization) {
   if (quantization == "uint8") return 1;
@@ -30,13 +35,20 @@ absl::Status ParseEntry(const json& w, const std::string& origin, TensorEntry& t
     }
     t.shape.push_back(d.get<int64_t>());
   }
+  // json::value() throws on a wrong type: every optional member's type is checked first.
+  if (auto d = w.find("dtype"); d != w.end() && !d->is_string()) {
+    return absl::InvalidArgumentError(where + ": dtype is not a string");
+  }
   t.dtype = w.value("dtype", std::string("float32"));
   if (t.dtype != "float32" && t.dtype != "int32") {
     return absl::InvalidArgumentError(absl::StrCat(where, ": dtype '", t.dtype,
                                                    "' is not supported (float32, int32)"));
   }
   if (auto q = w.find("quantization"); q != w.end()) {
-    t.quantization = q->value("dtype", std::string());
+    if (!q->is_object() || !q->contains("dtype") || !(*q)["dtype"].is_string()) {
+      return absl::InvalidArgumentError(where + ": quantization needs a dtype string");
+    }
+    t.quantization = (*q)["dtype"].get<std::string>();
     if (t.quantization != "uint8" && t.quantization != "uint16" && t.quantization != "float16") {
       return absl::InvalidArgumentError(absl::StrCat(where, ": quantization dtype '",
                                                      t.quantization, "' is not supported"));
@@ -50,7 +62,17 @@ absl::Status ParseEntry(const json& w, const std::string& origin, TensorEntry& t
       t.min = (*q)["min"].get<double>();
     }
   }
-  t.bytes = static_cast<uint64_t>(t.numel()) * BytesPerElement(t.quantization);
+  // Bounded before it is multiplied out: a shape like [2^32, 2^32] must not wrap.
+  const uint64_t per = BytesPerElement(t.quantization);
+  uint64_t bytes = per;
+  for (int64_t d : t.shape) {
+    if (d != 0 && bytes > kMaxManifestBytes / static_cast<uint64_t>(d)) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": shape ", ShapeText(t.shape), " is larger than ",
+                                                     kMaxManifestBytes, " bytes"));
+    }
+    bytes *= static_cast<uint64_t>(d);
+  }
+  t.bytes = bytes;
   return absl::OkStatus();
 }
 
@@ -87,6 +109,10 @@ absl::StatusOr<ParsedManifest> ParseManifest(std::string_view json_text, std::st
       if (auto s = ParseEntry(w, origin, t); !s.ok()) return s;
       t.group = static_cast<int>(out.groups.size());
       t.offset = group.bytes;
+      if (t.bytes > kMaxManifestBytes - group.bytes) {
+        return absl::InvalidArgumentError(absl::StrCat(origin, ": group ", out.groups.size(),
+                                                       " holds more than ", kMaxManifestBytes, " bytes"));
+      }
       group.bytes += t.bytes;
       out.tensors.push_back(std::move(t));
     }

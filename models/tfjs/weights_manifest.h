@@ -1,5 +1,8 @@
 // TF.js weights-manifest parser (the JSON part of tfjs/weights.h; no LibTorch, so it builds and
 // is fuzzed without it). Format: see weights.h.
+// Bounds: every member's type is checked before it is read (never a JSON exception); a
+// tensor's bytes and a group's total are at most kMaxManifestBytes (INVALID_ARGUMENT naming the
+// tensor or group), so numel(), bytes and offsets never overflow.
 // Thread-safety: pure functions.
 #pragma once
 
@@ -11,6 +14,10 @@
 #include "absl/status/statusor.h"
 
 namespace fusion::tfjs {
+
+// Largest tensor, and largest group of tensors, a manifest may declare: 16 GiB (the largest
+// model in the catalogue is well under 1 GiB).
+inline constexpr uint64_t kMaxManifestBytes = 16ull << 30;
 
 // One entry of a weights manifest, with where its bytes are.
 struct TensorEntry {
