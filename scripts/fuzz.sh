@@ -39,12 +39,14 @@ mkdir -p "$DIR/fuzz-artifacts"
 for t in $TARGETS; do
   mkdir -p "$DIR/fuzz-corpus/$t"
   echo "fuzz: $t for ${SECONDS_EACH} s"
-  # -rss_limit_mb / -malloc_limit_mb: an input that makes the code allocate past 2 GiB is an
+  # -rss_limit_mb (and the malloc limit, which follows it): an input that makes the code allocate past 2 GiB is an
   # unbounded allocation (a bug), reported as oom-*. -timeout: one input past 10 s hangs.
+  DICT=""
+  case $t in tfjs_manifest_fuzzer|keras_topology_fuzzer) DICT="-dict=tests/fuzz/json.dict" ;; esac
   ASAN_OPTIONS="detect_leaks=1:${ASAN_OPTIONS:-}" \
   UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}" \
     "$DIR/tests/fuzz/$t" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 \
-      -max_len=65536 -print_final_stats=0 -close_fd_mask=0 \
+      -max_len=65536 -print_final_stats=0 $DICT \
       -artifact_prefix="$DIR/fuzz-artifacts/$t-" \
       "$DIR/fuzz-corpus/$t" "$DIR/fuzz-seeds/$t" 2>"$DIR/fuzz-artifacts/$t.log" || {
     tail -n 60 "$DIR/fuzz-artifacts/$t.log" >&2

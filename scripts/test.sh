@@ -43,7 +43,7 @@ done
 echo "core, rpc, jobs, memory and ladder tests under AddressSanitizer + UBSan: passed"
 
 # The libFuzzer targets (tests/fuzz, docs/FUZZING.md): a fourth small build with clang, no
-# LibTorch, ASan + UBSan (build-fuzz; ~9 min cold on 2 busy cores, seconds with ccache), then
+# LibTorch, ASan + UBSan (build-fuzz; ~9 min cold on 2 busy cores, ~35 s with a warm ccache), then
 # every target for FUZZ_SECONDS (18 s) on its generated seeds and the corpus kept from earlier
 # runs. A crash, leak, UB report, timeout or out-of-memory fails the run.
 bash scripts/fuzz.sh
