@@ -7,6 +7,7 @@
 #include <chrono>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <opencv2/imgcodecs.hpp>
 
@@ -147,6 +148,48 @@ TEST(ImageHeader, TiffLayoutsOutsideFourSamplesOfSixteenBitsAreRefused) {
     auto h = ReadImageHeader(HandMadeTiff(spp, bps, spp >= 3 ? 2 : 1), "target image");
     EXPECT_EQ(h.status().code(), absl::StatusCode::kInvalidArgument) << spp << "x" << bps;
     EXPECT_NE(h.status().message().find("unsupported TIFF layout"), std::string::npos) << h.status();
+  }
+}
+
+// A grey baseline JPEG whose frame header (SOF0) is rewritten to declare `components`
+// components, each like the original one; the scan still codes the first (libjpeg reads the
+// header up to the first scan).
+std::string JpegDeclaringComponents(int components) {
+  cv::Mat grey(16, 16, CV_8UC1, cv::Scalar(128));
+  std::vector<uchar> buf;
+  EXPECT_TRUE(cv::imencode(".jpg", grey, buf));
+  const std::string in(buf.begin(), buf.end());
+  std::string out = in.substr(0, 2);
+  for (size_t i = 2; i + 4 <= in.size();) {
+    const auto marker = static_cast<uint8_t>(in[i + 1]);
+    const size_t len = (static_cast<uint8_t>(in[i + 2]) << 8) | static_cast<uint8_t>(in[i + 3]);
+    std::string seg = in.substr(i, 2 + len);
+    if (marker == 0xc0) {
+      std::string body = seg.substr(4, 5) + static_cast<char>(components);
+      for (int k = 0; k < components; ++k) body += static_cast<char>(k + 1) + seg.substr(11, 2);
+      seg = std::string("\xff\xc0", 2) + static_cast<char>((body.size() + 2) >> 8) +
+            static_cast<char>((body.size() + 2) & 0xff) + body;
+    }
+    out += seg;
+    i += 2 + len;
+    if (marker == 0xda) {
+      out += in.substr(i);
+      break;
+    }
+  }
+  return out;
+}
+
+// image_fuzzer's channel check: libjpeg reads frames of up to 10 components; only grey,
+// YCbCr/RGB and CMYK/YCCK are images here.
+TEST(ImageHeader, JpegFramesOfOtherThanOneThreeOrFourComponentsAreRefused) {
+  auto grey = ReadImageHeader(JpegDeclaringComponents(1), "target image");
+  ASSERT_TRUE(grey.ok()) << grey.status();
+  EXPECT_EQ(grey->channels, 1u);
+  for (int n : {2, 5, 10}) {
+    auto h = ReadImageHeader(JpegDeclaringComponents(n), "target image");
+    EXPECT_EQ(h.status().code(), absl::StatusCode::kInvalidArgument) << n;
+    EXPECT_NE(h.status().message().find("unsupported JPEG layout"), std::string::npos) << h.status();
   }
 }
 
