@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -50,8 +51,9 @@ World& TheWorld() {
     auto catalogue = models::ModelCatalogue::FromJson(text.str(), FUSION_SOURCE_MANIFEST, "/nonexistent");
     FUZZ_CHECK(catalogue.ok());
     w->catalogue = *std::move(catalogue);
-    char dir[] = "/tmp/fusion-rpc-fuzz-XXXXXX";
+    static char dir[] = "/tmp/fusion-rpc-fuzz-XXXXXX";
     FUZZ_CHECK(mkdtemp(dir) != nullptr);
+    std::atexit([] { std::filesystem::remove_all(dir); });  // libFuzzer ends with exit()
     auto journal = jobs::Journal::Open({.path = std::string(dir) + "/journal.sqlite3"});
     FUZZ_CHECK(journal.ok());
     w->journal = *std::move(journal);
