@@ -42,6 +42,12 @@ for t in $ASAN_TESTS; do
 done
 echo "core, rpc, jobs, memory and ladder tests under AddressSanitizer + UBSan: passed"
 
+# The libFuzzer targets (tests/fuzz, docs/FUZZING.md): a fourth small build with clang, no
+# LibTorch, ASan + UBSan (build-fuzz; ~9 min cold on 2 busy cores, ~35 s with a warm ccache), then
+# every target for FUZZ_SECONDS (18 s) on its generated seeds and the corpus kept from earlier
+# runs. A crash, leak, UB report, timeout or out-of-memory fails the run.
+bash scripts/fuzz.sh
+
 # Pretrained weights and tier-B test photos (models tests need them; a no-op when verified).
 FUSION_TESTDATA_DIR=${FUSION_TESTDATA_DIR:-$BUILD_DIR/fetched/testdata} \
   bash scripts/fetch-models.sh "${FUSION_MODELS_DIR:-$BUILD_DIR/fetched/models}"

@@ -17,7 +17,9 @@
 //   PNG, JPEG, WebP, TIFF and BMP"; "<what>: corrupt PNG header (...)";
 //   "<what> truncated: <how>, <N> bytes" (the container ends before its data does: a PNG
 //   without IEND, a JPEG without its end-of-image marker, a WebP shorter than its RIFF size, a
-//   TIFF or BMP whose pixel data lies past the end); "<what>: animated WebP is not supported".
+//   TIFF or BMP whose pixel data lies past the end); "<what>: animated WebP is not supported";
+//   "<what>: unsupported TIFF layout (5 samples per pixel of 8 bits); ..." (not 1-4 samples of
+//   1-16 bits); "<what>: unsupported JPEG layout (5 components); ..." (not 1, 3 or 4).
 // CheckPixelLimit(): "<what>: 20000x20000 pixels (400000000) exceed the limit of 100000000
 // pixels (max_pixels)".
 // Thread-safety: free functions; safe to call concurrently (no global library state is set).

@@ -133,6 +133,14 @@ absl::Status ReadJpeg(absl::string_view bytes, absl::string_view what, ImageHead
     out.height = cinfo.image_height;
     out.channels = static_cast<uint32_t>(cinfo.num_components);
     out.bit_depth = static_cast<uint32_t>(cinfo.data_precision);
+    // Grey, YCbCr/RGB or CMYK/YCCK (image_header.h): libjpeg reads frames of up to 10
+    // components, which no decoder of ours handles as an image (found with image_fuzzer's
+    // channel check, after its TIFF finding).
+    if (out.channels != 1 && out.channels != 3 && out.channels != 4) {
+      jpeg_destroy_decompress(&cinfo);
+      return absl::InvalidArgumentError(absl::StrCat(what, ": unsupported JPEG layout (", out.channels,
+                                                     " components); fusiond accepts 1, 3 or 4"));
+    }
     for (jpeg_saved_marker_ptr m = cinfo.marker_list; m != nullptr; m = m->next) {
       const uint32_t o = ExifOrientation(absl::string_view(reinterpret_cast<const char*>(m->data), m->data_length));
       if (o != 1) {

@@ -67,6 +67,14 @@ absl::Status ReadFirstDirectory(TIFF* tif, TiffSource& src, ImageHeader& out) {
   TIFFGetFieldDefaulted(tif, TIFFTAG_SAMPLESPERPIXEL, &spp);
   TIFFGetFieldDefaulted(tif, TIFFTAG_BITSPERSAMPLE, &bps);
   TIFFGetFieldDefaulted(tif, TIFFTAG_EXTRASAMPLES, &extra, &extra_types);
+  // The layouts image_header.h promises (1-4 samples of 1-16 bits): anything else (e.g. 33667
+  // samples per pixel, which image_fuzzer found accepted) is refused before a decoder sizes
+  // buffers by it.
+  if (spp < 1 || spp > 4 || bps < 1 || bps > 16) {
+    return absl::InvalidArgumentError(absl::StrCat(src.what, ": unsupported TIFF layout (", spp,
+                                                   " samples per pixel of ", bps,
+                                                   " bits); fusiond accepts 1 to 4 samples of 1 to 16 bits"));
+  }
   const uint32_t strips = TIFFNumberOfStrips(tif);  // strips or tiles
   for (uint32_t i = 0; i < strips; ++i) {
     int err = 0;

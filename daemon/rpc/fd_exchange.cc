@@ -18,12 +18,16 @@
 namespace fusion {
 namespace {
 
+// "ERR <code> <message>\n" within fdproto::kMaxLine, which the client's RecvLine enforces: a
+// message quoting the client's own request (an unknown token) is cut to fit, and control bytes
+// (a '\n' would end the line early) become spaces.
 std::string ErrLine(const absl::Status& st) {
-  std::string msg(st.message());
-  for (char& c : msg) {
-    if (c == '\n') c = ' ';
-  }
-  return absl::StrCat("ERR ", static_cast<int>(st.code()), " ", msg, "\n");
+  std::string line = absl::StrCat("ERR ", static_cast<int>(st.code()), " ");
+  absl::string_view msg = st.message();
+  msg = msg.substr(0, fdproto::kMaxLine - 1 - line.size());
+  for (char c : msg) line += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? ' ' : c;
+  line += '\n';
+  return line;
 }
 
 }  // namespace
@@ -120,6 +124,11 @@ void FdExchange::Serve(int conn, const PeerCred& cred, absl::Time deadline) cons
   timeval tv{options_.request_timeout_ms / 1000, (options_.request_timeout_ms % 1000) * 1000};
   setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 
+  ServeFdRequest(conn, cred.uid, registry_, deadline, options_.request_timeout_ms);
+}
+
+void ServeFdRequest(int conn, uid_t uid, MemfdRegistry* registry, absl::Time deadline,
+                    int request_timeout_ms) {
   std::string line;
   int fd = -1;
   const int64_t left_ms = std::max<int64_t>(1, absl::ToInt64Milliseconds(deadline - absl::Now()));
@@ -127,7 +136,7 @@ void FdExchange::Serve(int conn, const PeerCred& cred, absl::Time deadline) cons
     if (rc == EPROTO || rc == ETIMEDOUT) {
       fdproto::SendLine(conn, ErrLine(absl::InvalidArgumentError(
                                   rc == ETIMEDOUT ? absl::StrCat("request not received within ",
-                                                                 options_.request_timeout_ms, " ms")
+                                                                 request_timeout_ms, " ms")
                                                   : "request line missing or longer than 256 bytes")));
     }
     return;
@@ -138,20 +147,20 @@ void FdExchange::Serve(int conn, const PeerCred& cred, absl::Time deadline) cons
       fdproto::SendLine(conn, ErrLine(absl::InvalidArgumentError("PUT without an fd")));
       return;
     }
-    auto token = registry_->Add(fd, cred.uid);  // takes the fd
+    auto token = registry->Add(fd, uid);  // takes the fd
     if (!token.ok()) {
       fdproto::SendLine(conn, ErrLine(token.status()));
       return;
     }
-    auto memfd = registry_->Get(*token, cred.uid);
+    auto memfd = registry->Get(*token, uid);
     const size_t size = memfd.ok() ? (*memfd)->bytes().size() : 0;
     fdproto::SendLine(conn, absl::StrCat("OK ", *token, " ", size, "\n"));
-    spdlog::debug("memfd {} bytes from uid {} as token {}", size, cred.uid, *token);
+    spdlog::debug("memfd {} bytes from uid {} as token {}", size, uid, *token);
     return;
   }
   if (fd >= 0) close(fd);
   if (absl::ConsumePrefix(&request, "GET ")) {
-    auto memfd = registry_->Get(std::string(request), cred.uid);
+    auto memfd = registry->Get(std::string(request), uid);
     if (!memfd.ok()) {
       fdproto::SendLine(conn, ErrLine(memfd.status()));
       return;

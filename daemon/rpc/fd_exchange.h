@@ -40,6 +40,13 @@ struct FdExchangeOptions {
   int request_timeout_ms = 2000;   // from accept() until the request line is complete
 };
 
+// Reads one request line from the connected socket `conn` (until `deadline`) and answers it for
+// `uid` as described in fd_protocol.h; an fd that came with the request is registered (PUT) or
+// closed. Does not close `conn`. FdExchange's connection threads run it; so does the fuzz target
+// (tests/fuzz/fd_protocol_fuzzer.cc) over a socketpair.
+void ServeFdRequest(int conn, uid_t uid, MemfdRegistry* registry, absl::Time deadline,
+                    int request_timeout_ms);
+
 class FdExchange {
  public:
   // Binds "<socket_path>.fd" (mode 0660, `group`) and starts serving. Errors as

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "fusion_status.h"
 #include "rpc/fusion_service.h"
+#include "rpc/request_checks.h"
 #include "rpc/stream_util.h"
 
 namespace fusion {
@@ -197,16 +198,12 @@ grpc::ServerUnaryReactor* FusionService::ListJobs(grpc::CallbackServerContext* c
     reactor->Finish(cred.ok() ? UnimplementedStatus("ListJobs", kNoPipeline) : ToGrpcStatus(cred.status()));
     return reactor;
   }
-  std::vector<jobs::JobState> states;
-  for (int s : request->states()) {
-    if (s < 1 || s > 5) {
-      reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                   absl::StrCat("states: ", s, " is not a job state")));
-      return reactor;
-    }
-    states.push_back(static_cast<jobs::JobState>(s));
+  auto states = ListJobsStates(*request);
+  if (!states.ok()) {
+    reactor->Finish(ToGrpcStatus(states.status()));
+    return reactor;
   }
-  auto jobs = jobs_->List(cred->uid, states, request->limit());
+  auto jobs = jobs_->List(cred->uid, *states, request->limit());
   if (jobs.ok()) {
     for (auto& j : *jobs) *response->add_jobs() = std::move(j);
   }

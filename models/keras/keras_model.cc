@@ -6,32 +6,21 @@
 
 #include <cmath>
 #include <fstream>
-#include <map>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "models/common/exception_text.h"
 #include "absl/strings/str_cat.h"
+#include "models/keras/keras_topology.h"
 #include "models/tfjs/weights.h"
 
 namespace fusion::keras {
 
-enum class Op { kInput, kConv, kRelu, kConcat, kAdd, kUpsample, kMultiplyBeta, kPixelShuffle };
-
-struct Layer {
-  std::string name;
-  Op op = Op::kInput;
-  std::vector<int> inputs;  // indices of earlier layers
+// A layer as parsed (keras_topology.h) with its weights bound.
+struct Layer : LayerSpec {
   at::Tensor weight, bias;  // conv: OIHW, [O] (bias may be undefined)
-  int kernel = 1, stride = 1, factor = 1;
-  bool same = true, relu = false;
-  double halo = 0;  // receptive-field radius so far, input pixels
-  int scale = 1;    // spatial scale so far
 };
 
 namespace {
-
-using json = nlohmann::json;
 
 absl::Status LayerError(std::string_view origin, const std::string& layer, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(std::string(origin), ": layer '", layer, "': ", what));
@@ -44,81 +33,22 @@ std::pair<int64_t, int64_t> SamePad(int64_t in, int k, int s) {
   return {total / 2, total - total / 2};
 }
 
-absl::Status ParseConv(const json& c, const tfjs::WeightMap& w, std::string_view origin, Layer* l) {
-  const auto ks = c.at("kernel_size").get<std::vector<int>>();
-  const auto st = c.at("strides").get<std::vector<int>>();
-  const auto dil = c.value("dilation_rate", std::vector<int>{1, 1});
-  const std::string pad = c.at("padding"), act = c.value("activation", "linear");
-  if (ks.size() != 2 || ks[0] != ks[1] || st.size() != 2 || st[0] != st[1]) {
-    return LayerError(origin, l->name, "only square kernels and strides are supported");
-  }
-  if (dil != std::vector<int>{1, 1} || c.value("groups", 1) != 1) {
-    return LayerError(origin, l->name, "dilation and groups must be 1");
-  }
-  if ((pad != "same" && pad != "valid") || (act != "linear" && act != "relu")) {
-    return LayerError(origin, l->name, absl::StrCat("unsupported padding '", pad, "' or activation '", act, "'"));
-  }
-  l->kernel = ks[0], l->stride = st[0], l->same = pad == "same", l->relu = act == "relu";
-  const int64_t filters = c.at("filters").get<int64_t>();
+// Binds a conv layer's kernel (HWIO in the weights, checked against kernel_size and filters)
+// and bias.
+absl::Status BindConv(const tfjs::WeightMap& w, std::string_view origin, Layer* l) {
   auto kernel = w.Get(l->name + "/kernel");
   if (!kernel.ok()) return LayerError(origin, l->name, std::string(kernel.status().message()));
-  if (kernel->dim() != 4 || kernel->size(0) != ks[0] || kernel->size(1) != ks[1] || kernel->size(3) != filters) {
+  if (kernel->dim() != 4 || kernel->size(0) != l->kernel || kernel->size(1) != l->kernel ||
+      kernel->size(3) != l->filters) {
     return LayerError(origin, l->name, "kernel shape does not match kernel_size/filters");
   }
   l->weight = kernel->permute({3, 2, 0, 1}).contiguous();  // HWIO -> OIHW
-  if (c.value("use_bias", true)) {
-    auto bias = w.Get(l->name + "/bias", {filters});
+  if (l->use_bias) {
+    auto bias = w.Get(l->name + "/bias", {l->filters});
     if (!bias.ok()) return LayerError(origin, l->name, std::string(bias.status().message()));
     l->bias = *bias;
   }
   return absl::OkStatus();
-}
-
-absl::Status ParseLayer(const json& j, const tfjs::WeightMap& w, std::string_view origin, Layer* l) {
-  const std::string cls = j.at("class_name");
-  const json& c = j.at("config");
-  if (cls == "InputLayer") {
-    l->op = Op::kInput;
-  } else if (cls == "Conv2D") {
-    l->op = Op::kConv;
-    return ParseConv(c, w, origin, l);
-  } else if (cls == "Activation") {
-    if (c.value("activation", "") != "relu") return LayerError(origin, l->name, "only relu activations are supported");
-    l->op = Op::kRelu;
-  } else if (cls == "Concatenate") {
-    const int axis = c.value("axis", -1);
-    if (axis != 3 && axis != -1) return LayerError(origin, l->name, "only channel-axis concatenation is supported");
-    l->op = Op::kConcat;
-  } else if (cls == "Add") {
-    l->op = Op::kAdd;
-  } else if (cls == "UpSampling2D") {
-    const auto size = c.at("size").get<std::vector<int>>();
-    if (c.value("interpolation", "nearest") != "nearest" || size.size() != 2 || size[0] != size[1] || size[0] < 1) {
-      return LayerError(origin, l->name, "only nearest, square, integer upsampling is supported");
-    }
-    l->op = Op::kUpsample, l->factor = size[0];
-  } else if (cls == "MultiplyBeta") {
-    l->op = Op::kMultiplyBeta;
-  } else if (cls.rfind("PixelShuffle", 0) == 0) {
-    l->op = Op::kPixelShuffle, l->factor = c.at("scale").get<int>();
-  } else {
-    return LayerError(origin, l->name, absl::StrCat("unsupported layer class '", cls, "'"));
-  }
-  return absl::OkStatus();
-}
-
-// Receptive-field bookkeeping for tiling (keras_model.h).
-void Propagate(const std::vector<std::unique_ptr<Layer>>& layers, Layer* l, bool* tileable) {
-  for (int i : l->inputs) {
-    l->halo = std::max(l->halo, layers[i]->halo);
-    l->scale = std::max(l->scale, layers[i]->scale);
-  }
-  if (l->op == Op::kConv) {
-    if (l->stride != 1 || (!l->same && l->kernel != 1)) *tileable = false;
-    l->halo += (l->kernel - 1) / 2.0 / l->scale;
-  } else if (l->op == Op::kUpsample || l->op == Op::kPixelShuffle) {
-    l->scale *= l->factor;
-  }
 }
 
 at::Tensor RunConv(const Layer& l, const at::Tensor& x) {
@@ -185,40 +115,21 @@ absl::StatusOr<std::unique_ptr<KerasModel>> KerasModel::Load(const std::filesyst
 absl::StatusOr<std::unique_ptr<KerasModel>> KerasModel::FromJson(std::string_view model_json,
                                                                  const tfjs::WeightMap& weights,
                                                                  std::string_view origin) {
+  absl::StatusOr<Topology> topology = ParseTopology(model_json, origin);
+  if (!topology.ok()) return topology.status();
   std::unique_ptr<KerasModel> m(new KerasModel());
   m->origin_ = std::string(origin);
-  std::map<std::string, int> index;
-  std::string current = "(topology)";
-  try {
-    const json doc = json::parse(model_json);
-    const json& cfg = doc.at("modelTopology").at("model_config").at("config");
-    for (const json& j : cfg.at("layers")) {
-      auto l = std::make_unique<Layer>();
-      l->name = current = j.at("name").get<std::string>();
-      for (const json& node : j.at("inbound_nodes")) {
-        for (const json& ref : node) {
-          auto it = index.find(ref.at(0).get<std::string>());
-          if (it == index.end()) return LayerError(origin, l->name, absl::StrCat("unknown inbound layer '", ref.at(0).get<std::string>(), "'"));
-          l->inputs.push_back(it->second);
-        }
-      }
-      if (auto s = ParseLayer(j, weights, origin, l.get()); !s.ok()) return s;
-      if (l->op != Op::kInput && l->inputs.empty()) return LayerError(origin, l->name, "has no inbound layer");
-      if (l->op == Op::kInput) {
-        const auto shape = j.at("config").at("batch_input_shape");
-        if (shape.size() == 4 && shape[3].is_number()) m->input_channels_ = shape[3].get<int>();
-      }
-      Propagate(m->layers_, l.get(), &m->tileable_);
-      index[l->name] = static_cast<int>(m->layers_.size());
-      m->layers_.push_back(std::move(l));
+  for (LayerSpec& spec : topology->layers) {
+    auto l = std::make_unique<Layer>();
+    static_cast<LayerSpec&>(*l) = std::move(spec);
+    if (l->op == Op::kConv) {
+      if (absl::Status s = BindConv(weights, origin, l.get()); !s.ok()) return s;
     }
-    current = "(output_layers)";
-    const std::string out = cfg.at("output_layers").at(0).at(0);
-    if (!index.count(out)) return LayerError(origin, out, "output layer is not defined");
-    m->output_layer_ = index[out];
-  } catch (const std::exception& e) {
-    return LayerError(origin, current, absl::StrCat("malformed model.json: ", e.what()));
+    m->layers_.push_back(std::move(l));
   }
+  m->input_channels_ = topology->input_channels;
+  m->output_layer_ = topology->output_layer;
+  m->tileable_ = topology->tileable;
   m->last_use_.assign(m->layers_.size(), -1);
   for (size_t i = 0; i < m->layers_.size(); ++i) {
     for (int k : m->layers_[i]->inputs) m->last_use_[k] = static_cast<int>(i);

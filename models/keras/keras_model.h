@@ -13,6 +13,7 @@
 // Tiling: the model is tileable when every conv has stride 1 and keeps the size ("same", or
 // "valid" 1x1); halo_px() is then its receptive-field radius in input pixels, so a tile run with
 // that many context pixels on each side gives the whole-image result in its interior.
+// Parsing: keras_topology.h (no LibTorch); FromJson binds the weights to it.
 // Errors: parse errors are InvalidArgument naming the model and the layer (unknown class,
 // unsupported option, unknown inbound layer, missing or mis-shaped weight).
 // Thread-safety: immutable after Load() except MoveTo(); Forward() may run concurrently.
@@ -35,7 +36,7 @@ class WeightMap;
 
 namespace fusion::keras {
 
-struct Layer;  // keras_model.cc
+struct Layer;  // keras_model.cc: a LayerSpec (keras_topology.h) with its weights
 
 class KerasModel {
  public:

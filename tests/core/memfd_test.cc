@@ -110,6 +110,14 @@ TEST_F(MemfdTest, PublishedResultComesBackByGet) {
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
 }
 
+// Found by tests/fuzz/fd_protocol_fuzzer: the NOT_FOUND reply quotes the token, and a long one
+// made the reply longer than the 256-byte line the client's RecvLine accepts (EPROTO).
+TEST_F(MemfdTest, AnErrorReplyFitsOneLineWhateverTheRequestQuotes) {
+  auto missing = internal::GetMemfd(socket_, std::string(240, 'f') + "\r\x01");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound) << missing.status();
+  EXPECT_EQ(missing.status().message().find('\r'), std::string::npos);
+}
+
 TEST_F(MemfdTest, UnsealedMemfdAndNonMemfdAreRefused) {
   int fd = memfd_create("unsealed", MFD_ALLOW_SEALING);
   ASSERT_EQ(write(fd, "abc", 3), 3);

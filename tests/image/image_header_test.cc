@@ -7,6 +7,7 @@
 #include <chrono>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <opencv2/imgcodecs.hpp>
 
@@ -101,6 +102,95 @@ TEST(ImageHeader, BombIsRefusedFromItsHeaderWithoutTheProcessGrowing) {
             "target image: 20000x20000 pixels (400000000) exceed the limit of 100000000 pixels (max_pixels)");
   if (UnderAsan() || !peak) GTEST_SKIP() << "VmHWM not measurable here (ASan or no clear_refs)";
   EXPECT_LT(hwm_kb, rss_kb + 50 * 1024);
+}
+
+// A little-endian, uncompressed, single-strip 4x4 TIFF with `spp` samples of `bps` bits each
+// (BitsPerSample given once, which libtiff applies to every sample).
+std::string HandMadeTiff(uint16_t spp, uint16_t bps, uint16_t photometric) {
+  const uint32_t data_bytes = 4 * 4 * ((uint32_t{spp} * bps + 7) / 8);
+  std::string t("II*\0", 4);
+  auto u16 = [&](uint16_t v) { t.push_back(static_cast<char>(v & 0xff)), t.push_back(static_cast<char>(v >> 8)); };
+  auto u32 = [&](uint32_t v) { u16(static_cast<uint16_t>(v & 0xffff)), u16(static_cast<uint16_t>(v >> 16)); };
+  const uint16_t entries = 9;
+  const uint32_t data_offset = 8 + 2 + entries * 12 + 4;
+  u32(8);
+  u16(entries);
+  auto tag = [&](uint16_t id, uint16_t type, uint32_t value) {
+    u16(id), u16(type), u32(1);
+    if (type == 3) u16(static_cast<uint16_t>(value)), u16(0);
+    else u32(value);
+  };
+  tag(256, 3, 4);               // ImageWidth
+  tag(257, 3, 4);               // ImageLength
+  tag(258, 3, bps);             // BitsPerSample
+  tag(259, 3, 1);               // Compression: none
+  tag(262, 3, photometric);     // PhotometricInterpretation
+  tag(273, 4, data_offset);     // StripOffsets
+  tag(277, 3, spp);             // SamplesPerPixel
+  tag(278, 3, 4);               // RowsPerStrip
+  tag(279, 4, data_bytes);      // StripByteCounts
+  u32(0);                       // no next IFD
+  t.append(data_bytes, '\x80');
+  return t;
+}
+
+// image_fuzzer found a TIFF of 33667 samples per pixel accepted (the header promises 1-4
+// channels of 1-16 bits); such layouts are refused at the header now.
+TEST(ImageHeader, TiffLayoutsOutsideFourSamplesOfSixteenBitsAreRefused) {
+  auto grey = ReadImageHeader(HandMadeTiff(1, 8, 1), "target image");
+  ASSERT_TRUE(grey.ok()) << grey.status();
+  EXPECT_EQ(grey->channels, 1u);
+  EXPECT_EQ(grey->bit_depth, 8u);
+  auto rgb16 = ReadImageHeader(HandMadeTiff(3, 16, 2), "target image");
+  ASSERT_TRUE(rgb16.ok()) << rgb16.status();
+  EXPECT_EQ(rgb16->channels, 3u);
+  for (auto [spp, bps] : {std::pair<uint16_t, uint16_t>{5, 8}, {33667, 1}, {1, 32}, {3, 64}}) {
+    auto h = ReadImageHeader(HandMadeTiff(spp, bps, spp >= 3 ? 2 : 1), "target image");
+    EXPECT_EQ(h.status().code(), absl::StatusCode::kInvalidArgument) << spp << "x" << bps;
+    EXPECT_NE(h.status().message().find("unsupported TIFF layout"), std::string::npos) << h.status();
+  }
+}
+
+// A grey baseline JPEG whose frame header (SOF0) is rewritten to declare `components`
+// components, each like the original one; the scan still codes the first (libjpeg reads the
+// header up to the first scan).
+std::string JpegDeclaringComponents(int components) {
+  cv::Mat grey(16, 16, CV_8UC1, cv::Scalar(128));
+  std::vector<uchar> buf;
+  EXPECT_TRUE(cv::imencode(".jpg", grey, buf));
+  const std::string in(buf.begin(), buf.end());
+  std::string out = in.substr(0, 2);
+  for (size_t i = 2; i + 4 <= in.size();) {
+    const auto marker = static_cast<uint8_t>(in[i + 1]);
+    const size_t len = (static_cast<uint8_t>(in[i + 2]) << 8) | static_cast<uint8_t>(in[i + 3]);
+    std::string seg = in.substr(i, 2 + len);
+    if (marker == 0xc0) {
+      std::string body = seg.substr(4, 5) + static_cast<char>(components);
+      for (int k = 0; k < components; ++k) body += static_cast<char>(k + 1) + seg.substr(11, 2);
+      seg = std::string("\xff\xc0", 2) + static_cast<char>((body.size() + 2) >> 8) +
+            static_cast<char>((body.size() + 2) & 0xff) + body;
+    }
+    out += seg;
+    i += 2 + len;
+    if (marker == 0xda) {
+      out += in.substr(i);
+      break;
+    }
+  }
+  return out;
+}
+
+// image_fuzzer's channel check: libjpeg reads frames of up to 10 components; only grey,
+// YCbCr/RGB and CMYK/YCCK are images here.
+TEST(ImageHeader, JpegFramesOfOtherThanOneThreeOrFourComponentsAreRefused) {
+  auto grey = ReadImageHeader(JpegDeclaringComponents(1), "target image");
+  ASSERT_TRUE(grey.ok()) << grey.status();
+  EXPECT_EQ(grey->channels, 1u);
+  for (int n : {2, 5, 10}) {
+    auto h = ReadImageHeader(JpegDeclaringComponents(n), "target image");
+    EXPECT_EQ(h.status().code(), absl::StatusCode::kInvalidArgument) << n;
+    EXPECT_NE(h.status().message().find("unsupported JPEG layout"), std::string::npos) << h.status();
+  }
 }
 
 TEST(ImageHeader, PixelLimitIsInclusive) {

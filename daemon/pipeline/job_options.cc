@@ -1,0 +1,57 @@
+// SubmitJob's checks of JobOptions and images (job_options.h).
+#include "pipeline/job_options.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "image/image_header.h"
+
+namespace fusion {
+
+absl::Status ValidateJobOptions(const v1::JobOptions& o, const models::ModelCatalogue& catalogue) {
+  if (!(o.ratio() >= 0 && o.ratio() <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("options: ratio ", o.ratio(), " is not in [0,1]"));
+  }
+  for (auto [what, v] : {std::pair{"enhance_scale", o.enhance_scale()}, std::pair{"upscale", o.upscale()}}) {
+    if (v != 0 && v != 2 && v != 4) {
+      return absl::InvalidArgumentError(absl::StrCat("options: ", what, " ", v, " is not 0, 2 or 4"));
+    }
+  }
+  if (!o.enhance_model().empty()) {
+    auto spec = catalogue.Get(o.enhance_model());
+    if (!spec.ok()) return absl::InvalidArgumentError(absl::StrCat("options: enhance_model: ", spec.status().message()));
+    if ((*spec)->stage != "enhance") {
+      return absl::InvalidArgumentError(absl::StrCat("options: enhance_model '", o.enhance_model(),
+                                                     "' is a ", (*spec)->stage, " model"));
+    }
+  }
+  if (o.faces() == v1::REFERENCE && o.reference().inline_bytes().empty()) {
+    return absl::InvalidArgumentError("options: faces REFERENCE needs a reference image");
+  }
+  if (o.reference_max_distance() < 0) return absl::InvalidArgumentError("options: reference_max_distance < 0");
+  if (o.max_side() != 0 && (o.max_side() < 64 || o.max_side() > 16384)) {
+    return absl::InvalidArgumentError(absl::StrCat("options: max_side ", o.max_side(), " is not in [64,16384]"));
+  }
+  if (o.min_face_px() != 0 && (o.min_face_px() < 8 || o.min_face_px() > 100000)) {
+    return absl::InvalidArgumentError(absl::StrCat("options: min_face_px ", o.min_face_px(), " is not in [8,100000]"));
+  }
+  if (o.min_face_score() != 0 && !(o.min_face_score() > 0 && o.min_face_score() < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("options: min_face_score ", o.min_face_score(), " is not in (0,1)"));
+  }
+  if (!v1::OutputFormat_IsValid(o.format())) return absl::InvalidArgumentError("options: unknown format");
+  return absl::OkStatus();
+}
+
+absl::Status ScreenJobImages(const v1::JobOptions& o, const std::string& source_image,
+                             const std::string& target_image, uint64_t max_pixels) {
+  for (const auto& [bytes, what] : {std::pair{&source_image, "source image"}, std::pair{&target_image, "target image"}}) {
+    if (auto h = image::ScreenImage(*bytes, what, max_pixels); !h.ok()) return h.status();
+  }
+  if (o.faces() == v1::REFERENCE) {
+    auto h = image::ScreenImage(o.reference().inline_bytes(), "reference image", max_pixels);
+    if (!h.ok()) return h.status();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace fusion
