@@ -266,7 +266,10 @@ TEST_F(JobManagerTest, ResultsBeyondTheRetentionBytesAreRemovedOldestFirst) {
     ids.push_back(m->Submit(Spec(1, "target-" + std::to_string(1000 + i)))->job_id());
     ASSERT_EQ(WaitFinal(*m, ids.back(), 1), v1::SUCCEEDED);
   }
-  // 25 bytes keep the two newest results; the two oldest jobs are gone.
+  // 25 bytes keep the two newest results; the two oldest jobs are gone. The worker prunes after
+  // recording the last job's end (which WaitFinal saw), so ids[1] may go a moment later.
+  EXPECT_TRUE(testing::WaitFor(
+      [&] { return absl::IsNotFound(m->Get(ids[1], 1).status()); }, absl::Seconds(10)));
   EXPECT_EQ(m->Get(ids[0], 1).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(m->Get(ids[1], 1).status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(m->Result(ids[2], 1).ok());
