@@ -9,9 +9,15 @@ BUILD_DIR=${BUILD_DIR:-build}
 # toolkit headers: no CUDA LibTorch here to build it for real (~17 s).
 python3 scripts/check-cuda-syntax.py "$BUILD_DIR"
 
-# The residency tests under ThreadSanitizer: a second, small build (no LibTorch, only
-# memory_tests; ~40 s cold, seconds with ccache). The core locks through common/mutex.h, which
-# uses std::mutex under TSan because Debian's uninstrumented absl::Mutex gives false races.
+# The core, jobs, residency and ladder tests and rpc_tests' fd-socket/memfd suites under
+# ThreadSanitizer: a second, small build (no LibTorch; ~10 min cold on 2 busy cores, ~12 s with
+# ccache; the runs ~9 s). The daemon locks through common/mutex.h, which uses std::shared_mutex
+# under TSan because Debian's uninstrumented absl::Mutex gives false races (so do the tests:
+# tests/support/notification.h). Every report fails the run (halt_on_error).
+# rpc_tests' gRPC suites are left out: Debian's gRPC 1.51 is not built with TSan, so TSan cannot
+# see how gRPC hands a call between its threads (absl::Mutex and atomics inside libgrpc) and
+# reports races in gRPC's own and protobuf's inline code (3277 in one run); a suppression would
+# have to name gRPC frames that are in every handler's stack, and would hide the handlers too.
 TSAN_DIR=${TSAN_BUILD_DIR:-build-tsan}
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 if [ ! -f "$TSAN_DIR/build.ninja" ]; then
@@ -19,10 +25,18 @@ if [ ! -f "$TSAN_DIR/build.ninja" ]; then
     -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_FLAGS=-fsanitize=thread \
     -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread >/dev/null
 fi
-cmake --build "$TSAN_DIR" -j "${JOBS:-$(nproc)}" --target memory_tests
-TSAN_OPTIONS="halt_on_error=1 ${TSAN_OPTIONS:-}" "$TSAN_DIR/tests/memory/memory_tests" \
-  --gtest_brief=1
-echo "memory_tests under ThreadSanitizer: passed"
+# binary[:gtest filter]
+TSAN_TESTS=(core/core_tests jobs/jobs_tests memory/memory_tests pipeline/pipeline_core_tests
+            "core/rpc_tests:Memfd*")
+cmake --build "$TSAN_DIR" -j "${JOBS:-$(nproc)}" \
+  --target $(for t in "${TSAN_TESTS[@]}"; do basename "${t%%:*}"; done | sort -u)
+for t in "${TSAN_TESTS[@]}"; do
+  filter='*'
+  if [[ $t == *:* ]]; then filter=${t#*:}; fi
+  TSAN_OPTIONS="halt_on_error=1 ${TSAN_OPTIONS:-}" "$TSAN_DIR/tests/${t%%:*}" --gtest_brief=1 \
+    "--gtest_filter=$filter"
+done
+echo "core, jobs, memory, ladder and memfd tests under ThreadSanitizer: passed"
 
 # The core, rpc, jobs, residency and ladder tests (no LibTorch) under AddressSanitizer +
 # UndefinedBehaviorSanitizer with leak checking: a third small build (~5 min cold, seconds with

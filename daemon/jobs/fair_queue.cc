@@ -17,7 +17,7 @@ size_t FairQueue::BestIndex(const std::vector<Entry>& jobs) {
 }
 
 absl::Status FairQueue::Push(Entry entry, bool enforce_limit) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::vector<Entry>& jobs = by_uid_[entry.uid];
   if (enforce_limit && jobs.size() >= options_.max_queued_per_uid) {
     return absl::ResourceExhaustedError(absl::StrCat("uid ", entry.uid, " already has ",
@@ -31,7 +31,7 @@ absl::Status FairQueue::Push(Entry entry, bool enforce_limit) {
 }
 
 bool FairQueue::Remove(const std::string& id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (auto& [uid, jobs] : by_uid_) {
     auto it = std::find_if(jobs.begin(), jobs.end(), [&](const Entry& e) { return e.id == id; });
     if (it == jobs.end()) continue;
@@ -64,7 +64,7 @@ FairQueue::Entry FairQueue::TakeFrom(uid_t uid) {
 }
 
 std::optional<FairQueue::Entry> FairQueue::Pop(const IsResident& is_resident) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (rotation_.empty()) return std::nullopt;
   const uid_t due = rotation_.front();
   auto first_resident = [&](uid_t uid) {
@@ -107,7 +107,7 @@ std::vector<const FairQueue::Entry*> FairQueue::FairOrder() const {
 }
 
 std::optional<size_t> FairQueue::Position(const std::string& id) const {
-  absl::ReaderMutexLock lock(&mu_);
+  ReaderMutexLock lock(&mu_);
   const std::vector<const Entry*> order = FairOrder();
   for (size_t i = 0; i < order.size(); ++i) {
     if (order[i]->id == id) return i;
@@ -116,7 +116,7 @@ std::optional<size_t> FairQueue::Position(const std::string& id) const {
 }
 
 std::vector<std::vector<std::string>> FairQueue::UpcomingStages(size_t max_jobs) const {
-  absl::ReaderMutexLock lock(&mu_);
+  ReaderMutexLock lock(&mu_);
   std::vector<std::vector<std::string>> out;
   for (const Entry* e : FairOrder()) {
     if (out.size() >= max_jobs) break;
@@ -126,14 +126,14 @@ std::vector<std::vector<std::string>> FairQueue::UpcomingStages(size_t max_jobs)
 }
 
 std::map<uid_t, size_t> FairQueue::QueuedPerUid() const {
-  absl::ReaderMutexLock lock(&mu_);
+  ReaderMutexLock lock(&mu_);
   std::map<uid_t, size_t> out;
   for (const auto& [uid, jobs] : by_uid_) out[uid] = jobs.size();
   return out;
 }
 
 size_t FairQueue::size() const {
-  absl::ReaderMutexLock lock(&mu_);
+  ReaderMutexLock lock(&mu_);
   return size_;
 }
 

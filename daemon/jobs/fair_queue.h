@@ -21,7 +21,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "jobs/job.h"
 
 namespace fusion::jobs {
@@ -66,7 +66,7 @@ class FairQueue {
   Entry TakeFrom(uid_t uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<uid_t, std::vector<Entry>> by_uid_ ABSL_GUARDED_BY(mu_);
   std::deque<uid_t> rotation_ ABSL_GUARDED_BY(mu_);  // uids with queued jobs, next first
   size_t bypassed_ ABSL_GUARDED_BY(mu_) = 0;         // times rotation_.front() was overtaken

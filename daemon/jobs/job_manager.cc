@@ -36,7 +36,7 @@ class JobManager::RunContext final : public JobRunner::Context {
   bool Cancelled() const override { return running_->cancel || running_->interrupt; }
   void StageStarted(const std::string& stage, float progress) override {
     {
-      absl::MutexLock lock(&manager_->mu_);
+      MutexLock lock(&manager_->mu_);
       running_->stage = stage;
       running_->progress = progress;
     }
@@ -47,7 +47,7 @@ class JobManager::RunContext final : public JobRunner::Context {
   }
   void StageFinished(const v1::StageReport& report, float progress) override {
     {
-      absl::MutexLock lock(&manager_->mu_);
+      MutexLock lock(&manager_->mu_);
       running_->progress = progress;
       ++running_->stages_done;
     }
@@ -87,7 +87,7 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(Options options, 
   if (auto pruned = journal->Prune(NowMs()); !pruned.ok()) return pruned.status();
   // Recovered jobs were accepted once: they bypass the per-uid limit rather than be lost.
   for (const JobRecord& r : *recovered) {
-    absl::MutexLock lock(&m->mu_);
+    MutexLock lock(&m->mu_);
     absl::Status st = m->queue_.Push({r.id, r.owner_uid, r.priority, r.sequence, r.stage_models},
                                      /*enforce_limit=*/false);
     if (!st.ok()) return st;
@@ -103,15 +103,13 @@ JobManager::~JobManager() { Shutdown(); }
 
 void JobManager::Shutdown(absl::Time deadline) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (shutdown_ && workers_.empty()) return;
     shutdown_ = true;  // workers pick no queued job from now on
-    mu_.AwaitWithDeadline(absl::Condition(
-                              +[](JobManager* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(m->mu_) {
-                                return m->running_.empty();
-                              },
-                              this),
-                          deadline);
+    changed_.SignalAll();
+    while (!running_.empty()) {
+      if (changed_.WaitWithDeadline(&mu_, deadline)) break;
+    }
     if (!running_.empty()) {
       spdlog::info("stopping: interrupting {} running job(s); they run again at the next start",
                    running_.size());
@@ -131,7 +129,7 @@ absl::StatusOr<v1::Job> JobManager::Submit(JobSpec spec) {
   absl::Status images = runner_->CheckImages(spec.options, spec.source_image, spec.target_image);
   if (!images.ok()) return images;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (shutdown_) return absl::UnavailableError("fusiond is shutting down");
   }
   // Check the per-uid limit before writing, so a refused job leaves nothing behind.
@@ -143,12 +141,13 @@ absl::StatusOr<v1::Job> JobManager::Submit(JobSpec spec) {
   auto record = journal_->Insert(spec, NowMs());
   if (!record.ok()) return record.status();
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     // The journal already holds the job: never refuse it now.
     absl::Status st = queue_.Push({record->id, record->owner_uid, record->priority,
                                    record->sequence, record->stage_models},
                                   /*enforce_limit=*/false);
     if (!st.ok()) return st;
+    changed_.SignalAll();
   }
   if (options_.on_change) options_.on_change();
   return ToProto(*record);
@@ -175,7 +174,7 @@ v1::Job JobManager::ToProto(const JobRecord& r) {
     if (auto pos = queue_.Position(r.id)) job.set_queue_position(static_cast<uint32_t>(*pos));
   }
   if (r.state == JobState::kSucceeded) job.set_progress(1);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (auto it = running_.find(r.id); it != running_.end()) {
     job.set_stage(it->second->stage);
     job.set_progress(it->second->progress);
@@ -209,7 +208,7 @@ absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& id, uid_t caller) 
   }
   bool was_queued = false;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (auto it = running_.find(id); it != running_.end()) {
       it->second->cancel = true;
     } else {
@@ -252,7 +251,7 @@ absl::StatusOr<uint64_t> JobManager::Watch(const std::string& id, uid_t caller,
   uint64_t handle = 0;
   {
     // Under mu_, a final transition (journal write + watcher removal) cannot interleave.
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto now = journal_->Get(id);
     if (!now.ok()) return now.status();
     if (!IsFinal(now->state)) {
@@ -275,7 +274,7 @@ absl::StatusOr<uint64_t> JobManager::Watch(const std::string& id, uid_t caller,
 }
 
 void JobManager::Unwatch(uint64_t handle) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   watchers_.erase(handle);
 }
 
@@ -284,7 +283,7 @@ void JobManager::Emit(const std::string& id, v1::JobEvent event, bool final) {
   event.set_unix_ms(NowMs());
   std::vector<EventCallback> callbacks;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (auto it = watchers_.begin(); it != watchers_.end();) {
       if (it->second.job_id != id) {
         ++it;
@@ -304,7 +303,7 @@ void JobManager::Emit(const std::string& id, v1::JobEvent event, bool final) {
 std::map<uid_t, JobManager::ClientCounts> JobManager::CountsByUid() {
   std::map<uid_t, ClientCounts> out;
   for (const auto& [uid, n] : queue_.QueuedPerUid()) out[uid].queued = n;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (const auto& [id, running] : running_) ++out[running->record.owner_uid].running;
   return out;
 }
@@ -312,7 +311,7 @@ std::map<uid_t, JobManager::ClientCounts> JobManager::CountsByUid() {
 std::vector<std::vector<std::string>> JobManager::UpcomingStages(size_t max_jobs) {
   std::vector<std::vector<std::string>> out;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (const auto& [id, r] : running_) {
       if (out.size() >= max_jobs) break;
       const auto& models = r->record.stage_models;
@@ -330,12 +329,8 @@ void JobManager::WorkerLoop() {
   for (;;) {
     std::optional<FairQueue::Entry> entry;
     {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](JobManager* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(m->mu_) {
-            return m->shutdown_ || m->queue_.size() > 0;
-          },
-          this));
+      MutexLock lock(&mu_);
+      while (!shutdown_ && queue_.size() == 0) changed_.WaitWithDeadline(&mu_, absl::InfiniteFuture());
       if (shutdown_) return;
       entry = queue_.Pop(is_resident_);
       if (!entry) continue;
@@ -351,7 +346,7 @@ void JobManager::WorkerLoop() {
     if (options_.on_idle) {
       bool idle = false;
       {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         idle = running_.empty();
       }
       if (idle) options_.on_idle();
@@ -362,7 +357,7 @@ void JobManager::WorkerLoop() {
 void JobManager::RunOne(const FairQueue::Entry& entry) {
   std::shared_ptr<Running> running;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     running = running_.at(entry.id);
   }
   absl::StatusOr<JobRunner::Output> output = absl::InternalError("job inputs unavailable");
@@ -372,7 +367,7 @@ void JobManager::RunOne(const FairQueue::Entry& entry) {
   if (inputs.ok()) {
     record->state = JobState::kRunning;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       running->record = *record;
     }
     RunContext context(this, entry.id, running);
@@ -382,8 +377,9 @@ void JobManager::RunOne(const FairQueue::Entry& entry) {
   }
   if (running->interrupt && !running->cancel && !output.ok()) {
     // The daemon is stopping: the job stays RUNNING in the journal and runs again at start.
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     running_.erase(entry.id);
+    changed_.SignalAll();
     return;
   }
   JobState state = JobState::kSucceeded;
@@ -399,7 +395,7 @@ void JobManager::RunOne(const FairQueue::Entry& entry) {
   }
   v1::JobEvent done;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     absl::Status st = journal_->Finish(entry.id, state, static_cast<int32_t>(status.code()),
                                        std::string(status.message()), stored, NowMs());
     if (!st.ok()) {
@@ -408,6 +404,7 @@ void JobManager::RunOne(const FairQueue::Entry& entry) {
                             std::string(st.message()), {}, NowMs());
     }
     running_.erase(entry.id);
+    changed_.SignalAll();
   }
   auto final_record = journal_->Get(entry.id);
   if (final_record.ok()) *done.mutable_done()->mutable_job() = ToProto(*final_record);

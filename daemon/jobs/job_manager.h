@@ -32,7 +32,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "absl/time/time.h"
 #include "fusion/v1/fusion.pb.h"
 #include "jobs/fair_queue.h"
@@ -112,7 +112,10 @@ class JobManager {
   const FairQueue::IsResident is_resident_;
   FairQueue queue_;
 
-  absl::Mutex mu_;
+  Mutex mu_;
+  // Signalled under mu_ when shutdown_ is set, a job is queued, or running_ loses a job: the
+  // workers wait for a queued job (or shutdown), Shutdown() for running_ to empty.
+  CondVar changed_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_map<std::string, std::shared_ptr<Running>> running_ ABSL_GUARDED_BY(mu_);
   struct Watcher {

@@ -103,8 +103,8 @@ JobRecord ReadRecord(Statement& s) {
 
 std::string NewJobId() {
   static absl::BitGen* gen = new absl::BitGen();
-  static absl::Mutex gen_mu(absl::kConstInit);
-  absl::MutexLock lock(&gen_mu);
+  static Mutex* gen_mu = new Mutex();  // never destroyed, as `gen`
+  MutexLock lock(gen_mu);
   return absl::StrFormat("j-%016x", absl::Uniform<uint64_t>(*gen));
 }
 
@@ -138,7 +138,7 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const Options& options) {
     return absl::InternalError(msg);
   }
   std::unique_ptr<Journal> journal(new Journal(options, db));
-  absl::MutexLock lock(&journal->mu_);
+  MutexLock lock(&journal->mu_);
   for (const char* sql : {"PRAGMA journal_mode=WAL;", "PRAGMA synchronous=FULL;",
                           "PRAGMA busy_timeout=5000;", kSchema}) {
     if (auto st = journal->Exec(sql); !st.ok()) return st;
@@ -155,7 +155,7 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const Options& options) {
 }
 
 Journal::~Journal() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   sqlite3_close(db_);
 }
 
@@ -177,7 +177,7 @@ absl::StatusOr<JobRecord> Journal::Insert(const JobSpec& spec, int64_t now_unix_
   r.options = spec.options;
   r.stage_models = spec.stage_models;
   r.created_unix_ms = now_unix_ms;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   Statement s(db_,
               "INSERT INTO jobs(id, uid, state, priority, options, stage_models, source, target, "
               "created_ms) VALUES(?,?,?,?,?,?,?,?,?)");
@@ -191,7 +191,7 @@ absl::StatusOr<JobRecord> Journal::Insert(const JobSpec& spec, int64_t now_unix_
 }
 
 absl::Status Journal::MarkRunning(const std::string& id, int64_t now_unix_ms) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   Statement s(db_, "UPDATE jobs SET state=?, started_ms=? WHERE id=? AND state=?");
   s.Bind(1, static_cast<int64_t>(JobState::kRunning)).Bind(2, now_unix_ms).BindText(3, id)
       .Bind(4, static_cast<int64_t>(JobState::kQueued));
@@ -205,7 +205,7 @@ absl::Status Journal::MarkRunning(const std::string& id, int64_t now_unix_ms) {
 absl::Status Journal::Finish(const std::string& id, JobState state, int32_t error_code,
                              const std::string& error_message, const StoredResult& result,
                              int64_t now_unix_ms) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   Statement s(db_,
               "UPDATE jobs SET state=?, finished_ms=?, error_code=?, error_message=?, "
               "result_report=?, result_image=?, result_bytes=?, source=NULL, target=NULL "
@@ -223,7 +223,7 @@ absl::Status Journal::Finish(const std::string& id, JobState state, int32_t erro
 }
 
 absl::StatusOr<JobRecord> Journal::Get(const std::string& id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   Statement s(db_, absl::StrCat("SELECT ", kColumns, " FROM jobs WHERE id=?").c_str());
   s.BindText(1, id);
   const int rc = s.Step();
@@ -233,7 +233,7 @@ absl::StatusOr<JobRecord> Journal::Get(const std::string& id) {
 }
 
 absl::StatusOr<JobInputs> Journal::LoadInputs(const std::string& id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   Statement s(db_, "SELECT source, target FROM jobs WHERE id=? AND source IS NOT NULL");
   s.BindText(1, id);
   const int rc = s.Step();
@@ -243,7 +243,7 @@ absl::StatusOr<JobInputs> Journal::LoadInputs(const std::string& id) {
 }
 
 absl::StatusOr<StoredResult> Journal::GetResult(const std::string& id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   Statement s(db_, "SELECT result_report, result_image FROM jobs WHERE id=? AND state=? "
                    "AND result_report IS NOT NULL");
   s.BindText(1, id).Bind(2, static_cast<int64_t>(JobState::kSucceeded));
@@ -267,7 +267,7 @@ absl::StatusOr<std::vector<JobRecord>> Journal::List(std::optional<uid_t> owner,
   }
   absl::StrAppend(&sql, " ORDER BY seq DESC");
   if (limit > 0) absl::StrAppend(&sql, " LIMIT ", limit);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   Statement s(db_, sql.c_str());
   std::vector<JobRecord> out;
   int rc;
@@ -278,7 +278,7 @@ absl::StatusOr<std::vector<JobRecord>> Journal::List(std::optional<uid_t> owner,
 
 absl::StatusOr<std::vector<JobRecord>> Journal::Recover() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     Statement s(db_, "UPDATE jobs SET state=?, started_ms=0 WHERE state=?");
     s.Bind(1, static_cast<int64_t>(JobState::kQueued))
         .Bind(2, static_cast<int64_t>(JobState::kRunning));
@@ -291,7 +291,7 @@ absl::StatusOr<std::vector<JobRecord>> Journal::Recover() {
 }
 
 absl::StatusOr<int> Journal::Prune(int64_t now_unix_ms) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const int64_t cutoff = now_unix_ms - absl::ToInt64Milliseconds(options_.retention);
   Statement expired(db_, "DELETE FROM jobs WHERE state IN (3,4,5) AND finished_ms < ?");
   expired.Bind(1, cutoff);

@@ -21,7 +21,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "absl/time/time.h"
 #include "jobs/job.h"
 
@@ -82,7 +82,7 @@ class Journal {
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
-  absl::Mutex mu_;
+  Mutex mu_;
   sqlite3* db_ ABSL_GUARDED_BY(mu_);
 };
 

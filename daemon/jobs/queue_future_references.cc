@@ -6,7 +6,7 @@
 namespace fusion::jobs {
 
 void QueueFutureReferences::SetSource(Source source) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   source_ = std::move(source);
 }
 
@@ -27,17 +27,17 @@ absl::flat_hash_map<std::string, uint64_t> QueueFutureReferences::Distances(
 void QueueFutureReferences::Refresh() {
   Source source;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     source = source_;
   }
   if (!source) return;
   auto distances = Distances(source());  // the job manager's locks only, not ours
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   next_use_ = std::move(distances);
 }
 
 uint64_t QueueFutureReferences::NextUse(const std::string& model) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = next_use_.find(model);
   return it == next_use_.end() ? kNoFutureUse : it->second;
 }

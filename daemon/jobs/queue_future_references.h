@@ -17,7 +17,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "memory/future_references.h"
 
 namespace fusion::jobs {
@@ -37,7 +37,7 @@ class QueueFutureReferences final : public FutureReferences {
       const std::vector<std::vector<std::string>>& upcoming);
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   Source source_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, uint64_t> next_use_ ABSL_GUARDED_BY(mu_);
 };

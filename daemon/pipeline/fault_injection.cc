@@ -42,23 +42,23 @@ FaultInjector& FaultInjector::operator=(const FaultInjector& other) {
   if (this == &other) return *this;
   absl::flat_hash_map<std::string, FaultMode> modes;
   {
-    absl::MutexLock lock(&other.mu_);
+    MutexLock lock(&other.mu_);
     modes = other.modes_;
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   modes_ = std::move(modes);
   device_attempts_.clear();
   return *this;
 }
 
 void FaultInjector::Set(const std::string& stage, FaultMode mode) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   modes_[stage] = mode;
   device_attempts_[stage] = 0;
 }
 
 bool FaultInjector::FailDevice(const std::string& stage, int tile_px) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = modes_.find(stage);
   if (it == modes_.end()) return false;
   const int attempt = device_attempts_[stage]++;
@@ -73,7 +73,7 @@ bool FaultInjector::FailDevice(const std::string& stage, int tile_px) {
 }
 
 bool FaultInjector::FailCpu(const std::string& stage) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = modes_.find(stage);
   return it != modes_.end() && it->second == FaultMode::kFailAll;
 }

@@ -17,7 +17,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 
 namespace fusion {
 
@@ -41,7 +41,7 @@ class FaultInjector {
   bool FailCpu(const std::string& stage) const;
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<std::string, FaultMode> modes_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, int> device_attempts_ ABSL_GUARDED_BY(mu_);
 };

@@ -50,12 +50,12 @@ absl::StatusOr<std::unique_ptr<FdExchange>> FdExchange::Create(const std::string
 }
 
 int FdExchange::in_flight() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return in_flight_;
 }
 
 absl::Status FdExchange::Admit(uid_t uid) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   int& mine = per_uid_[uid];
   if (mine >= options_.max_per_uid) {
     return absl::ResourceExhaustedError(
@@ -74,9 +74,9 @@ absl::Status FdExchange::Admit(uid_t uid) {
 }
 
 void FdExchange::Release(uid_t uid) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (--per_uid_[uid] <= 0) per_uid_.erase(uid);
-  --in_flight_;
+  if (--in_flight_ == 0) idle_.SignalAll();  // under mu_: Stop() may destroy us once it wakes
 }
 
 void FdExchange::Refuse(int conn, const PeerCred& cred, const absl::Status& why) {
@@ -113,9 +113,8 @@ void FdExchange::Dispatch(int conn) {
 
 void FdExchange::Stop() {
   listener_->Stop();
-  absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(
-      +[](int* n) { return *n == 0; }, &in_flight_));
+  MutexLock lock(&mu_);
+  while (in_flight_ != 0) idle_.WaitWithDeadline(&mu_, absl::InfiniteFuture());
 }
 
 void FdExchange::Serve(int conn, const PeerCred& cred, absl::Time deadline) const {

@@ -25,7 +25,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "absl/time/time.h"
 #include "common/log_throttle.h"
 #include "rpc/memfd_registry.h"
@@ -78,7 +78,8 @@ class FdExchange {
   void Serve(int conn, const PeerCred& cred, absl::Time deadline) const;
 
   std::unique_ptr<UdsListener> listener_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
+  CondVar idle_;  // signalled under mu_ when in_flight_ drops to 0 (Stop waits for it)
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<uid_t, int> per_uid_ ABSL_GUARDED_BY(mu_);
   const std::vector<uid_t> allowed_;

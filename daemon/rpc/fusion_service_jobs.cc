@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "common/mutex.h"
 #include "fusion_status.h"
 #include "rpc/fusion_service.h"
 #include "rpc/request_checks.h"
@@ -32,7 +33,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
       shared->Push(e);
     });
     if (!handle.ok()) {
-      absl::MutexLock lock(&shared_->mu);
+      MutexLock lock(&shared_->mu);
       shared_->FinishLocked(ToGrpcStatus(handle.status()));
       return;
     }
@@ -40,12 +41,12 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
   }
   void OnWriteDone(bool ok) override { shared_->WriteDone(ok); }
   void OnCancel() override {
-    absl::MutexLock lock(&shared_->mu);
+    MutexLock lock(&shared_->mu);
     shared_->FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled"));
   }
   void OnDone() override {
     {
-      absl::MutexLock lock(&shared_->mu);
+      MutexLock lock(&shared_->mu);
       shared_->reactor = nullptr;
     }
     if (handle_ != 0) jobs_->Unwatch(handle_);
@@ -55,14 +56,14 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
  private:
   // Outlives the reactor: a JobManager callback may run after OnDone.
   struct Shared {
-    absl::Mutex mu;
+    Mutex mu;
     WatchReactor* reactor ABSL_GUARDED_BY(mu) = nullptr;
     std::deque<v1::JobEvent> pending ABSL_GUARDED_BY(mu);
     bool writing ABSL_GUARDED_BY(mu) = false;
     bool finished ABSL_GUARDED_BY(mu) = false;
 
     void Push(const v1::JobEvent& e) {
-      absl::MutexLock lock(&mu);
+      MutexLock lock(&mu);
       if (reactor == nullptr || finished) return;
       pending.push_back(e);
       if (!writing) {
@@ -71,7 +72,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
       }
     }
     void WriteDone(bool ok) {
-      absl::MutexLock lock(&mu);
+      MutexLock lock(&mu);
       const bool was_done = !pending.empty() && pending.front().has_done();
       if (!pending.empty()) pending.pop_front();
       writing = false;

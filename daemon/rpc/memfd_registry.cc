@@ -19,9 +19,9 @@ namespace fusion {
 namespace {
 
 std::string NewToken() {
-  static absl::Mutex mu(absl::kConstInit);
+  static Mutex* mu = new Mutex();  // never destroyed, as `gen`
   static absl::BitGen* gen = new absl::BitGen();
-  absl::MutexLock lock(&mu);
+  MutexLock lock(mu);
   return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(*gen),
                          absl::Uniform<uint64_t>(*gen));
 }
@@ -90,7 +90,7 @@ absl::StatusOr<std::string> MemfdRegistry::Publish(absl::string_view bytes, uid_
 absl::StatusOr<std::string> MemfdRegistry::Insert(std::shared_ptr<MappedMemfd> memfd, uid_t uid) {
   const uint64_t size = memfd->bytes().size();
   const absl::Time now = absl::Now();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ExpireLocked(now);
   if (total_bytes_ + size > options_.max_total_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -115,7 +115,7 @@ absl::StatusOr<std::string> MemfdRegistry::Insert(std::shared_ptr<MappedMemfd> m
 
 absl::StatusOr<std::shared_ptr<MappedMemfd>> MemfdRegistry::Get(const std::string& token,
                                                                 uid_t uid) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ExpireLocked(absl::Now());
   auto it = entries_.find(token);
   if (it == entries_.end() || it->second.uid != uid) {
@@ -125,7 +125,7 @@ absl::StatusOr<std::shared_ptr<MappedMemfd>> MemfdRegistry::Get(const std::strin
 }
 
 void MemfdRegistry::Remove(const std::string& token) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = entries_.find(token);
   if (it != entries_.end()) EraseLocked(it);
 }
@@ -142,7 +142,7 @@ void MemfdRegistry::EraseLocked(absl::flat_hash_map<std::string, Entry>::iterato
 }
 
 uint64_t MemfdRegistry::total_bytes() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return total_bytes_;
 }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/time/clock.h"
+
 #include "fusion_status.h"
 #include "rpc/stream_util.h"
 
@@ -37,17 +39,20 @@ void MemoryWatchReactor::Loop() {
       break;
     }
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (cancelled_) break;
       writing_ = true;
     }
     state_ = *std::move(snapshot);
     StartWrite(&state_);
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(+[](bool* writing) { return !*writing; }, &writing_));
+    MutexLock lock(&mu_);
+    while (writing_) changed_.WaitWithDeadline(&mu_, absl::InfiniteFuture());
     if (write_failed_ || cancelled_) break;
     // Sleeps the interval unless cancelled first.
-    mu_.AwaitWithTimeout(absl::Condition(&cancelled_), interval_);
+    const absl::Time wake = absl::Now() + interval_;
+    while (!cancelled_) {
+      if (changed_.WaitWithDeadline(&mu_, wake)) break;
+    }
     if (cancelled_) break;
     if (stopping_->load()) {
       status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "fusiond is stopping");
@@ -56,21 +61,23 @@ void MemoryWatchReactor::Loop() {
   }
   bool cancelled;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     cancelled = cancelled_ || write_failed_;
   }
   Finish(cancelled ? grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled") : status);
 }
 
 void MemoryWatchReactor::OnWriteDone(bool ok) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   writing_ = false;
   if (!ok) write_failed_ = true;
+  changed_.SignalAll();
 }
 
 void MemoryWatchReactor::OnCancel() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   cancelled_ = true;
+  changed_.SignalAll();
 }
 
 void MemoryWatchReactor::OnDone() {

@@ -14,7 +14,7 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "absl/time/time.h"
 #include "fusion/v1/fusion.pb.h"
 #include "rpc/memory_state.h"
@@ -50,7 +50,8 @@ class MemoryWatchReactor final : public grpc::ServerWriteReactor<v1::MemoryState
   const absl::Duration interval_;
   std::atomic<int>* const active_;
   const std::atomic<bool>* const stopping_;
-  absl::Mutex mu_;
+  Mutex mu_;
+  CondVar changed_;  // signalled under mu_ when writing_ or cancelled_ changes
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool write_failed_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;

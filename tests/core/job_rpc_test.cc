@@ -5,11 +5,11 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "fusion/v1/fusion.grpc.pb.h"
 #include "memfd_transfer.h"
 #include "rpc/server.h"
 #include "scripted_runner.h"
+#include "notification.h"
 #include "process.h"
 #include "temp_dir.h"
 
@@ -194,7 +194,7 @@ TEST(JobRpc, QueuedJobsPerUidAreCappedByTheConfig) {
   config.max_concurrent_jobs = 1;
   config.max_queued_jobs_per_uid = 2;
   jobs::ScriptedRunner runner;
-  absl::Notification gate;
+  Notification gate;
   runner.gate = &gate;
   auto server = DaemonServer::Create(config, &runner);
   ASSERT_TRUE(server.ok()) << server.status();

@@ -5,11 +5,11 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/notification.h"
 #include "fake_loader.h"
 #include "fusion/v1/fusion.grpc.pb.h"
 #include "jobs/job_runner.h"
 #include "memory/residency_manager.h"
+#include "notification.h"
 #include "process.h"
 #include "rpc/server.h"
 #include "temp_dir.h"
@@ -51,7 +51,7 @@ class LeasingRunner final : public jobs::JobRunner {
     return out;
   }
   ResidencyManager* residency = nullptr;
-  absl::Notification* gate = nullptr;
+  Notification* gate = nullptr;
 };
 
 TEST(LookaheadInTheDaemon, EvictsTheModelNoQueuedJobNeedsNotTheLeastRecentlyUsed) {
@@ -104,7 +104,7 @@ TEST(LookaheadInTheDaemon, EvictsTheModelNoQueuedJobNeedsNotTheLeastRecentlyUsed
   // 1. b then a: both resident, b the least recently used.
   ASSERT_TRUE(wait_state(run("b,a"), v1::SUCCEEDED));
   // 2. A job needing c runs (held at the gate) while a job needing b waits in the queue.
-  absl::Notification gate;
+  Notification gate;
   runner.gate = &gate;
   const std::string needs_c = run("c");
   ASSERT_TRUE(wait_state(needs_c, v1::RUNNING));

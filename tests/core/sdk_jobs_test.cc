@@ -41,7 +41,7 @@ TEST_F(SdkJobsTest, SubmitWatchResultRoundTripWithLargeImagesByMemfd) {
   const std::string target(5 << 20, 'T');  // over both thresholds: memfd both ways
   // The job's stages wait until the watch is subscribed (its first event is sent on
   // subscription), so the watcher sees every stage event: WatchJob does not replay the past.
-  absl::Notification subscribed;
+  Notification subscribed;
   runner_.gate = &subscribed;
   auto job = client_->SubmitJob("src", target, {.ratio = 0.7f, .priority = Priority::kHigh});
   ASSERT_TRUE(job.ok()) << job.status();
@@ -89,7 +89,7 @@ TEST_F(SdkJobsTest, AsyncCallsDeliverThroughFutures) {
 }
 
 TEST_F(SdkJobsTest, ListCancelAndErrorsKeepTheirCodes) {
-  absl::Notification gate;
+  Notification gate;
   runner_.gate = &gate;
   auto a = client_->SubmitJob("s", "t");
   auto b = client_->SubmitJob("s", "t");

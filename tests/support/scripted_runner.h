@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/mutex.h"
 #include "jobs/job_runner.h"
+#include "notification.h"
 
 namespace fusion::jobs {
 
@@ -41,7 +41,7 @@ class ScriptedRunner : public JobRunner {
     int seen = max_running.load();
     while (now > seen && !max_running.compare_exchange_weak(seen, now)) {}
     {
-      absl::MutexLock lock(&mu);
+      MutexLock lock(&mu);
       start_order.push_back(job.id);
     }
     while (gate != nullptr && !gate->HasBeenNotified() && !ctx.Cancelled()) {
@@ -65,7 +65,7 @@ class ScriptedRunner : public JobRunner {
     if (!st.ok()) return st;
     if (target == "fail") return absl::FailedPreconditionError("detect: no face in the target");
     {
-      absl::MutexLock lock(&mu);
+      MutexLock lock(&mu);
       ++completed[job.id];
     }
     Output out;
@@ -88,10 +88,10 @@ class ScriptedRunner : public JobRunner {
   int stage_ms = 5;
   int units = 1;                        // per stage
   std::atomic<int> units_run{0};
-  absl::Notification* hold = nullptr;
-  absl::Notification* gate = nullptr;  // when set, runs wait for it (or a cancel) first
+  Notification* hold = nullptr;
+  Notification* gate = nullptr;  // when set, runs wait for it (or a cancel) first
   std::atomic<int> running{0}, max_running{0};
-  absl::Mutex mu;
+  Mutex mu;
   std::vector<std::string> start_order;
   std::map<std::string, int> completed;
 };
