@@ -133,6 +133,7 @@ absl::Status ReadJpeg(absl::string_view bytes, absl::string_view what, ImageHead
     out.height = cinfo.image_height;
     out.channels = static_cast<uint32_t>(cinfo.num_components);
     out.bit_depth = static_cast<uint32_t>(cinfo.data_precision);
+    out.progressive = cinfo.progressive_mode != 0;
     for (jpeg_saved_marker_ptr m = cinfo.marker_list; m != nullptr; m = m->next) {
       const uint32_t o = ExifOrientation(absl::string_view(reinterpret_cast<const char*>(m->data), m->data_length));
       if (o != 1) {

@@ -1,6 +1,7 @@
 // Image decoding and encoding of a job (image_io.h).
 #include "pipeline/image_io.h"
 
+#include <algorithm>
 #include <vector>
 
 #include <opencv2/imgcodecs.hpp>
@@ -41,7 +42,53 @@ cv::Mat ComposeColour(const cv::Mat& original_colour, const cv::Mat& result8, co
   return out;
 }
 
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+// Raw pixel bytes plus zlib's deflateBound-style overhead (a stored block per 16 KiB) and a
+// filter byte per row: what a PNG (or a JPEG, far below it) of the image can occupy at most.
+uint64_t CompressedBound(uint64_t pixels, uint64_t rows, uint64_t elem) {
+  const uint64_t raw = pixels * elem + rows;
+  return raw + raw / 4096 + raw / 16384 + 64 * 1024;
+}
+
 }  // namespace
+
+DecodeFootprint DecodeHostBytes(const image::ImageHeader& h, uint64_t encoded_bytes) {
+  const uint64_t px = h.pixels();
+  // Channels as decoded: grey -> 1; alpha, or 2 or 4 samples a TIFF/BMP may use for one -> 4
+  // (BGRA); else 3. A JPEG gives 1 or 3 (CMYK converted).
+  uint64_t channels = h.channels == 1 ? 1 : (h.alpha || h.channels == 2 || h.channels >= 4) ? 4 : 3;
+  if (h.format == image::ImageFormat::kJpeg) channels = h.channels == 1 ? 1 : 3;
+  const uint64_t depth = h.bit_depth > 16 ? 4 : h.bit_depth > 8 ? 2 : 1;  // bytes per sample
+  const uint64_t original = px * channels * depth;
+  DecodeFootprint f;
+  // `bgr` shares `original` only for 8-bit 3-channel images.
+  f.kept = original + (channels == 3 && depth == 1 ? 0 : px * 3);
+  f.scratch = kMiB + encoded_bytes;  // library state and rows; OpenCV's WebP decoder copies the file
+  if (h.format == image::ImageFormat::kJpeg && h.progressive) f.scratch += px * h.channels * 2;
+  if (h.orientation != 1) f.scratch += 2 * original;  // the oriented copy and a rotate's temporary
+  if (depth == 4) f.scratch += original;              // float images converted to 16 bit
+  if (depth != 1) f.scratch += px * channels;         // the 8-bit copy `bgr` is made from
+  if (!h.alpha_known) f.scratch += original;          // a second decode may follow the first
+  return f;
+}
+
+uint64_t EncodeHostBytes(const DecodedImage& target, v1::OutputFormat format) {
+  const uint64_t px = target.bgr.total(), rows = static_cast<uint64_t>(target.bgr.rows);
+  const uint64_t channels = static_cast<uint64_t>(target.original.channels());
+  const uint64_t depth = target.original.elemSize1() == 0 ? 1 : target.original.elemSize1();
+  uint64_t bytes = kMiB + px * 5;  // the BGR difference (3), the grey one and the mask (1 + 1)
+  if (channels == 1) bytes += px * (1 + 2 * depth);      // the grey result, scaled and composed
+  if (channels == 3 && depth != 1) bytes += px * 6 * depth;
+  if (channels == 4) bytes += px * (11 + 6) * depth;     // planes, colour, composed, merged
+  uint64_t out_channels = channels, out_depth = depth;
+  if (format == v1::JPEG) {
+    bytes += px * channels;  // the 8-bit copy, then BGR
+    out_channels = std::min<uint64_t>(channels, 3);
+    out_depth = 1;
+  }
+  return bytes + 2 * CompressedBound(px, rows, out_channels * out_depth);
+}
 
 absl::StatusOr<DecodedImage> DecodeImage(const std::string& bytes, const std::string& what,
                                          uint64_t max_pixels) {
