@@ -5,7 +5,9 @@
 // then OpenCV decodes once. EXIF orientation is applied (OpenCV does it for every mode
 // except IMREAD_UNCHANGED, which is used only for images with an alpha channel: PNG/WebP carry
 // no EXIF orientation in practice). The stages see `bgr`, 8-bit 3-channel BGR; `original` keeps
-// the decoded depth (8 or 16 bit) and channels (1 grey, 3 BGR, 4 BGRA).
+// the decoded depth (8 or 16 bit) and channels (1 grey, 3 BGR, 4 BGRA). A PNG's iCCP colour
+// profile is dropped before decoding (OpenCV ignores it, and libpng would print "iCCP: known
+// incorrect sRGB profile" to stderr): nothing a decoder says bypasses the daemon's log.
 // Encode: the result keeps the target's resolution, channels and depth. Pixels the pipeline did
 // not change keep their original values exactly (16-bit and alpha included); changed pixels are
 // the 8-bit result scaled to the depth (x257 for 16 bit); grey targets give a grey result; alpha
@@ -47,7 +49,8 @@ struct DecodeFootprint {
   // `original` and `bgr` of the DecodedImage: held while the job uses the image.
   uint64_t kept = 0;
   // Freed when DecodeImage returns: the decoder's own buffers (libjpeg's whole-image DCT
-  // coefficients for a progressive JPEG, 2 B per sample; OpenCV's copy of a WebP file), the
+  // coefficients for a progressive JPEG, 2 B per sample; a copy of the file: OpenCV's of a
+  // WebP, a PNG's without its iCCP chunk), the
   // copies EXIF orientation and the 8-bit conversion make, and 1 MiB of row buffers and
   // library state.
   uint64_t scratch = 0;

@@ -1,9 +1,12 @@
 // The host memory of decoding and encoding (image_io.h DecodeHostBytes / EncodeHostBytes), the
 // figures the job admits on the host tier before it decodes or encodes: `kept` is exactly the
 // decoded buffers, and the process's measured peak (VmHWM, reset with clear_refs 5) while
-// DecodeImage / EncodeResult run stays within the estimate, per format.
+// DecodeImage / EncodeResult run stays within the estimate, per format. And a PNG's colour
+// profile warning stays off stderr.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <malloc.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -132,6 +135,50 @@ TEST(ImageIoMemory, EncodePeakStaysWithinTheEstimate) {
       EXPECT_GE(peak, out->size()) << name << ": the measurement sees the encode";
     }
   }
+}
+
+// What `fn` writes to stderr (fd 2, where libpng's default warning handler prints).
+template <typename Fn>
+std::string Stderr(Fn&& fn) {
+  char path[] = "/tmp/image_io_stderr_XXXXXX";
+  const int fd = mkstemp(path);
+  EXPECT_GE(fd, 0);
+  fflush(stderr);
+  const int saved = dup(2);
+  dup2(fd, 2);
+  fn();
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  close(fd);
+  std::ifstream in(path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  unlink(path);
+  return s.str();
+}
+
+// The astronaut PNG carries an sRGB profile libpng calls incorrect: cv::imdecode prints the
+// warning to stderr, DecodeImage (which drops the iCCP chunk first) prints nothing and gives
+// the same pixels.
+TEST(ImageIo, PngWithAnIncorrectSrgbProfileDecodesTheSamePixelsWithNothingOnStderr) {
+  std::ifstream in(FUSION_TEST_DATA_DIR "/faces/astronaut_eileen_collins_512.png", std::ios::binary);
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  const std::string bytes = buf.str();
+  ASSERT_NE(bytes.find("iCCP"), std::string::npos);
+  cv::Mat direct;
+  const std::string said = Stderr([&] {
+    direct = cv::imdecode(cv::Mat(1, static_cast<int>(bytes.size()), CV_8U, const_cast<char*>(bytes.data())),
+                          cv::IMREAD_UNCHANGED);
+  });
+  EXPECT_NE(said.find("iCCP: known incorrect sRGB profile"), std::string::npos) << said;
+  absl::StatusOr<DecodedImage> img;
+  EXPECT_EQ(Stderr([&] { img = DecodeImage(bytes, "source image", 100'000'000); }), "");
+  ASSERT_TRUE(img.ok()) << img.status();
+  ASSERT_EQ(img->original.size(), direct.size());
+  ASSERT_EQ(img->original.type(), direct.type());
+  EXPECT_EQ(cv::norm(img->original, direct, cv::NORM_INF), 0.0);
 }
 
 }  // namespace
