@@ -429,6 +429,37 @@ TEST_F(SwapProcessTest, MosaicCropWithEnhanceX4OnSixtyFourMiBGivesTheSameBytesAl
   Stop(std::move(daemon));
 }
 
+// Decoding is admitted on the host tier from the header before anything is decoded: the 11-MP
+// mosaic's buffers (its 3840x2896 BGR frame and the working frame the blend draws into, 3 + 3
+// B/px) exceed a 32 MiB host budget, so the job is RESOURCE_EXHAUSTED naming the stage, the
+// tier and the bytes, and the daemon's peak RSS does not grow by the 32 MB a decode would take.
+TEST_F(SwapProcessTest, DecodeBeyondTheHostBudgetIsRefusedFromTheHeaderBeforeDecoding) {
+  constexpr uint64_t MiB = 1ull << 20;
+  auto daemon = StartDaemon("", {"--host-memory-limit", "32MiB"}, "64MiB");
+  ASSERT_TRUE(daemon->Running());
+  auto swap = [&] {
+    return Ctl({"swap", "--source", FUSION_TEST_DATA_DIR "/faces/astronaut_eileen_collins_512.png", "--target",
+                FUSION_FETCHED_TESTDATA_DIR "/faces/mosaic_3840x2896.jpg", "-o", dir_.File("out.png")});
+  };
+  (void)swap();  // warm-up: the first request grows gRPC's and the journal's pools
+  std::ofstream(absl::StrCat("/proc/", daemon->pid(), "/clear_refs")) << "5";
+  const uint64_t rss = ProcStatusBytes(daemon->pid(), "VmRSS");
+  const RunResult r = swap();
+  const uint64_t hwm = ProcStatusBytes(daemon->pid(), "VmHWM");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("RESOURCE_EXHAUSTED"), std::string::npos) << r.err;
+  // 11,120,640 px * (3 + 3) bytes.
+  EXPECT_NE(r.err.find("host tier: stage 'decode': the target image's 3840x2896 buffers needs 63.6 MiB "
+                       "(66723840 bytes), host budget 32.0 MiB: it cannot fit"),
+            std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("stage detect started"), std::string::npos) << r.err;
+  // The request's 1.4 MB JPEG and its copies (gRPC, the job, the journal) add ~15 MiB; the
+  // decode would add 32 MiB more (and the RGB copies 32 MiB again).
+  EXPECT_LT(hwm, rss + 25 * MiB) << "RSS " << rss / MiB << " MiB, peak " << hwm / MiB << " MiB";
+  ExpectAtRest();
+  Stop(std::move(daemon));
+}
+
 // The upscale's images are admitted on the host tier before they exist: a 640x427 frame
 // upscaled x4 needs 96 MB of images (input, float output, conversions), more than a 64 MiB
 // host budget, so the job ends RESOURCE_EXHAUSTED naming the stage, the tier and the bytes at
