@@ -394,11 +394,13 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
   if (!plan.ok()) return plan.status();
   Execution run(*store_, *residency_, ladder_, owner, context, report, *std::move(plan));
   // decode: each image's buffers admitted on the host tier from its header first. The target's
-  // lease also covers the working frame the blend draws into (held until the result is encoded).
+  // lease also covers the working frame the blend draws into (held until the result is encoded)
+  // and, for the simple blend, the attempt's copy of it (BlendSimpleOnDevice): 3 B/px each.
   Lease source_buffers, target_buffers, reference_buffers;
   auto source = AdmittedDecode(run, source_image, "source image", options_.max_pixels, 0, &source_buffers);
   if (!source.ok()) return source.status();
-  auto target = AdmittedDecode(run, target_image, "target image", options_.max_pixels, 3, &target_buffers);
+  auto target = AdmittedDecode(run, target_image, "target image", options_.max_pixels, o.simple() ? 6 : 3,
+                               &target_buffers);
   if (!target.ok()) return target.status();
   const bool by_reference = o.faces() == v1::REFERENCE;
   absl::StatusOr<DecodedImage> reference = DecodedImage{};
