@@ -74,7 +74,7 @@ struct Case {
 };
 
 std::vector<Case> Cases() {
-  const cv::Mat bgr = Photo(3000, 2000);
+  const cv::Mat bgr = Photo(2000, 1500);
   cv::Mat grey, bgra, bgr16, bgra16;
   cv::cvtColor(bgr, grey, cv::COLOR_BGR2GRAY);
   cv::cvtColor(bgr, bgra, cv::COLOR_BGR2BGRA);
@@ -124,7 +124,7 @@ TEST(ImageIoMemory, EncodePeakStaysWithinTheEstimate) {
       auto target = DecodeImage(c->bytes, "target image", 100'000'000);
       ASSERT_TRUE(target.ok()) << target.status();
       cv::Mat result = target->bgr.clone();
-      result(cv::Rect(500, 500, 1000, 800)) = cv::Scalar(10, 200, 30);  // a changed region
+      result(cv::Rect(400, 300, 800, 600)) = cv::Scalar(10, 200, 30);  // a changed region
       const uint64_t estimate = EncodeHostBytes(*target, format);
       absl::StatusOr<std::string> out;
       const uint64_t peak = PeakAdded([&] { out = EncodeResult(*target, result, format); });
