@@ -48,6 +48,8 @@ struct ImageHeader {
   bool alpha_known = true;
   uint32_t frames = 1;      // APNG frames or TIFF pages; only the first is decoded
   uint32_t orientation = 1;  // EXIF orientation 1..8 (JPEG APP1, PNG eXIf without alpha); else 1
+  // JPEG only: progressive (libjpeg then holds the whole image's DCT coefficients while decoding).
+  bool progressive = false;
 
   uint64_t pixels() const { return uint64_t{width} * height; }
 };

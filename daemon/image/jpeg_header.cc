@@ -141,6 +141,7 @@ absl::Status ReadJpeg(absl::string_view bytes, absl::string_view what, ImageHead
       return absl::InvalidArgumentError(absl::StrCat(what, ": unsupported JPEG layout (", out.channels,
                                                      " components); fusiond accepts 1, 3 or 4"));
     }
+    out.progressive = cinfo.progressive_mode != 0;
     for (jpeg_saved_marker_ptr m = cinfo.marker_list; m != nullptr; m = m->next) {
       const uint32_t o = ExifOrientation(absl::string_view(reinterpret_cast<const char*>(m->data), m->data_length));
       if (o != 1) {

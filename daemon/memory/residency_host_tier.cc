@@ -13,6 +13,18 @@ namespace {
 std::string B(uint64_t bytes) { return FormatBytes(bytes); }
 }  // namespace
 
+absl::Status ResidencyManager::HostCannotFitError(const std::string& what, uint64_t bytes) const {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "host tier: ", what, " needs ", B(bytes), " (", bytes, " bytes), host budget ", B(host_budget_),
+      ": it cannot fit even with every host copy dropped"));
+}
+
+absl::Status ResidencyManager::CheckHostCanFit(const std::string& what, uint64_t bytes) const {
+  MutexLock lock(&mu_);
+  if (host_budget_ == 0 || bytes <= host_budget_) return absl::OkStatus();
+  return HostCannotFitError(what, bytes);
+}
+
 absl::StatusOr<Lease> ResidencyManager::AcquireHost(const Owner& owner, const std::string& what,
                                                     uint64_t bytes, absl::Time deadline,
                                                     const std::function<bool()>& cancelled) {
@@ -21,9 +33,7 @@ absl::StatusOr<Lease> ResidencyManager::AcquireHost(const Owner& owner, const st
   while (host_budget_ != 0) {
     if (bytes > host_budget_) {
       ++totals_.refusals;
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "host tier: ", what, " needs ", B(bytes), " (", bytes, " bytes), host budget ",
-          B(host_budget_), ": it cannot fit even with every host copy dropped"));
+      return HostCannotFitError(what, bytes);
     }
     const uint64_t load = host_used_ + host_reserved_;
     const uint64_t free = load >= host_budget_ ? 0 : host_budget_ - load;

@@ -147,6 +147,11 @@ class ResidencyManager {
   // end in time, CANCELLED as Acquire. A host budget of 0 (unbounded) admits everything.
   absl::StatusOr<Lease> AcquireHost(const Owner& owner, const std::string& what, uint64_t bytes,
                                     absl::Time deadline, const std::function<bool()>& cancelled = {});
+  // AcquireHost's "cannot fit" answer without reserving, waiting or dropping anything: OK when
+  // `bytes` fit the current host budget (or it is unbounded), else the RESOURCE_EXHAUSTED that
+  // AcquireHost would return at once. For refusing a job before it works towards a stage that
+  // can never be admitted; not counted as a refusal.
+  absl::Status CheckHostCanFit(const std::string& what, uint64_t bytes) const;
   // Uploads and pins; FAILED_PRECONDITION when pinned bytes would exceed the budget.
   absl::Status Pin(const std::string& model, absl::Time deadline);
   absl::Status Unpin(const std::string& model);
@@ -193,6 +198,8 @@ class ResidencyManager {
   void EvictNow(std::vector<Model*> victims) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EnforceDeviceBudget(const Model* except) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EnforceHostBudget() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status HostCannotFitError(const std::string& what, uint64_t bytes) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropHostCopy(Model* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t HostDroppableBytes() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Changed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

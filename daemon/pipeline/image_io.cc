@@ -1,6 +1,9 @@
 // Image decoding and encoding of a job (image_io.h).
 #include "pipeline/image_io.h"
 
+#include <algorithm>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <opencv2/imgcodecs.hpp>
@@ -41,7 +44,85 @@ cv::Mat ComposeColour(const cv::Mat& original_colour, const cv::Mat& result8, co
   return out;
 }
 
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+// `png` without its iCCP chunks (each chunk: 4-byte length, type, data, CRC), or "" when it has
+// none. OpenCV's PNG decoder ignores colour profiles but lets libpng print "libpng warning:
+// iCCP: known incorrect sRGB profile" straight to stderr (its warning handler cannot be set):
+// without the chunk the pixels are the same and nothing bypasses the daemon's log. The
+// structure was checked by ScreenImage (every chunk whole).
+std::string WithoutIccp(const std::string& png) {
+  auto be32 = [&](size_t at) {
+    return (uint32_t{static_cast<uint8_t>(png[at])} << 24) | (uint32_t{static_cast<uint8_t>(png[at + 1])} << 16) |
+           (uint32_t{static_cast<uint8_t>(png[at + 2])} << 8) | uint32_t{static_cast<uint8_t>(png[at + 3])};
+  };
+  std::vector<std::pair<size_t, size_t>> drop;  // [begin, end) of each iCCP chunk
+  for (size_t at = 8; at + 12 <= png.size();) {
+    const size_t end = at + 12 + be32(at);
+    if (end > png.size()) break;
+    if (png.compare(at + 4, 4, "iCCP") == 0) drop.emplace_back(at, end);
+    if (png.compare(at + 4, 4, "IDAT") == 0) break;  // iCCP must come before the image data
+    at = end;
+  }
+  if (drop.empty()) return "";
+  std::string out;
+  out.reserve(png.size());
+  size_t from = 0;
+  for (const auto& [begin, end] : drop) {
+    out.append(png, from, begin - from);
+    from = end;
+  }
+  out.append(png, from, std::string::npos);
+  spdlog::debug("PNG: its iCCP colour profile is ignored (OpenCV does not apply it)");
+  return out;
+}
+
+// Raw pixel bytes plus zlib's deflateBound-style overhead (a stored block per 16 KiB) and a
+// filter byte per row: what a PNG (or a JPEG, far below it) of the image can occupy at most.
+uint64_t CompressedBound(uint64_t pixels, uint64_t rows, uint64_t elem) {
+  const uint64_t raw = pixels * elem + rows;
+  return raw + raw / 4096 + raw / 16384 + 64 * 1024;
+}
+
 }  // namespace
+
+DecodeFootprint DecodeHostBytes(const image::ImageHeader& h, uint64_t encoded_bytes) {
+  const uint64_t px = h.pixels();
+  // Channels as decoded: grey -> 1; alpha, or 2 or 4 samples a TIFF/BMP may use for one -> 4
+  // (BGRA); else 3. A JPEG gives 1 or 3 (CMYK converted).
+  uint64_t channels = h.channels == 1 ? 1 : (h.alpha || h.channels == 2 || h.channels >= 4) ? 4 : 3;
+  if (h.format == image::ImageFormat::kJpeg) channels = h.channels == 1 ? 1 : 3;
+  const uint64_t depth = h.bit_depth > 16 ? 4 : h.bit_depth > 8 ? 2 : 1;  // bytes per sample
+  const uint64_t original = px * channels * depth;
+  DecodeFootprint f;
+  // `bgr` shares `original` only for 8-bit 3-channel images.
+  f.kept = original + (channels == 3 && depth == 1 ? 0 : px * 3);
+  // Library state and rows; OpenCV's WebP decoder copies the file, a PNG loses its iCCP in a copy.
+  f.scratch = kMiB + encoded_bytes;
+  if (h.format == image::ImageFormat::kJpeg && h.progressive) f.scratch += px * h.channels * 2;
+  if (h.orientation != 1) f.scratch += 2 * original;  // the oriented copy and a rotate's temporary
+  if (depth == 4) f.scratch += original;              // float images converted to 16 bit
+  if (depth != 1) f.scratch += px * channels;         // the 8-bit copy `bgr` is made from
+  if (!h.alpha_known) f.scratch += original;          // a second decode may follow the first
+  return f;
+}
+
+uint64_t EncodeHostBytes(const DecodedImage& target, v1::OutputFormat format) {
+  const uint64_t px = target.bgr.total(), rows = static_cast<uint64_t>(target.bgr.rows);
+  const uint64_t channels = static_cast<uint64_t>(target.original.channels());
+  const uint64_t depth = target.original.elemSize1() == 0 ? 1 : target.original.elemSize1();
+  uint64_t bytes = kMiB + px * 5;  // the BGR difference (3), the grey one and the mask (1 + 1)
+  if (channels == 1) bytes += px * (1 + 2 * depth);      // the grey result, scaled and composed
+  if (channels == 3 && depth != 1) bytes += px * 6 * depth;
+  if (channels == 4) bytes += px * (11 + 6) * depth;     // planes, colour, composed, merged
+  uint64_t out_channels = channels, out_depth = depth;
+  if (format == v1::JPEG) {
+    bytes += px * channels;  // the 8-bit copy, then BGR
+    out_channels = std::min<uint64_t>(channels, 3);
+    out_depth = 1;
+  }
+  return bytes + 2 * CompressedBound(px, rows, out_channels * out_depth);
+}
 
 absl::StatusOr<DecodedImage> DecodeImage(const std::string& bytes, const std::string& what,
                                          uint64_t max_pixels) {
@@ -49,7 +130,9 @@ absl::StatusOr<DecodedImage> DecodeImage(const std::string& bytes, const std::st
   // changed limit meets it here): nothing is decoded past the limit, of an unknown format, or cut.
   auto header = image::ScreenImage(bytes, what, max_pixels);
   if (!header.ok()) return header.status();
-  const cv::Mat buffer(1, static_cast<int>(bytes.size()), CV_8U, const_cast<char*>(bytes.data()));
+  const std::string stripped = header->format == image::ImageFormat::kPng ? WithoutIccp(bytes) : "";
+  const std::string& data = stripped.empty() ? bytes : stripped;
+  const cv::Mat buffer(1, static_cast<int>(data.size()), CV_8U, const_cast<char*>(data.data()));
   // Alpha images as they are (IMREAD_UNCHANGED); the rest with EXIF orientation applied. One
   // decode when the header knows about alpha; TIFF and BMP leave it to the decoder.
   const int keep = cv::IMREAD_UNCHANGED, oriented = cv::IMREAD_ANYDEPTH | cv::IMREAD_ANYCOLOR;

@@ -5,7 +5,9 @@
 // then OpenCV decodes once. EXIF orientation is applied (OpenCV does it for every mode
 // except IMREAD_UNCHANGED, which is used only for images with an alpha channel: PNG/WebP carry
 // no EXIF orientation in practice). The stages see `bgr`, 8-bit 3-channel BGR; `original` keeps
-// the decoded depth (8 or 16 bit) and channels (1 grey, 3 BGR, 4 BGRA).
+// the decoded depth (8 or 16 bit) and channels (1 grey, 3 BGR, 4 BGRA). A PNG's iCCP colour
+// profile is dropped before decoding (OpenCV ignores it, and libpng would print "iCCP: known
+// incorrect sRGB profile" to stderr): nothing a decoder says bypasses the daemon's log.
 // Encode: the result keeps the target's resolution, channels and depth. Pixels the pipeline did
 // not change keep their original values exactly (16-bit and alpha included); changed pixels are
 // the 8-bit result scaled to the depth (x257 for 16 bit); grey targets give a grey result; alpha
@@ -24,6 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "fusion/v1/fusion.pb.h"
+#include "image/image_header.h"
 
 namespace fusion {
 
@@ -38,5 +41,27 @@ absl::StatusOr<DecodedImage> DecodeImage(const std::string& bytes, const std::st
 // `result_bgr` (CV_8UC3, the target's size) composed with `target` as described above.
 absl::StatusOr<std::string> EncodeResult(const DecodedImage& target, const cv::Mat& result_bgr,
                                          v1::OutputFormat format);
+
+// Host memory of decoding and encoding, from sizes known before anything is allocated
+// (DESIGN.md §3: a job admits these on the host tier first). Bytes, upper bounds; the figures
+// per format are measured by ImageIoMemory* in tests/pipeline/image_io_memory_test.cc.
+struct DecodeFootprint {
+  // `original` and `bgr` of the DecodedImage: held while the job uses the image.
+  uint64_t kept = 0;
+  // Freed when DecodeImage returns: the decoder's own buffers (libjpeg's whole-image DCT
+  // coefficients for a progressive JPEG, 2 B per sample; a copy of the file: OpenCV's of a
+  // WebP, a PNG's without its iCCP chunk), the
+  // copies EXIF orientation and the 8-bit conversion make, and 1 MiB of row buffers and
+  // library state.
+  uint64_t scratch = 0;
+};
+// For an image whose header is `header` and whose file has `encoded_bytes` bytes.
+DecodeFootprint DecodeHostBytes(const image::ImageHeader& header, uint64_t encoded_bytes);
+// What EncodeResult(target, result, format) allocates, for a result of target's size: the
+// change mask and the composed image (up to 17 B/px for 16-bit RGBA), and the encoded bytes
+// counted twice at zlib's bound on the raw pixels (the encoder's buffer, whose doubling
+// touches only what it writes, and the returned string), plus 1 MiB of encoder state. Freed
+// when it returns, except the returned string.
+uint64_t EncodeHostBytes(const DecodedImage& target, v1::OutputFormat format);
 
 }  // namespace fusion

@@ -282,6 +282,29 @@ absl::StatusOr<Picture> MakePicture(const cv::Mat& bgr, std::string what) {
 
 std::string Bucket(const cv::Mat& m) { return absl::StrCat(m.cols, "x", m.rows); }
 
+// Decodes `bytes` after admitting its memory on the host tier (DecodeHostBytes, from the
+// screened header): the image's buffers plus `extra_per_px` bytes per pixel of working copies
+// the job makes of it under `*buffers` (the caller holds it while it uses them), the decoder's
+// scratch under a lease that ends here. Errors: ScreenImage's and DecodeImage's
+// INVALID_ARGUMENT; RESOURCE_EXHAUSTED / DEADLINE_EXCEEDED naming "stage 'decode'", the host
+// tier and the bytes (ResidencyManager::AcquireHost).
+absl::StatusOr<DecodedImage> AdmittedDecode(Execution& run, const std::string& bytes, const std::string& what,
+                                            uint64_t max_pixels, uint64_t extra_per_px, Lease* buffers) {
+  auto header = image::ScreenImage(bytes, what, max_pixels);
+  if (!header.ok()) return header.status();
+  const DecodeFootprint f = DecodeHostBytes(*header, bytes.size());
+  const std::string size = absl::StrCat(header->width, "x", header->height);
+  auto kept = run.HostBuffers(absl::StrCat("stage 'decode': the ", what, "'s ", size, " buffers"),
+                              f.kept + header->pixels() * extra_per_px);
+  if (!kept.ok()) return kept.status();
+  auto scratch = run.HostBuffers(absl::StrCat("stage 'decode': the ", what, " decoder's ", size, " scratch"),
+                                 f.scratch);
+  if (!scratch.ok()) return scratch.status();
+  auto img = DecodeImage(bytes, what, max_pixels);
+  if (img.ok()) *buffers = *std::move(kept);
+  return img;
+}
+
 }  // namespace
 
 namespace {
@@ -304,6 +327,15 @@ uint64_t UpscaleHostBytes(uint64_t pixels, uint64_t s2, uint64_t original_elem) 
   return pixels * 15 + pixels * s2 * (15 + 3 + std::max<uint64_t>(original_elem, 3));
 }
 
+// The upscale's host images (UpscaleHostBytes) for `target`, and their name in messages.
+std::pair<std::string, uint64_t> UpscaleImages(const std::string& upscaler, const v1::JobOptions& o,
+                                               const DecodedImage& target) {
+  const uint64_t s2 = uint64_t{o.upscale()} * o.upscale();
+  return {absl::StrCat("stage 'upscale' (model '", upscaler, "'): the images of the x", o.upscale(),
+                       " upscale of a ", target.bgr.cols, "x", target.bgr.rows, " frame"),
+          UpscaleHostBytes(target.bgr.total(), s2, target.original.elemSize())};
+}
+
 // landmarks -> encode -> generate -> enhance -> blend -> score, on the detected faces.
 absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector<Picture>& pics,
                        Execution& run, v1::JobResult& report, cv::Mat* frame);
@@ -319,15 +351,38 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
                                                              const v1::JobOptions& o,
                                                              Context& context) {
   if (absl::Status st = Validate(o); !st.ok()) return st;
-  auto source = DecodeImage(source_image, "source image", options_.max_pixels);
+  Output output;
+  v1::JobResult& report = output.report;
+  report.set_device(store_->device());
+  auto plan = StageModels(o.SerializeAsString());
+  if (!plan.ok()) return plan.status();
+  Execution run(*store_, *residency_, ladder_, owner, context, report, *std::move(plan));
+  // decode: each image's buffers admitted on the host tier from its header first. The target's
+  // lease also covers the working frame the blend draws into (held until the result is encoded)
+  // and, for the simple blend, the attempt's copy of it (BlendSimpleOnDevice): 3 B/px each.
+  Lease source_buffers, target_buffers, reference_buffers;
+  auto source = AdmittedDecode(run, source_image, "source image", options_.max_pixels, 0, &source_buffers);
   if (!source.ok()) return source.status();
-  auto target = DecodeImage(target_image, "target image", options_.max_pixels);
+  auto target = AdmittedDecode(run, target_image, "target image", options_.max_pixels, o.simple() ? 6 : 3,
+                               &target_buffers);
   if (!target.ok()) return target.status();
   const bool by_reference = o.faces() == v1::REFERENCE;
   absl::StatusOr<DecodedImage> reference = DecodedImage{};
-  if (by_reference) reference = DecodeImage(o.reference().inline_bytes(), "reference image", options_.max_pixels);
+  if (by_reference) {
+    reference = AdmittedDecode(run, o.reference().inline_bytes(), "reference image", options_.max_pixels, 0,
+                               &reference_buffers);
+  }
   if (!reference.ok()) return reference.status();
   const DetectSettings detect = DetectSettingsFor(o);
+  // The colour conversions: every picture's RGB copy and the result's, admitted before they
+  // exist and returned (with the pictures) before the result is encoded.
+  uint64_t conversion_bytes = target->bgr.total() * 3;  // the result's RGB copy (score)
+  for (const DecodedImage* img : {&*source, &*target, &*reference}) conversion_bytes += img->bgr.total() * 3;
+  auto conversions = run.HostBuffers(
+      absl::StrCat("stage 'decode': the RGB copies of the images (", target->bgr.cols, "x", target->bgr.rows,
+                   " target)"),
+      conversion_bytes);
+  if (!conversions.ok()) return conversions.status();
   std::vector<Picture> pics;
   for (auto [img, what] : {std::pair{&*source, "source image"}, std::pair{&*target, "target image"},
                            std::pair{&*reference, "reference image"}}) {
@@ -337,12 +392,11 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
     pics.push_back(*std::move(p));
   }
   Picture& tgt = pics[1];
-  Output output;
-  v1::JobResult& report = output.report;
-  report.set_device(store_->device());
-  auto plan = StageModels(o.SerializeAsString());
-  if (!plan.ok()) return plan.status();
-  Execution run(*store_, *residency_, ladder_, owner, context, report, *std::move(plan));
+  // An upscale whose images can never fit the host tier is refused now, not after the stages.
+  if (o.upscale() != 0) {
+    const auto [what, bytes] = UpscaleImages(EnhancerFor(o, o.upscale()), o, *target);
+    if (absl::Status fits = residency_->CheckHostCanFit(what, bytes); !fits.ok()) return fits;
+  }
   // detect
   // Passes run one at a time: the largest network input of any pass bounds the set.
   int detect_side = 0;
@@ -374,6 +428,14 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
   cv::Mat frame;
   st = SwapFaces(stages, o, pics, run, report, &frame);
   if (!st.ok()) return st;
+  // What the encode no longer needs goes back first: the pictures' RGB copies, the source and
+  // reference images.
+  pics.clear();
+  conversions->Release();
+  *source = DecodedImage{};
+  *reference = DecodedImage{};
+  source_buffers.Release();
+  reference_buffers.Release();
   st = FinishJob(stages, o, *target, run, std::move(frame), output);
   if (!st.ok()) return st;
   return output;
@@ -519,11 +581,8 @@ absl::Status FinishJob(const FaceStages& m, const v1::JobOptions& o, const Decod
   DecodedImage base = target;
   Lease buffers;  // the upscale's host images, admitted before they exist
   if (!m.upscaler.empty()) {
-    const uint64_t s2 = uint64_t{o.upscale()} * o.upscale();
-    auto admitted = run.HostBuffers(
-        absl::StrCat("stage 'upscale' (model '", m.upscaler, "'): the images of the x", o.upscale(),
-                     " upscale of a ", frame.cols, "x", frame.rows, " frame"),
-        UpscaleHostBytes(frame.total(), s2, target.original.elemSize()));
+    const auto [what, bytes] = UpscaleImages(m.upscaler, o, target);
+    auto admitted = run.HostBuffers(what, bytes);
     if (!admitted.ok()) return admitted.status();
     buffers = *std::move(admitted);
     cv::Mat rgb01;
@@ -546,6 +605,12 @@ absl::Status FinishJob(const FaceStages& m, const v1::JobOptions& o, const Decod
     cv::resize(target.original, base.original, frame.size(), 0, 0, cv::INTER_CUBIC);
     cv::resize(target.bgr, base.bgr, frame.size(), 0, 0, cv::INTER_CUBIC);
   }
+  // encode: its working set and the encoded bytes admitted on the host tier first.
+  auto encoding = run.HostBuffers(
+      absl::StrCat("stage 'encode': the ", o.format() == v1::JPEG ? "JPEG" : "PNG", " encoding of a ", frame.cols,
+                   "x", frame.rows, " result"),
+      EncodeHostBytes(base, o.format()));
+  if (!encoding.ok()) return encoding.status();
   auto encoded = EncodeResult(base, frame, o.format());
   if (!encoded.ok()) return encoded.status();
   output.image = *std::move(encoded);
