@@ -98,7 +98,7 @@ at::Tensor FaceRecognitionNet::Forward(const at::Tensor& input) const {
   const at::Tensor mean = at::tensor({122.782f, 117.001f, 104.298f}, input.options()).view({1, 3, 1, 1});
   at::Tensor x = (input - mean) / 255.f;
   x = ConvLayer(x, "conv32_down", 2, true, /*same=*/false);
-  x = at::max_pool2d(x, {3, 3}, {2, 2});
+  x = ops::MaxPool(x, 3, 2);
   for (const Block& b : kBlocks) x = b.down ? ResidualDown(x, b.name) : Residual(x, b.name);
   return at::matmul(x.mean({2, 3}), params_["fc"]);
 }

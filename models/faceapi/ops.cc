@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <limits>
 
 namespace fusion::faceapi::ops {
 namespace {
@@ -28,6 +29,32 @@ at::Tensor PadSame(const at::Tensor& x, int k, int s, double value) {
   auto [left, right] = SamePad(x.size(3), k, s);
   if (top == 0 && bottom == 0 && left == 0 && right == 0) return x;
   return at::constant_pad_nd(x, {left, right, top, bottom}, value);
+}
+
+at::Tensor MaxPool(const at::Tensor& x, int k, int s, bool ceil_mode) {
+  auto out_size = [&](int64_t n) {
+    TORCH_CHECK(ceil_mode ? n >= 1 : n >= k, "MaxPool: input side ", n, " is smaller than the window ", k);
+    int64_t o = (n - k + (ceil_mode ? s - 1 : 0)) / s + 1;
+    if (ceil_mode && (o - 1) * s >= n) --o;  // the last window must start inside the input
+    return o;
+  };
+  const int64_t oh = out_size(x.size(2)), ow = out_size(x.size(3));
+  const int64_t need_h = (oh - 1) * s + k, need_w = (ow - 1) * s + k;
+  const at::Tensor in = need_h > x.size(2) || need_w > x.size(3)
+                            ? at::constant_pad_nd(x, {0, std::max<int64_t>(0, need_w - x.size(3)), 0,
+                                                      std::max<int64_t>(0, need_h - x.size(2))},
+                                                  -std::numeric_limits<double>::infinity())
+                            : x;
+  auto view = [&](int i, int j) {
+    return in.slice(2, i, i + (oh - 1) * s + 1, s).slice(3, j, j + (ow - 1) * s + 1, s);
+  };
+  at::Tensor out = view(0, 0).clone(at::MemoryFormat::Contiguous);
+  for (int i = 0; i < k; ++i) {
+    for (int j = 0; j < k; ++j) {
+      if (i != 0 || j != 0) at::maximum_out(out, out, view(i, j));
+    }
+  }
+  return out;
 }
 
 at::Tensor Conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int stride, bool same) {

@@ -58,9 +58,9 @@ at::Tensor TinyFaceDetector::Block(const at::Tensor& x, int i) const {
   at::Tensor y = at::constant_pad_nd(x, {1, 1, 1, 1}, 0.0);
   y = ops::Conv2d(y, p[c + "/depthwise_filter"], at::Tensor(), 1, y.size(1));
   y = at::leaky_relu(ops::Conv2d(y, p[c + "/pointwise_filter"], p[c + "/bias"]), 0.1);
-  if (i < 5) return at::max_pool2d(y, {2, 2}, {2, 2}, {0, 0}, {1, 1}, /*ceil_mode=*/true);
+  if (i < 5) return ops::MaxPool(y, 2, 2, /*ceil_mode=*/true);
   // 2x2 stride 1 "SAME": one -inf row/column at the bottom/right
-  return at::max_pool2d(ops::PadSame(y, 2, 1, -std::numeric_limits<double>::infinity()), {2, 2}, {1, 1});
+  return ops::MaxPool(ops::PadSame(y, 2, 1, -std::numeric_limits<double>::infinity()), 2, 1);
 }
 
 // conv0 .. conv2 with their pools: stride 8, where the activations are largest.
@@ -69,7 +69,7 @@ at::Tensor TinyFaceDetector::Stem(const at::Tensor& input) const {
   at::Tensor x = (input - mean) / 255.f;
   x = at::leaky_relu(ops::Conv(x, params_["conv0/filters"], params_["conv0/bias"], 1, /*same=*/false), 0.1);
   // 2x2/2 "SAME" max pool: pads bottom/right with -inf on odd sizes, which ceil_mode reproduces.
-  x = at::max_pool2d(x, {2, 2}, {2, 2}, {0, 0}, {1, 1}, /*ceil_mode=*/true);
+  x = ops::MaxPool(x, 2, 2, /*ceil_mode=*/true);
   for (int i = 1; i <= 2; ++i) x = Block(x, i);
   return x;
 }

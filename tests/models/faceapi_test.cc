@@ -3,6 +3,10 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <tuple>
+#include <vector>
+
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 
@@ -165,6 +169,27 @@ TEST(TfSamePadding, IsAsymmetricForStride2OnEvenInputs) {
   EXPECT_EQ(p[0][0][112][112].item<float>(), 0.f);  // one after
   EXPECT_EQ(ops::PadSame(x, 3, 1).size(2), 114);    // stride 1: symmetric 1
   EXPECT_EQ(ops::PadSame(at::ones({1, 1, 13, 13}), 2, 1).size(2), 14);
+}
+
+// ops::MaxPool is at::max_pool2d, value for value, in both modes and on odd and even sides
+// (ceil_mode's partial last window included), with NaN and -inf inputs.
+TEST(MaxPool, EqualsAtMaxPool2dExactly) {
+  at::manual_seed(7);
+  for (const auto& [k, s, ceil_mode] : std::vector<std::tuple<int, int, bool>>{
+           {2, 2, true}, {2, 2, false}, {3, 2, false}, {3, 2, true}, {2, 1, false}, {3, 1, false}}) {
+    for (const auto& [h, w] : std::vector<std::pair<int, int>>{{13, 13}, {16, 9}, {3, 4}, {104, 104}}) {
+      at::Tensor x = at::randn({2, 5, h, w});
+      x.index_put_({0, 1, 1, 2}, std::numeric_limits<float>::quiet_NaN());
+      x.index_put_({1, 3, 0, 0}, -std::numeric_limits<float>::infinity());
+      const at::Tensor want = at::max_pool2d(x, {k, k}, {s, s}, {0, 0}, {1, 1}, ceil_mode);
+      const at::Tensor got = ops::MaxPool(x, k, s, ceil_mode);
+      ASSERT_EQ(got.sizes(), want.sizes()) << k << "/" << s << " ceil " << ceil_mode << " on " << h << "x" << w;
+      EXPECT_TRUE(at::equal(got.isnan(), want.isnan()));
+      EXPECT_TRUE(at::equal(at::nan_to_num(got, 0.0), at::nan_to_num(want, 0.0)))
+          << k << "/" << s << " ceil " << ceil_mode << " on " << h << "x" << w;
+    }
+  }
+  EXPECT_THROW(ops::MaxPool(at::zeros({1, 1, 2, 2}), 3, 2), c10::Error);
 }
 
 TEST(Nms, KeepsTheBestOfOverlappingBoxesAndDistinctOnes) {
