@@ -167,12 +167,19 @@ void AddSwapOptions(CLI::App* cmd, SwapArgs& a) {
   cmd->add_option("--format", a.format, "png | jpeg")->check(CLI::IsMember({"png", "jpeg"}));
   cmd->add_option("--priority", a.priority, "low | normal | high")->check(CLI::IsMember({"low", "normal", "high"}));
   cmd->add_flag("--json", a.json, "print the job result as JSON");
-  cmd->add_flag("--no-wait", a.no_wait, "print the job id and return once it is queued");
+  cmd->add_flag("--no-wait", a.no_wait, "print the job id and return once it is queued (no -o: `fusionctl result` fetches the image)");
 }
 
 int RunSwap(Client& client, const SwapArgs& a) {
   if (!a.no_wait && a.output.empty()) {
     std::fprintf(stderr, "fusionctl: swap: -o OUT is required unless --no-wait\n");
+    return 2;
+  }
+  if (a.no_wait && !a.output.empty()) {
+    // Nothing would write OUT: the command returns once the job is queued.
+    std::fprintf(stderr,
+                 "fusionctl: swap: -o OUT is not written with --no-wait; fetch the image later with "
+                 "`fusionctl result JOB_ID -o OUT`\n");
     return 2;
   }
   auto options = ToOptions(a);

@@ -70,6 +70,9 @@ TEST_F(DaemonProcessTest, ServesMemJsonWithBudgetAndStopsCleanlyOnSigterm) {
   RunResult no_out = Ctl({"swap", "--source", "a.png", "--target", "b.png"});
   EXPECT_EQ(no_out.exit_code, 2);
   EXPECT_NE(no_out.err.find("-o OUT is required"), std::string::npos) << no_out.err;
+  RunResult no_wait_out = Ctl({"swap", "--source", "a.png", "--target", "b.png", "-o", "c.png", "--no-wait"});
+  EXPECT_EQ(no_wait_out.exit_code, 2);
+  EXPECT_NE(no_wait_out.err.find("fusionctl result JOB_ID -o OUT"), std::string::npos) << no_wait_out.err;
 
   RunResult text = Ctl({"mem"});
   EXPECT_EQ(text.exit_code, 0);

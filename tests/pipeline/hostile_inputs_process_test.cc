@@ -84,8 +84,9 @@ class HostileInputsTest : public ::testing::Test {
   // 80 MP for 40-px faces takes ~10 min on one core (the heap test is about memory).
   RunResult Swap(const std::string& target, bool wait, int min_face_px = 0) {
     std::vector<std::string> args = {FUSIONCTL_BIN, "--socket", socket_, "swap", "--source", kSource,
-                                     "--target", target, "-o", dir_.File("out.png")};
-    if (!wait) args.push_back("--no-wait");
+                                     "--target", target};
+    if (wait) args.insert(args.end(), {"-o", dir_.File("out.png")});
+    else args.push_back("--no-wait");
     if (min_face_px > 0) args.insert(args.end(), {"--min-face-px", std::to_string(min_face_px)});
     return testing::RunProcess(args, dir_.path(), absl::Seconds(120));
   }
