@@ -3,6 +3,8 @@
 #include "device/host_memory.h"
 #include "spdlog/spdlog.h"
 
+#include <algorithm>
+
 namespace fusion {
 
 absl::StatusOr<std::unique_ptr<BudgetWatcher>> BudgetWatcher::Create(const Device* device,
@@ -20,9 +22,21 @@ absl::Status BudgetWatcher::Refresh() {
   auto host = ReadHostMemory();
   if (!host.ok()) return host.status();
   const ResidencySnapshot s = manager_->Snapshot();
+  const bool cpu = device_->Kind() == "cpu";
+  const uint64_t host_own = s.host.used_bytes + s.host.reserved_bytes;
+  const uint64_t device_own = s.device.used_bytes + s.device.reserved_bytes;
+  // On the CPU with no device limit the device tier would take all of RAM and leave the host
+  // tier (decode, encode, host stages: every job needs it) nothing. It leaves the host its share
+  // instead: the host limit, at most half of what fusiond can reach (MemAvailable + both tiers'
+  // own usage - reserve); the host's own usage is already out of MemAvailable.
+  uint64_t host_share = 0;
+  if (cpu && options_.device_limit == 0) {
+    const uint64_t reachable = EffectiveBudget(0, host->available_bytes, host_own + device_own, options_.device_reserve);
+    host_share = std::min(options_.host_limit == 0 ? reachable : options_.host_limit, reachable / 2);
+    host_share = host_share > host_own ? host_share - host_own : 0;
+  }
   const uint64_t budget =
-      EffectiveBudget(options_.device_limit, dev->available_bytes,
-                      s.device.used_bytes + s.device.reserved_bytes, options_.device_reserve);
+      EffectiveBudget(options_.device_limit, dev->available_bytes, device_own, options_.device_reserve + host_share);
   if (budget != s.device.budget_bytes) {
     // Free memory moves a little all the time: log only changes of 1% or more.
     const uint64_t delta = budget > s.device.budget_bytes ? budget - s.device.budget_bytes
@@ -36,9 +50,6 @@ absl::Status BudgetWatcher::Refresh() {
   }
   // On the CPU both tiers are RAM: the host tier gets what MemAvailable (plus fusiond's own
   // usage of both tiers) leaves after the device budget, so device + host <= MemAvailable + own.
-  const uint64_t host_own = s.host.used_bytes + s.host.reserved_bytes;
-  const uint64_t device_own = s.device.used_bytes + s.device.reserved_bytes;
-  const bool cpu = device_->Kind() == "cpu";
   const uint64_t host_budget =
       cpu ? EffectiveBudget(options_.host_limit, host->available_bytes, host_own + device_own,
                             options_.device_reserve + budget)

@@ -6,7 +6,9 @@
 // evicts down to it; DESIGN.md §3); host budget = EffectiveBudget(host limit, MemAvailable,
 // host tier usage (weights + host working sets), 0). On `cpu` both tiers are RAM, so the host
 // budget is what is left of MemAvailable + both tiers' own usage - reserve after the device
-// budget: device + host budgets together stay within MemAvailable. Part of fusiond_core (it needs the device layer), not of fusion_memory.
+// budget: device + host budgets together stay within MemAvailable. With no device limit on
+// `cpu`, the device budget leaves the host tier its share first (the host limit, at most half
+// of MemAvailable + own usage - reserve), so jobs can decode and encode. Part of fusiond_core (it needs the device layer), not of fusion_memory.
 // Thread-safety: Create/Stop from one thread; the watcher thread only calls the manager.
 #pragma once
 

@@ -3,6 +3,9 @@
 
 #include "../memory/fake_loader.h"
 #include "gtest/gtest.h"
+
+#include <algorithm>
+#include <cstdio>
 #include "device/host_memory.h"
 #include "memory/budget_watcher.h"
 
@@ -118,6 +121,33 @@ TEST_F(MemoryStateTest, OnTheCpuDeviceAndHostBudgetsTogetherStayWithinMemAvailab
                                      {.device_limit = 1024 * kMiB, .host_limit = 10 * kMiB, .period = absl::Hours(1)});
   ASSERT_TRUE(small.ok());
   EXPECT_EQ(manager_->Snapshot().host.budget_bytes, 10 * kMiB);
+}
+
+// With no device limit on the CPU (fusiond --device cpu and nothing else) the device tier
+// leaves the host tier its share: the host limit, at most half of what is reachable. Before,
+// the device took all of MemAvailable and every job's decode or encode waited for 0 bytes.
+TEST_F(MemoryStateTest, OnTheCpuDeviceWithNoDeviceLimitTheHostTierKeepsItsShare) {
+  auto mem = ReadHostMemory();
+  ASSERT_TRUE(mem.ok()) << mem.status();
+  device_.available = mem->available_bytes;
+  const uint64_t slack = 64 * kMiB;  // MemAvailable moves between the reads
+  const uint64_t reserve = 256 * kMiB;
+  for (const uint64_t host_limit : {uint64_t{512} * kMiB, uint64_t{0}}) {
+    auto watcher = BudgetWatcher::Create(&device_, manager_.get(),
+                                         {.device_reserve = reserve, .host_limit = host_limit, .period = absl::Hours(1)});
+    ASSERT_TRUE(watcher.ok());
+    const ResidencySnapshot s = manager_->Snapshot();
+    const uint64_t own = s.device.used_bytes + s.device.reserved_bytes + s.host.used_bytes + s.host.reserved_bytes;
+    const uint64_t reachable = mem->available_bytes + own - reserve;
+    const uint64_t share = std::min(host_limit == 0 ? reachable : host_limit, reachable / 2);
+    std::printf("host limit %llu: device budget %llu, host budget %llu bytes (share %llu)\n",
+                static_cast<unsigned long long>(host_limit), static_cast<unsigned long long>(s.device.budget_bytes),
+                static_cast<unsigned long long>(s.host.budget_bytes), static_cast<unsigned long long>(share));
+    EXPECT_GE(s.host.budget_bytes + slack, share);
+    EXPECT_LE(s.host.budget_bytes, share + slack);
+    EXPECT_GT(s.device.budget_bytes, 0u);
+    EXPECT_LE(s.device.budget_bytes + s.host.budget_bytes, reachable + slack);
+  }
 }
 
 }  // namespace
