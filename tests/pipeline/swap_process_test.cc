@@ -76,6 +76,16 @@ class SwapProcessTest : public ::testing::Test {
     if (simple) args.push_back("--simple");
     return Ctl(args);
   }
+  // sample1 (3 faces) reduced to 640x427 and written as PNG in the test's directory; "" if the
+  // fetched photo is missing or cannot be written.
+  std::string Sample1At640() {
+    const cv::Mat sample = cv::imread(FUSION_FETCHED_TESTDATA_DIR "/faces/sample1.jpg", cv::IMREAD_COLOR);
+    if (sample.empty()) return "";
+    cv::Mat small;
+    cv::resize(sample, small, cv::Size(640, 427), 0, 0, cv::INTER_AREA);
+    const std::string path = dir_.File("target_640x427.png");
+    return cv::imwrite(path, small) ? path : "";
+  }
   // No lease and nothing reserved, in the daemon's own words.
   void ExpectAtRest() {
     RunResult mem = Ctl({"mem", "--json"});
@@ -252,12 +262,8 @@ uint64_t ProcStatusBytes(pid_t pid, const std::string& field) {
 // ~45 s: the first case is most of it (its 32-px tiles on 2 cores).
 TEST_F(SwapProcessTest, PeakRssStaysWithinBothTiersForUpscalesOfSmallAndElevenMegapixelTargetsAndThreeEnhances) {
   constexpr uint64_t MiB = 1ull << 20;
-  cv::Mat sample = cv::imread(FUSION_FETCHED_TESTDATA_DIR "/faces/sample1.jpg", cv::IMREAD_COLOR);
-  ASSERT_FALSE(sample.empty());
-  cv::Mat small;
-  cv::resize(sample, small, cv::Size(640, 427), 0, 0, cv::INTER_AREA);
-  const std::string target = dir_.File("target_640x427.png");
-  ASSERT_TRUE(cv::imwrite(target, small));
+  const std::string target = Sample1At640();
+  ASSERT_FALSE(target.empty());
   const std::string mosaic = FUSION_FETCHED_TESTDATA_DIR "/faces/mosaic_3840x2896.jpg";
   auto daemon = StartDaemon("", {"--host-memory-limit", "256MiB", "--max-concurrent-jobs", "3"}, "64MiB");
   ASSERT_TRUE(daemon->Running());
@@ -351,12 +357,8 @@ TEST_F(SwapProcessTest, MosaicCropWithEnhanceX4OnSixtyFourMiBGivesTheSameBytesAl
   ASSERT_FALSE(mosaic.empty());
   const std::string crop = dir_.File("mosaic_crop_1024x640.png");
   ASSERT_TRUE(cv::imwrite(crop, mosaic(cv::Rect(256, 320, 1024, 640))));
-  cv::Mat sample = cv::imread(FUSION_FETCHED_TESTDATA_DIR "/faces/sample1.jpg", cv::IMREAD_COLOR);
-  ASSERT_FALSE(sample.empty());
-  cv::Mat small;
-  cv::resize(sample, small, cv::Size(640, 427), 0, 0, cv::INTER_AREA);
-  const std::string neighbour_target = dir_.File("target_640x427.png");
-  ASSERT_TRUE(cv::imwrite(neighbour_target, small));
+  const std::string neighbour_target = Sample1At640();
+  ASSERT_FALSE(neighbour_target.empty());
   auto daemon = StartDaemon("", {"--max-concurrent-jobs", "4"}, "64MiB");
   ASSERT_TRUE(daemon->Running());
   auto swap = [&](const std::string& tgt, const std::string& out, std::vector<std::string> more) {
@@ -466,12 +468,8 @@ TEST_F(SwapProcessTest, DecodeBeyondTheHostBudgetIsRefusedFromTheHeaderBeforeDec
 // once (never INTERNAL, never an unadmitted allocation); the daemon stays up and the next job
 // without the upscale succeeds.
 TEST_F(SwapProcessTest, UpscaleWhoseImagesExceedTheHostBudgetIsResourceExhaustedNamingStageTierAndBytes) {
-  cv::Mat sample = cv::imread(FUSION_FETCHED_TESTDATA_DIR "/faces/sample1.jpg", cv::IMREAD_COLOR);
-  ASSERT_FALSE(sample.empty());
-  cv::Mat small;
-  cv::resize(sample, small, cv::Size(640, 427), 0, 0, cv::INTER_AREA);
-  const std::string target = dir_.File("target_640x427.png");
-  ASSERT_TRUE(cv::imwrite(target, small));
+  const std::string target = Sample1At640();
+  ASSERT_FALSE(target.empty());
   auto daemon = StartDaemon("", {"--host-memory-limit", "64MiB"}, "64MiB");
   ASSERT_TRUE(daemon->Running());
   std::vector<std::string> args = {"swap", "--source", FUSION_TEST_DATA_DIR "/faces/astronaut_eileen_collins_512.png",
