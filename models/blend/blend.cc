@@ -23,18 +23,24 @@ std::vector<cv::Point> HullPoints(const std::vector<cv::Point2f>& landmarks) {
   return out;
 }
 
-// The crop's change (fused - target), BGR in 0-255 units, warped into the frame ROI.
-cv::Mat ChangeInRoi(const BlendInput& in, const cv::Rect& roi) {
+// The crop's change (fused - target), BGR in 0-255 units, sampled on a `size` grid whose pixel
+// p sits at crop point out_to_crop * p.
+cv::Mat WarpedChange(const BlendInput& in, const cv::Matx23d& out_to_crop, cv::Size size) {
   cv::Mat change_rgb = in.fused_crop - in.target_crop, change;
   cv::cvtColor(change_rgb, change, cv::COLOR_RGB2BGR);
   change *= 255.0;
+  cv::Mat out;
+  cv::warpAffine(change, out, cv::Mat(out_to_crop), size, cv::INTER_LINEAR | cv::WARP_INVERSE_MAP,
+                 cv::BORDER_CONSTANT, cv::Scalar::all(0));
+  return out;
+}
+
+// The change warped into the frame ROI.
+cv::Mat ChangeInRoi(const BlendInput& in, const cv::Rect& roi) {
   cv::Matx23d m = in.frame_to_crop;  // crop = m * (roi_px + roi.tl)
   m(0, 2) += m(0, 0) * roi.x + m(0, 1) * roi.y;
   m(1, 2) += m(1, 0) * roi.x + m(1, 1) * roi.y;
-  cv::Mat out;
-  cv::warpAffine(change, out, cv::Mat(m), roi.size(), cv::INTER_LINEAR | cv::WARP_INVERSE_MAP,
-                 cv::BORDER_CONSTANT, cv::Scalar::all(0));
-  return out;
+  return WarpedChange(in, m, roi.size());
 }
 
 // Feathered weight in [0,1], > 0 only inside the hull: erode by r, blur with support r.
@@ -138,11 +144,7 @@ cv::Mat ReducedFullModeDelta(const BlendInput& in, const BlendOptions& options, 
   const double ox = 0.5 / sx - 0.5 + roi.x, oy = 0.5 / sy - 0.5 + roi.y;
   const cv::Matx23d ms(m(0, 0) / sx, m(0, 1) / sy, m(0, 0) * ox + m(0, 1) * oy + m(0, 2),
                        m(1, 0) / sx, m(1, 1) / sy, m(1, 0) * ox + m(1, 1) * oy + m(1, 2));
-  cv::Mat change_rgb = in.fused_crop - in.target_crop, change_crop, change;
-  cv::cvtColor(change_rgb, change_crop, cv::COLOR_RGB2BGR);
-  change_crop *= 255.0;
-  cv::warpAffine(change_crop, change, cv::Mat(ms), small, cv::INTER_LINEAR | cv::WARP_INVERSE_MAP,
-                 cv::BORDER_CONSTANT, cv::Scalar::all(0));
+  const cv::Mat change = WarpedChange(in, ms, small);
   cv::Mat t8, t;
   cv::resize(target8, t8, small, 0, 0, cv::INTER_AREA);
   t8.convertTo(t, CV_32F);
