@@ -12,6 +12,7 @@
 
 #include "models/common/exception_text.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace fusion::models {
 namespace {
@@ -192,19 +193,58 @@ at::Tensor MaskedBlur(const at::Tensor& x, const at::Tensor& cov, const at::Tens
   return Blur(x * cov, sigma) / norm;
 }
 
+// Linear sRGB of CIE Lab (D65), unclamped: a channel outside [0, 1] is outside the gamut.
+at::Tensor LabToLinearRgb(const at::Tensor& lab) {
+  const at::Tensor fy = (lab.select(1, 0) + 16.0) / 116.0;
+  const at::Tensor f = at::stack({fy + lab.select(1, 1) / 500.0, fy, fy - lab.select(1, 2) / 200.0}, 1);
+  const at::Tensor xyz = at::where(f > 0.206893, f.pow(3), (f - 16.0 / 116.0) / 7.787) * WhitePoint(lab);
+  return Mix(xyz, {3.2404542f, -1.5371385f, -0.4985314f, -0.9692660f, 1.8760108f, 0.0415560f, 0.0556434f,
+                   -0.2040259f, 1.0572252f});
+}
+
+// [N,1,H,W] bool: the Lab colour is inside the sRGB gamut (1/512 of slack for rounding).
+at::Tensor InGamut(const at::Tensor& lab) {
+  constexpr double kSlack = 1.0 / 512;
+  const at::Tensor lin = LabToLinearRgb(lab);
+  return at::logical_and(lin.ge(-kSlack), lin.le(1.0 + kSlack)).all(1, /*keepdim=*/true);
+}
+
+// Lab (base + t * detail, ab) with t per pixel: 1 where that is in gamut, else the largest t in
+// [0, 1] that is, to 1/128 (7 bisection steps over the whole crop; a pixel already out of gamut
+// at t = 0 keeps t = 0 and is clipped by LabToRgb as before).
+at::Tensor FitDetailToGamut(const at::Tensor& base, const at::Tensor& detail, const at::Tensor& ab) {
+  auto lab_at = [&](const at::Tensor& t) { return at::cat({base + detail * t, ab}, 1); };
+  const at::Tensor full = lab_at(at::ones_like(base));
+  const at::Tensor ok_full = InGamut(full);
+  if (ok_full.all().item<bool>()) return full;
+  at::Tensor lo = at::zeros_like(base), hi = at::ones_like(base);
+  for (int i = 0; i < 7; ++i) {
+    const at::Tensor mid = (lo + hi) * 0.5;
+    const at::Tensor ok = InGamut(lab_at(mid));
+    lo = at::where(ok, mid, lo);
+    hi = at::where(ok, hi, mid);
+  }
+  return lab_at(at::where(ok_full, at::ones_like(base), lo));
+}
+
 // The fused face's Lab: the target's low frequencies (lighting, skin colour) with the source's
-// details. L = blur_L(target) + (source - blur_L(source)); (a, b) = blur_ab(target) +
+// details. L = blur_L(target) + t * (source - blur_L(source)); (a, b) = blur_ab(target) +
 // chroma_detail * (source - blur_ab(source)). Blurs are over the warp's coverage only.
+// t = 1 where that colour is inside the sRGB gamut; elsewhere the largest t in [0, 1] (to 1/128,
+// by bisection) that is (FitDetailToGamut): a bright highlight or a dark source feature over a
+// saturated target skin would otherwise be clipped per channel in RGB, which drops its chroma
+// and shifts its hue (the cyan/grey spots on a warm target and under a profile source's hair).
 at::Tensor TransferColour(const at::Tensor& src_lab, const at::Tensor& dst_lab, const at::Tensor& cov, int size,
                           const ClassicalGenerator::Options& o) {
   const double sl_sigma = o.luminance_sigma * size, ab_sigma = o.chroma_sigma * size;
   const at::Tensor norm_l = Blur(cov, sl_sigma).clamp_min(1e-4), norm_ab = Blur(cov, ab_sigma).clamp_min(1e-4);
   const at::Tensor sl = src_lab.narrow(1, 0, 1), tl = dst_lab.narrow(1, 0, 1);
   const at::Tensor sab = src_lab.narrow(1, 1, 2), tab = dst_lab.narrow(1, 1, 2);
-  const at::Tensor l = MaskedBlur(tl - sl, cov, norm_l, sl_sigma) + sl;  // blur is linear
+  const at::Tensor base = MaskedBlur(tl, cov, norm_l, sl_sigma);
+  const at::Tensor detail = sl - MaskedBlur(sl, cov, norm_l, sl_sigma);
   at::Tensor ab = MaskedBlur(tab, cov, norm_ab, ab_sigma);
   if (o.chroma_detail > 0) ab = ab + (sab - MaskedBlur(sab, cov, norm_ab, ab_sigma)) * o.chroma_detail;
-  return at::cat({l, ab}, 1);
+  return o.gamut_fit ? FitDetailToGamut(base, detail, ab) : at::cat({base + detail, ab}, 1);
 }
 
 }  // namespace
@@ -222,12 +262,7 @@ at::Tensor RgbToLab(const at::Tensor& rgb) {
 }
 
 at::Tensor LabToRgb(const at::Tensor& lab) {
-  const at::Tensor fy = (lab.select(1, 0) + 16.0) / 116.0;
-  const at::Tensor f = at::stack({fy + lab.select(1, 1) / 500.0, fy, fy - lab.select(1, 2) / 200.0}, 1);
-  const at::Tensor xyz = at::where(f > 0.206893, f.pow(3), (f - 16.0 / 116.0) / 7.787) * WhitePoint(lab);
-  const at::Tensor lin = Mix(xyz, {3.2404542f, -1.5371385f, -0.4985314f, -0.9692660f, 1.8760108f,
-                                   0.0415560f, 0.0556434f, -0.2040259f, 1.0572252f})
-                             .clamp(0.0, 1.0);
+  const at::Tensor lin = LabToLinearRgb(lab).clamp(0.0, 1.0);
   return at::where(lin <= 0.0031308, lin * 12.92, at::pow(lin, 1.0 / 2.4) * 1.055 - 0.055).clamp(0.0, 1.0);
 }
 
@@ -263,6 +298,19 @@ std::vector<cv::Point2f> ShapeTowardSource(const std::vector<cv::Point2f>& src, 
                          static_cast<float>(dst[i].y + w * (ty - dst[i].y)));
   }
   return out;
+}
+
+std::vector<std::string> ClassicalGenerator::SourceNotes(const at::Tensor& source_landmarks) const {
+  if (source_landmarks.dim() != 3 || source_landmarks.size(1) != kNumLandmarks) return {};
+  const std::vector<cv::Point2f> src = ToPoints(source_landmarks);
+  if (ForeshortenedSide(src) < 0) return {};
+  const double left = HullArea(src, true), right = HullArea(src, false);
+  const double ratio = std::max(left, right) / std::max(1e-6, std::min(left, right));
+  return {absl::StrFormat(
+      "generate: the source face is turned (one half of it %.1fx the area of the other): its hidden half is "
+      "the mirror of the visible one, so the result carries less of the source's identity; a frontal photo "
+      "of the source works best",
+      ratio)};
 }
 
 absl::StatusOr<std::unique_ptr<ClassicalGenerator>> ClassicalGenerator::Create(Options options) {

@@ -14,7 +14,9 @@
 //      pixels, blur(x) = Gaussian(x * cov) / Gaussian(cov) (normalised convolution) and
 //        L  = blur_L(target L) + (source L - blur_L(source L)),
 //        ab = blur_ab(target ab) + chroma_detail * (source ab - blur_ab(source ab)),
-//      sigmas as fractions of the crop side. The face keeps the target's skin colour and lighting
+//      sigmas as fractions of the crop side; where L would leave the sRGB gamut at that (a, b), the
+//      detail term is scaled down per pixel until it fits (gamut_fit: chroma kept, not clipped).
+//      The face keeps the target's skin colour and lighting
 //      and takes no colour that the target does not have nearby: no gain multiplies the source's
 //      chroma (the moment matching of Reinhard et al. 2001, used before, multiplied a flat
 //      source's chroma by st/ss, up to 4.5x, into cyan and orange spots). Chosen on bench/quality
@@ -46,12 +48,18 @@ class ClassicalGenerator final : public FusionGenerator {
     // [0,1]: step 0's share; 0 = the target's geometry (before), 1 = the source's proportions.
     // Chosen on bench/quality (docs/QUALITY.md): identity distance and what the crops look like.
     double source_shape = 0.5;
+    // Step 3's luminance detail is scaled down, per pixel, just enough that the colour stays in
+    // the sRGB gamut (chroma kept, not clipped); false = clip per channel (before).
+    bool gamut_fit = true;
   };
 
   static absl::StatusOr<std::unique_ptr<ClassicalGenerator>> Create(Options options);
 
   absl::StatusOr<at::Tensor> Fuse(const GeneratorInputs& in) const override;
   std::string name() const override { return "classical-fusion"; }
+  // A turned source (one half's hull under half the other's: ForeshortenedSide) gets a note:
+  // its hidden half is the mirror of the visible one and its proportions are not used.
+  std::vector<std::string> SourceNotes(const at::Tensor& source_landmarks) const override;
 
  private:
   explicit ClassicalGenerator(Options options) : options_(options) {}

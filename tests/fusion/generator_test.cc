@@ -138,6 +138,45 @@ TEST(ClassicalGenerator, ColourTransferMatchesTheTargetsLabMeans) {
   }
 }
 
+// Share of face pixels whose (a, b) is more than 20 from the target's local (a, b) (a 31x31
+// box blur of the target's Lab): the blotch metric's chroma distance, on the crop.
+double ChromaOffShare(const at::Tensor& out, const at::Tensor& target, const at::Tensor& face) {
+  const at::Tensor ab_out = RgbToLab(out).narrow(1, 1, 2);
+  const at::Tensor ab_tgt = at::avg_pool2d(RgbToLab(target).narrow(1, 1, 2), {31, 31}, {1, 1}, {15, 15},
+                                           /*ceil_mode=*/false, /*count_include_pad=*/false);
+  const at::Tensor dist = (ab_out - ab_tgt).pow(2).sum(1).sqrt().squeeze(0);
+  return dist.gt(20).logical_and(face).sum().item<double>() / face.sum().item<double>();
+}
+
+TEST(ClassicalGenerator, BrightSourceDetailOnAWarmTargetKeepsTheTargetsChromaInsteadOfClipping) {
+  GeneratorInputs in = AstronautToGrace(1.0);
+  // The quality bench's strongest cast (R x1.35, B x0.55) on the target; a source 1.6x brighter,
+  // so that its highlights and skin texture push L past what the target's warm chroma allows.
+  in.target = (in.target * at::tensor({1.35f, 1.0f, 0.55f}).view({1, 3, 1, 1})).clamp(0.0, 1.0);
+  in.source = (in.source * 1.6).clamp(0.0, 1.0);
+  auto fit = ClassicalGenerator::Create({});
+  auto clip = ClassicalGenerator::Create({.gamut_fit = false});
+  auto out_fit = (*fit)->Fuse(in);
+  auto out_clip = (*clip)->Fuse(in);
+  ASSERT_TRUE(out_fit.ok() && out_clip.ok());
+  const at::Tensor inside = HullCoverage(in.target_landmarks, kCropSize).squeeze(0).squeeze(0);
+  const at::Tensor face = inside.logical_and(at::roll(inside, {8, 8}, {0, 1}))
+                              .logical_and(at::roll(inside, {-8, -8}, {0, 1}));
+  const double off_fit = ChromaOffShare(*out_fit, in.target, face);
+  const double off_clip = ChromaOffShare(*out_clip, in.target, face);
+  std::printf("face pixels with chroma > 20 from the target's: gamut fit %.2f%%, per-channel clip %.2f%%\n",
+              100 * off_fit, 100 * off_clip);
+  EXPECT_GT(off_clip, 0.01);  // the case this guards: clipping drops the warm skin's chroma (1.4%)
+  EXPECT_LT(off_fit, 0.1 * off_clip);
+  // Where no pixel leaves the gamut, the fit changes nothing.
+  GeneratorInputs plain = AstronautToGrace(1.0);
+  auto a = (*fit)->Fuse(plain);
+  auto b = (*clip)->Fuse(plain);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const at::Tensor same = (*a - *b).abs().amax(1).squeeze(0).le(1e-5);
+  EXPECT_GT(same.logical_and(face).sum().item<double>() / face.sum().item<double>(), 0.9);
+}
+
 TEST(ClassicalGenerator, LabConversionHasKnownValuesAndRoundTrips) {
   const at::Tensor rgb = at::tensor({1.0f, 1.0f, 1.0f, 0.0f, 1.0f, 0.0f}).view({1, 3, 1, 2});
   const at::Tensor lab = RgbToLab(rgb);  // pixel 0 white, pixel 1 red (sRGB)
