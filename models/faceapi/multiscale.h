@@ -21,8 +21,10 @@
 // unreliable there: a face that small is in the band at a finer level, or below min_face_px), as
 // are boxes wider than 2 * face_max_px at a level that is not the coarsest (such a face is in
 // the band at a coarser level; SSD's 0.53 box on a shoulder in sample6 came from there). All
-// kept boxes, in image pixels, are merged with greedy NMS at nms_iou; a weak box (score <
-// confirm_below) must be seen by a second pass as well.
+// kept boxes, in image pixels, are merged with greedy NMS at nms_iou, then a box sharing >= 70%
+// of the smaller box's area with a higher-scoring one is dropped (the same face at another
+// level with another extent); a weak box (score < confirm_below) must be seen by a second pass
+// as well.
 // Cost: about (face_min_px / min_face_px)^2 * W * H * 4/3 network pixels plus the tile overlap;
 // e.g. ssd at 40 px: 22 passes for 1920x1280 (~6 s on one core), ~700 for 80 MP (~10 min).
 // Thread-safety: stateless functions; the detector must be safe for concurrent const use.

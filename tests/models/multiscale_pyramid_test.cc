@@ -3,6 +3,7 @@
 // on clutter, where every pasted face must be found and no box may land elsewhere.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -180,6 +181,56 @@ TEST(PyramidRecall, AFaceOnATileSeamIsFoundWhole) {
               s.false_boxes, s.false_list.c_str());
   EXPECT_EQ(s.found, 2);
   EXPECT_EQ(s.false_boxes, 0);
+}
+
+// A scripted detector: boxes given in image pixels, returned at every pass whose scale
+// (network px per image px) lies in the box's [min_scale, max_scale).
+class ScriptedDetector final : public FaceDetector {
+ public:
+  struct Box { FaceBox box; double min_scale, max_scale; };
+  ScriptedDetector(int image_w, std::vector<Box> boxes) : image_w_(image_w), boxes_(std::move(boxes)) {}
+  absl::StatusOr<std::vector<FaceBox>> Detect(const cv::Mat& rgb, int, int, float) const override {
+    const double s = static_cast<double>(rgb.cols) / image_w_;  // the passes here are whole-image
+    std::vector<FaceBox> out;
+    for (const Box& b : boxes_) {
+      if (s < b.min_scale || s >= b.max_scale) continue;
+      out.push_back({static_cast<float>(b.box.x * s), static_cast<float>(b.box.y * s), static_cast<float>(b.box.w * s),
+                     static_cast<float>(b.box.h * s), b.box.score});
+    }
+    return out;
+  }
+  int DefaultInputSize() const override { return 416; }
+  bool FreeInputSize() const override { return true; }
+  DetectorTraits Traits() const override { return kTinyFaceDetectorTraits; }
+
+ private:
+  int image_w_;
+  std::vector<Box> boxes_;
+};
+
+TEST(PyramidMerge, AFaceSeenWithAnotherExtentAtAnotherLevelIsOneBoxAndNeighboursStayTwo) {
+  const int w = 800, h = 600;
+  const std::vector<DetectionPass> passes = PlanPasses(kTinyFaceDetectorTraits, w, h, MinFace(40));
+  ASSERT_GE(passes.size(), 2u);
+  ASSERT_TRUE(passes[0].region == cv::Rect(0, 0, w, h) && passes[1].region == cv::Rect(0, 0, w, h));
+  const double s0 = ScaleOf(passes[0]), s1 = ScaleOf(passes[1]);
+  // The collage's case: a tight 0.95 box at the finest level, a 0.55 box around it with hair at
+  // the next (IoU 0.37 < nms_iou 0.4; the tight box, from another pass, confirms the weak one).
+  // Two faces side by side whose boxes overlap by 10% of their area stay two.
+  const ScriptedDetector det(w, {{{100, 100, 31, 46, 0.95f}, s0, 10.0},
+                                 {{86, 95, 55, 71, 0.55f}, s1, s0},
+                                 {{400, 200, 100, 120, 0.9f}, 0.0, 10.0},
+                                 {{490, 200, 100, 120, 0.9f}, 0.0, 10.0}});
+  auto dets = DetectMultiScale(det, cv::Mat(h, w, CV_8UC3, cv::Scalar::all(90)), MinFace(40));
+  ASSERT_TRUE(dets.ok()) << dets.status();
+  ASSERT_EQ(dets->size(), 3u);
+  std::vector<float> xs;
+  for (const FaceBox& b : *dets) xs.push_back(std::round(b.x));
+  std::sort(xs.begin(), xs.end());
+  EXPECT_EQ(xs, (std::vector<float>{100, 400, 490}));
+  for (const FaceBox& b : *dets) {
+    if (std::round(b.x) == 100) EXPECT_NEAR(b.w, 31, 0.5) << "the tight box is the one kept";
+  }
 }
 
 TEST(PyramidRecall, BadOptionsAreInvalidArgument) {
