@@ -19,8 +19,15 @@ namespace fusion::ctl {
 namespace {
 
 absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": '", path, "' is a directory"));
+  }
   std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat(what, ": cannot read '", path, "'"));
+  if (!in) {
+    const int err = errno;
+    return absl::InvalidArgumentError(absl::StrCat(what, ": cannot read '", path, "': ", std::strerror(err)));
+  }
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
@@ -187,10 +194,11 @@ int RunSwap(Client& client, const SwapArgs& a) {
   if (!a.output.empty()) {
     if (absl::Status st = CheckWritable(a.output); !st.ok()) return Usage(st);
   }
+  // An input that cannot be read is a usage error (exit 2), like --faces reference:IMG.
   auto source = ReadFile(a.source, "--source");
-  if (!source.ok()) return Fail(source.status());
+  if (!source.ok()) return Usage(source.status());
   auto target = ReadFile(a.target, "--target");
-  if (!target.ok()) return Fail(target.status());
+  if (!target.ok()) return Usage(target.status());
   auto job = client.SubmitJob(*source, *target, *options);
   if (!job.ok()) return Fail(job.status());
   if (a.no_wait) {

@@ -220,7 +220,7 @@ int main(int argc, char** argv) {
   std::string crops_dir;
   int sheet_side = 128;
   app.add_option("--sheet-side", sheet_side, "side of each crop on the contact sheet, px (>= 96 keeps the text legible)");
-  app.add_option("--crops-dir", crops_dir, "also write each face's target | result pair, 256 px, as PNG here");
+  app.add_option("--crops-dir", crops_dir, "also write each target image and each face's target | result pair (256 px) as PNG here");
   CLI11_PARSE(app, argc, argv);
 
   constexpr uint64_t kBudget = 1ull << 30;
@@ -247,6 +247,7 @@ int main(int argc, char** argv) {
   for (const Case& c : MakeCases(testdata)) {
     if (!only.empty() && c.name.find(only) == std::string::npos) continue;
     const std::string target = Png(c.bgr);
+    if (!crops_dir.empty()) cv::imwrite(absl::StrFormat("%s/%s.png", crops_dir, c.name), c.bgr);
     for (const std::string& source : std::vector<std::string>(absl::StrSplit(sources_arg, ','))) {
       if (source == "grace" && c.name.rfind("grace", 0) == 0) continue;  // herself
       v1::JobOptions o;

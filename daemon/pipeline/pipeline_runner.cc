@@ -163,6 +163,12 @@ class Execution {
     if (prefetch_.valid()) prefetch_.wait();
   }
 
+  // A degradation that is not a stage's: reported in the result and as a job event.
+  void Degrade(const std::string& d) {
+    report_.add_degradations(d);
+    ctx_.Degradation(d);
+  }
+
   // Runs one model stage under the ladder. `input_pixels`: pixels the network sees at once.
   // `tile_halo_px`: context a tile reads on each side (StageSpec::tile_halo_px).
   absl::Status Stage(const std::string& name, const std::string& model, uint64_t input_pixels,
@@ -513,11 +519,13 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
     return absl::FailedPreconditionError(absl::StrCat(
         "no face of the target image is within identity distance ", limit, " of the reference face"));
   }
+  std::vector<std::string> source_notes;
   st = run.Stage("generate", m.generator, kCropPixels, "256x256", 0.45f,
                  [&](const ModelCopy& c, int, const Checkpoint& cp) {
-                   return Generate(c, c.device, src, tgt, o.ratio(), items, cp);
+                   return Generate(c, c.device, src, tgt, o.ratio(), items, cp, &source_notes);
                  });
   if (!st.ok()) return st;
+  for (const std::string& note : source_notes) run.Degrade(note);
 
   if (!m.enhancer.empty()) {
     int scale = 1;

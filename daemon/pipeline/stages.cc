@@ -193,7 +193,7 @@ absl::Status DescribeFaces(const ModelCopy& recognition, Picture& pic, const std
 
 absl::Status Generate(const ModelCopy& generator, const std::string& device, const Picture& source,
                       const Picture& target, double ratio, std::vector<SwapItem>& items,
-                      const Checkpoint& cp) {
+                      const Checkpoint& cp, std::vector<std::string>* notes) {
   if (!generator.generator) return absl::InvalidArgumentError("generate: the model is not a generator");
   const int src_index = LargestFace(source.faces);
   if (src_index < 0) return absl::FailedPreconditionError("no face in the source image");
@@ -206,6 +206,15 @@ absl::Status Generate(const ModelCopy& generator, const std::string& device, con
   if (!src.ok()) return src.status();
   const at::Tensor src_t = OnDevice(models::BgrToTensor(src->bgr), device);
   const at::Tensor src_lm = models::LandmarksToTensor(src->landmarks);
+  if (notes != nullptr) {
+    *notes = generator.generator->SourceNotes(src_lm);
+    const cv::Rect2f box = cv::boundingRect(points(source.faces[src_index].landmarks));
+    if (box.width < kSmallSourceFacePx) {
+      notes->push_back(absl::StrCat("generate: the source face is ", static_cast<int>(std::lround(box.width)),
+                                    " px wide (its 68 points' extent): detail finer than that is not in the "
+                                    "result; a source face of ", kSmallSourceFacePx, " px or more works best"));
+    }
+  }
   std::vector<SwapItem> done = items;
   for (size_t i = 0; i < done.size(); ++i) {
     if (absl::Status st = cp.Check("face", i, done.size()); !st.ok()) return st;

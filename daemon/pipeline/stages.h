@@ -77,10 +77,12 @@ absl::Status Describe(const ModelCopy& recognition, const cv::Mat& rgb,
                       const faceapi::Landmarks68& landmarks, FaceDescriptor* out);
 // Fuses the source face into each target face of `items` (their `face` set): aligned crops of
 // the full-resolution frames, the generator at `ratio`. `device` "cpu" or "cuda:N".
-// Checkpoint units: "face".
+// Checkpoint units: "face". `notes` (optional) is set to what the result cannot carry of the
+// source face: the generator's SourceNotes, and a source face under kSmallSourceFacePx wide.
+inline constexpr int kSmallSourceFacePx = 80;
 absl::Status Generate(const ModelCopy& generator, const std::string& device, const Picture& source,
                       const Picture& target, double ratio, std::vector<SwapItem>& items,
-                      const Checkpoint& cp = {});
+                      const Checkpoint& cp = {}, std::vector<std::string>* notes = nullptr);
 // Super-resolves `rgb01` (CV_32FC3 RGB [0,1]) with an ESRGAN copy: output s times larger;
 // tile_px > 0 cuts the input into tiles with the model's halo (same result up to float order);
 // then only one tile and its output are tensors at a time (in the caller's scope) and the whole

@@ -24,6 +24,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "absl/status/status.h"
@@ -57,6 +58,10 @@ class FusionGenerator {
   // (message names the generator and the LibTorch error).
   virtual absl::StatusOr<at::Tensor> Fuse(const GeneratorInputs& in) const = 0;
   virtual std::string name() const = 0;
+  // What this generator cannot take from the source face with these landmarks ([1,68,2] float32,
+  // source-crop pixels, as GeneratorInputs::source_landmarks): one sentence per limitation, for
+  // the job's degradations. Empty when the source is fully usable (the default).
+  virtual std::vector<std::string> SourceNotes(const at::Tensor& source_landmarks) const { return {}; }
 };
 
 }  // namespace fusion::models

@@ -1,7 +1,7 @@
 // Swap quality through the job path (issue #10): on the six group photos, every swapped face
 // takes the target's colour — blotch fraction <= 3% and p99.5 <= 30 (models/quality/blotch.h)
 // for the astronaut, Grace and the grey cameraman as sources, fusionctl's default options (ratio 1,
-// full blend).
+// full blend); the turned profile source is named in the job's degradations.
 // Before the generator took the target's low frequencies: sample3's faces 41%, 17%, 27%
 // (p99.5 75, 50, 62) with the astronaut; see docs/QUALITY.md for the whole bench.
 #include <gtest/gtest.h>
@@ -33,6 +33,17 @@ TEST_P(GroupPhotoColour, EverySwappedFaceIsFreeOfBlotches) {
     o.set_ratio(1.0f);  // fusionctl's default
     auto out = E().runner->Swap(Owner{"quality", 0}, source, target, o, rec);
     ASSERT_TRUE(out.ok()) << path << ": " << out.status();
+    // The turned profile source (and only it) is reported: its hidden half is mirrored.
+    const bool turned = std::string(GetParam()).rfind("cameraman", 0) == 0;
+    auto noted = [](const auto& list, const char* what) {
+      return std::any_of(list.begin(), list.end(), [&](const std::string& d) { return d.find(what) != std::string::npos; });
+    };
+    EXPECT_EQ(noted(rec.degradations, "generate: the source face is turned"), turned) << path;
+    EXPECT_EQ(noted(out->report.degradations(), "generate: the source face is turned"), turned) << path;
+    EXPECT_EQ(noted(out->report.degradations(), "px wide (its 68 points' extent)"), turned) << path;  // 59 px
+    if (i == 1) {
+      for (const std::string& d : out->report.degradations()) std::printf("%s: degradation: %s\n", GetParam(), d.c_str());
+    }
     const cv::Mat result = Decode(out->image, cv::IMREAD_COLOR), before = Decode(target, cv::IMREAD_COLOR);
     for (const v1::FaceReport& f : out->report.faces()) {
       auto s = quality::ScoreBlotches(result, before, cv::Rect2f(f.box(0), f.box(1), f.box(2), f.box(3)));

@@ -166,6 +166,16 @@ TEST_F(SwapProcessTest, SwapThroughTheDaemonWritesATargetSizedPngWithTheSourceId
   const RunResult into_dir = SwapJson(dir_.path());
   EXPECT_EQ(into_dir.exit_code, 2);
   EXPECT_NE(into_dir.err.find("is a directory"), std::string::npos) << into_dir.err;
+  // An input that cannot be read is a usage error too, naming the flag, the path and why.
+  const RunResult no_target = Ctl({"swap", "--source", FUSION_TEST_DATA_DIR "/faces/astronaut_eileen_collins_512.png",
+                                   "--target", dir_.File("absent.png"), "-o", dir_.File("never.png")});
+  EXPECT_EQ(no_target.exit_code, 2);
+  EXPECT_NE(no_target.err.find("--target: cannot read '" + dir_.File("absent.png") + "': No such file or directory"),
+            std::string::npos) << no_target.err;
+  const RunResult dir_source = Ctl({"swap", "--source", dir_.path(), "--target",
+                                    FUSION_TEST_DATA_DIR "/faces/grace_hopper_512x600.jpg", "-o", dir_.File("never.png")});
+  EXPECT_EQ(dir_source.exit_code, 2);
+  EXPECT_NE(dir_source.err.find("--source: '" + dir_.path() + "' is a directory"), std::string::npos) << dir_source.err;
   EXPECT_EQ(nlohmann::json::parse(Ctl({"jobs", "--json"}).out).size(), jobs_before) << "nothing was submitted";
   Stop(std::move(daemon));
 }
