@@ -10,6 +10,7 @@
 #include "common/logging.h"
 #include "config/config.h"
 #include "rpc/server.h"
+#include "rpc/service_notifier.h"
 #ifdef FUSION_WITH_PIPELINE
 #include "pipeline/daemon_pipeline.h"
 #endif
@@ -64,6 +65,13 @@ int main(int argc, char** argv) {
     return 1;
   }
   sd_notify(0, "READY=1");
+  // WATCHDOG=1 after each passing health check (when WatchdogSec= is set) and a STATUS= line.
+  bool watchdog = false;
+  const absl::Duration period = fusion::ServiceNotifier::PeriodFromEnvironment(absl::Seconds(5), &watchdog);
+  if (watchdog) spdlog::info("systemd watchdog: health check every {} ms", absl::ToInt64Milliseconds(period));
+  fusion::DaemonServer* served = server->get();
+  auto notifier = fusion::ServiceNotifier::Start(
+      {.period = period, .watchdog = watchdog, .probe = [served] { return served->HealthStatus(); }});
 
   int signo = 0;
   for (;;) {
@@ -75,6 +83,9 @@ int main(int argc, char** argv) {
   spdlog::info("received {}, draining (up to {} ms)", signo == SIGTERM ? "SIGTERM" : "SIGINT",
                config->drain_ms);
   sd_notify(0, "STOPPING=1");
+  // The drain may outlast the unit's stop timeout: ask for the drain's length on top of it.
+  sd_notifyf(0, "EXTEND_TIMEOUT_USEC=%llu", static_cast<unsigned long long>(config->drain_ms + 5000) * 1000);
+  notifier->Stop();
   (*server)->Shutdown(absl::Milliseconds(config->drain_ms));
   server->reset();
   spdlog::info("stopped");

@@ -177,6 +177,11 @@ absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
       auto i = node.value_exact<int64_t>();
       if (!i || *i < 0 || *i > 600000) st = KeyError(origin, key, "must be an integer in [0, 600000] (ms)");
       else config.drain_ms = static_cast<uint64_t>(*i);
+    }
+    else if (key == "watchdog_stall_ms") {
+      auto i = node.value_exact<int64_t>();
+      if (!i || *i < 1000 || *i > 86400000) st = KeyError(origin, key, "must be an integer in [1000, 86400000] (ms)");
+      else config.watchdog_stall_ms = static_cast<uint64_t>(*i);
     } else {
       st = KeyError(origin, key, "unknown key");
     }

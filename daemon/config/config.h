@@ -16,6 +16,7 @@
 //   grpc_memory_quota = "256MiB"             stalled_connection_timeout_ms = 15000
 //   max_pixels = 100000000
 //   min_face_px = 40                         min_face_score = 0.5
+//   drain_ms = 5000                          watchdog_stall_ms = 300000
 // Sizes are strings in ParseSize() syntax or integers (bytes). An unknown key, a wrong type or
 // a bad size is INVALID_ARGUMENT naming the key (and the file).
 // Thread-safety: plain value type.
@@ -103,6 +104,10 @@ struct DaemonConfig {
   uint64_t max_message_bytes = 32ull << 20;
   // Time given to in-flight calls at SIGTERM before they are cancelled, milliseconds.
   uint64_t drain_ms = 5000;
+  // The health check behind systemd's watchdog (WatchdogSec=, rpc/service_notifier.h) fails
+  // when a running job gives no sign of life (a stage event or a checkpoint: every face, tile
+  // and detection pass) for this long, milliseconds (TOML only).
+  uint64_t watchdog_stall_ms = 300000;
   // Detection defaults for jobs that leave JobOptions.min_face_px / min_face_score at 0: the
   // smallest face width to find in pixels of the original target ([8, 100000]), and the
   // detector's score threshold ((0, 1); 0 = the detector's own, 0.5).

@@ -27,14 +27,21 @@ struct JobManager::Running {
   size_t stages_done = 0;
   std::atomic<bool> cancel{false};     // the owner asked
   std::atomic<bool> interrupt{false};  // the daemon is stopping: leave it RUNNING
+  // Unix ms of the job's last sign of life: its start, a stage event or a checkpoint (every
+  // face, tile and detection pass asks Cancelled()). CheckProgress reads it.
+  std::atomic<int64_t> alive_ms{NowMs()};
 };
 
 class JobManager::RunContext final : public JobRunner::Context {
  public:
   RunContext(JobManager* manager, std::string id, std::shared_ptr<Running> running)
       : manager_(manager), id_(std::move(id)), running_(std::move(running)) {}
-  bool Cancelled() const override { return running_->cancel || running_->interrupt; }
+  bool Cancelled() const override {
+    running_->alive_ms = NowMs();
+    return running_->cancel || running_->interrupt;
+  }
   void StageStarted(const std::string& stage, float progress) override {
+    running_->alive_ms = NowMs();
     {
       MutexLock lock(&manager_->mu_);
       running_->stage = stage;
@@ -46,6 +53,7 @@ class JobManager::RunContext final : public JobRunner::Context {
     manager_->Emit(id_, std::move(e), false);
   }
   void StageFinished(const v1::StageReport& report, float progress) override {
+    running_->alive_ms = NowMs();
     {
       MutexLock lock(&manager_->mu_);
       running_->progress = progress;
@@ -58,6 +66,7 @@ class JobManager::RunContext final : public JobRunner::Context {
     manager_->Emit(id_, std::move(e), false);
   }
   void Degradation(const std::string& what) override {
+    running_->alive_ms = NowMs();
     v1::JobEvent e;
     e.set_degradation(what);
     manager_->Emit(id_, std::move(e), false);
@@ -323,6 +332,20 @@ std::vector<std::vector<std::string>> JobManager::UpcomingStages(size_t max_jobs
     for (auto& stages : queue_.UpcomingStages(max_jobs - out.size())) out.push_back(std::move(stages));
   }
   return out;
+}
+
+absl::Status JobManager::CheckProgress(absl::Duration stall) {
+  const int64_t now = NowMs(), limit = absl::ToInt64Milliseconds(stall);
+  MutexLock lock(&mu_);
+  for (const auto& [id, running] : running_) {
+    const int64_t quiet = now - running->alive_ms;
+    if (quiet > limit) {
+      return absl::DeadlineExceededError(absl::StrCat("job ", id, " made no progress for ", absl::FormatDuration(absl::Milliseconds(quiet)),
+                                                      running->stage.empty() ? "" : absl::StrCat(" in stage '", running->stage, "'"),
+                                                      " (limit ", absl::FormatDuration(stall), ")"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 void JobManager::WorkerLoop() {

@@ -87,6 +87,11 @@ class JobManager {
   void Unwatch(uint64_t handle);
 
   std::map<uid_t, ClientCounts> CountsByUid();
+  // The job loop's health for the service watchdog: DEADLINE_EXCEEDED naming the job and its
+  // stage when a running job gave no sign of life (a stage event or a checkpoint: every face,
+  // tile and detection pass) for longer than `stall`. Blocks while the manager's lock is held
+  // (a deadlocked manager is unhealthy too: the caller's ping stops).
+  absl::Status CheckProgress(absl::Duration stall);
   // Models of the stages not yet run: running jobs first, then queued jobs in start order.
   std::vector<std::vector<std::string>> UpcomingStages(size_t max_jobs);
   // Refuses new jobs and starts no queued one; running jobs may finish until `deadline`, then

@@ -17,6 +17,7 @@ absl::StatusOr<FaultInjector> FaultInjector::Parse(const std::string& spec) {
     else if (kv.second == "fail_untiled") mode = FaultMode::kFailUntiled;
     else if (kv.second == "fail_device") mode = FaultMode::kFailDevice;
     else if (kv.second == "fail_all") mode = FaultMode::kFailAll;
+    else if (kv.second == "hang") mode = FaultMode::kHang;
     else if (kv.second == "none") mode = FaultMode::kNone;
     else {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -63,7 +64,8 @@ bool FaultInjector::FailDevice(const std::string& stage, int tile_px) {
   if (it == modes_.end()) return false;
   const int attempt = device_attempts_[stage]++;
   switch (it->second) {
-    case FaultMode::kNone: return false;
+    case FaultMode::kNone:
+    case FaultMode::kHang: return false;
     case FaultMode::kFailFirstDevice: return attempt == 0;
     case FaultMode::kFailUntiled: return tile_px == 0;
     case FaultMode::kFailDevice:
@@ -76,6 +78,12 @@ bool FaultInjector::FailCpu(const std::string& stage) const {
   MutexLock lock(&mu_);
   auto it = modes_.find(stage);
   return it != modes_.end() && it->second == FaultMode::kFailAll;
+}
+
+bool FaultInjector::Hangs(const std::string& stage) const {
+  MutexLock lock(&mu_);
+  auto it = modes_.find(stage);
+  return it != modes_.end() && it->second == FaultMode::kHang;
 }
 
 }  // namespace fusion

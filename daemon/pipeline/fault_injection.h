@@ -6,6 +6,8 @@
 //   fail_untiled        every untiled device attempt fails (-> tiled, for tileable stages)
 //   fail_device         every device attempt, tiled too (-> CPU fallback)
 //   fail_all            every attempt, CPU included (-> RESOURCE_EXHAUSTED)
+//   hang                every attempt blocks for an hour without a checkpoint (a stuck device
+//                       call: the service watchdog's test; only SIGKILL ends it)
 // Spec text: "stage=mode[,stage=mode...]", e.g. "detect=fail_first_device,enhance=fail_untiled".
 // fusiond honours the FUSIOND_FAULTS environment variable only when built with
 // FUSION_FAULT_INJECTION (test builds); production builds ignore it.
@@ -21,7 +23,7 @@
 
 namespace fusion {
 
-enum class FaultMode { kNone, kFailFirstDevice, kFailUntiled, kFailDevice, kFailAll };
+enum class FaultMode { kNone, kFailFirstDevice, kFailUntiled, kFailDevice, kFailAll, kHang };
 
 class FaultInjector {
  public:
@@ -39,6 +41,8 @@ class FaultInjector {
   bool FailDevice(const std::string& stage, int tile_px);
   // True when the CPU attempt of `stage` must fail.
   bool FailCpu(const std::string& stage) const;
+  // True when every attempt of `stage` must hang (kHang).
+  bool Hangs(const std::string& stage) const;
 
  private:
   mutable Mutex mu_;

@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "fusion/size.h"
 #include "pipeline/device_oom.h"
+#include "spdlog/spdlog.h"
 
 namespace fusion {
 namespace {
@@ -93,6 +94,10 @@ absl::Status OomLadder::Attempt(const Owner& owner, const StageSpec& stage, Stag
     meter_->LimitScope(scope, working, ScopeKind::kDevice);
     meter_->ResetPeak(scope);
     absl::Status st;
+    if (faults_ != nullptr && faults_->Hangs(stage.name)) {
+      spdlog::warn("stage '{}': injected hang (FUSIOND_FAULTS)", stage.name);
+      absl::SleepFor(absl::Hours(1));  // no checkpoint: the job loop looks stuck
+    }
     const bool injected = faults_ != nullptr && faults_->FailDevice(stage.name, tile_px);
     if (injected) {
       st = DeviceOomError(absl::StrCat("stage '", stage.name, "': injected device OOM"));

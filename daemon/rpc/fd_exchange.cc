@@ -40,7 +40,8 @@ absl::StatusOr<std::unique_ptr<FdExchange>> FdExchange::Create(const std::string
   if (options.max_in_flight < 1 || options.max_per_uid < 1 || options.request_timeout_ms < 1) {
     return absl::InvalidArgumentError("fd socket: limits and the request timeout must be >= 1");
   }
-  auto listener = UdsListener::Create({.path = fdproto::CompanionPath(socket_path), .group = group});
+  auto listener = UdsListener::Create(
+      {.path = fdproto::CompanionPath(socket_path), .group = group, .inherited_fd = options.inherited_fd});
   if (!listener.ok()) return listener.status();
   std::unique_ptr<FdExchange> self(
       new FdExchange(*std::move(listener), std::move(allowed_uids), registry, options));

@@ -38,6 +38,7 @@ struct FdExchangeOptions {
   int max_in_flight = 64;          // connections served at once, all uids together
   int max_per_uid = 8;             // connections served at once for one uid
   int request_timeout_ms = 2000;   // from accept() until the request line is complete
+  int inherited_fd = -1;           // the ".fd" socket from socket activation (UdsListener::Options)
 };
 
 // Reads one request line from the connected socket `conn` (until `deadline`) and answers it for

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/heap_release.h"
+#include "fusion/size.h"
 #include "jobs/job_manager.h"
 #include "jobs/queue_future_references.h"
 #include "jobs/journal.h"
@@ -24,6 +25,7 @@
 #include "rpc/fusion_service.h"
 #include "rpc/memfd_registry.h"
 #include "rpc/memory_state.h"
+#include "rpc/socket_activation.h"
 #include "rpc/uds_listener.h"
 #include "rpc/uid_limits.h"
 #include "spdlog/spdlog.h"
@@ -64,6 +66,16 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
                                                                  ServerHooks hooks) {
   std::unique_ptr<DaemonServer> self(new DaemonServer());
   self->config_ = config;
+  // Socket activation: inherited sockets replace --socket (socket_activation.h).
+  auto inherited = TakeInheritedSockets();
+  if (!inherited.ok()) return inherited.status();
+  if (inherited->main_fd >= 0) {
+    spdlog::info("socket activation: serving on the inherited {}{} (fd {}{})", inherited->main_path,
+                 inherited->main_path == config.socket ? "" : absl::StrCat(", not ", config.socket), inherited->main_fd,
+                 inherited->fd_fd >= 0 ? absl::StrCat(", and its .fd socket on fd ", inherited->fd_fd) : "");
+    self->config_.socket = inherited->main_path;
+  }
+  const std::string& socket_path = self->config_.socket;
   // The host tier is always budgeted (DESIGN.md §3): without a limit, half of MemTotal.
   uint64_t host_limit = config.host_memory_limit;
   if (host_limit == 0) {
@@ -102,7 +114,8 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
   self->budget_watcher_ = *std::move(watcher);
 
   // Bind first: a second daemon must fail here, before it builds anything else.
-  auto listener = UdsListener::Create({.path = config.socket, .group = config.socket_group});
+  auto listener = UdsListener::Create(
+      {.path = socket_path, .group = config.socket_group, .inherited_fd = inherited->main_fd});
   if (!listener.ok()) return listener.status();
   self->listener_ = *std::move(listener);
   self->memfds_ = std::make_unique<MemfdRegistry>(MemfdRegistry::Options{});
@@ -162,9 +175,10 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
       self->jobs_.get(), self->memfds_.get(), hooks.catalogue != nullptr ? self->residency_.get() : nullptr,
       hooks.catalogue);
   auto fd_exchange = FdExchange::Create(
-      config.socket, config.socket_group, config.allowed_uids, self->memfds_.get(),
+      socket_path, config.socket_group, config.allowed_uids, self->memfds_.get(),
       {.max_in_flight = static_cast<int>(config.fd_max_connections),
-       .max_per_uid = static_cast<int>(config.fd_max_connections_per_uid)});
+       .max_per_uid = static_cast<int>(config.fd_max_connections_per_uid),
+       .inherited_fd = inherited->fd_fd});
   if (!fd_exchange.ok()) return fd_exchange.status();
   self->fd_exchange_ = *std::move(fd_exchange);
 
@@ -184,7 +198,7 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
   self->connections_ = std::make_unique<ConnectionLimiter>(
       ConnectionLimiter::Options{.max_per_uid = static_cast<int>(config.max_connections_per_uid),
                                  .max_total = static_cast<int>(config.max_connections),
-                                 .socket = config.socket,
+                                 .socket = socket_path,
                                  .stall_timeout = absl::Milliseconds(config.stalled_connection_timeout_ms)});
   ConnectionLimiter* connections = self->connections_.get();
   self->listener_->Start([server, connections](int fd) {
@@ -207,6 +221,20 @@ int DaemonServer::open_connections(uid_t uid) const {
 
 uint64_t DaemonServer::stalled_connections_closed() const {
   return connections_ != nullptr ? connections_->stalled_closed() : 0;
+}
+
+absl::StatusOr<std::string> DaemonServer::HealthStatus() const {
+  if (jobs_ != nullptr) {
+    if (absl::Status st = jobs_->CheckProgress(absl::Milliseconds(config_.watchdog_stall_ms)); !st.ok()) return st;
+  }
+  auto state = memory_->Snapshot();
+  if (!state.ok()) return absl::Status(state.status().code(), absl::StrCat("memory state: ", state.status().message()));
+  uint32_t queued = 0, running = 0;
+  for (const v1::ClientUsage& c : state->clients()) queued += c.jobs_queued(), running += c.jobs_running();
+  const v1::TierState& d = state->device();
+  return absl::StrCat(queued, queued == 1 ? " job" : " jobs", " queued, ", running, " running; device ", d.kind(), ": ",
+                      FormatBytes(d.used_bytes() + d.reserved_bytes()), " used of a ", FormatBytes(d.budget_bytes()),
+                      " budget");
 }
 
 std::string DaemonServer::target() const { return absl::StrCat("unix://", config_.socket); }

@@ -82,6 +82,11 @@ class DaemonServer {
   int open_connections(uid_t uid) const;
   // gRPC connections closed so far because their peer stopped reading (stalled_connection_timeout_ms).
   uint64_t stalled_connections_closed() const;
+  // The health probe behind systemd's watchdog (rpc/service_notifier.h): the job loop
+  // (JobManager::CheckProgress at watchdog_stall_ms), then a memory-state snapshot (the
+  // device's query). OK: a one-line status ("1 job queued, 1 running; device cpu: 412 MiB
+  // used of a 6 GiB budget"). Blocks while either is stuck. Thread-safe.
+  absl::StatusOr<std::string> HealthStatus() const;
   // Stops accepting, marks health NOT_SERVING, starts no queued job, waits up to `drain` for
   // running jobs and in-flight calls, then interrupts the jobs still running (they stay
   // RUNNING in the journal and run again at the next start; JobManager::Shutdown) and cancels

@@ -44,6 +44,13 @@ bool UnixSocketIsLive(const std::string& path) {
 }
 
 absl::StatusOr<std::unique_ptr<UdsListener>> UdsListener::Create(const Options& options) {
+  if (options.inherited_fd >= 0) {
+    int pipe_fds[2];
+    if (pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) return absl::UnavailableError(Errno("pipe2"));
+    // The accept loop polls the fd and accept4() gives each connection its own flags.
+    (void)fcntl(options.inherited_fd, F_SETFD, FD_CLOEXEC);
+    return std::unique_ptr<UdsListener>(new UdsListener(options, options.inherited_fd, pipe_fds[0], pipe_fds[1]));
+  }
   sockaddr_un addr;
   if (!FillAddress(options.path, addr)) {
     return absl::InvalidArgumentError(absl::StrCat("socket path '", options.path, "' is longer than ",
@@ -151,7 +158,7 @@ void UdsListener::Stop() {
   close(listen_fd_);
   close(wake_read_);
   close(wake_write_);
-  unlink(options_.path.c_str());
+  if (options_.inherited_fd < 0) unlink(options_.path.c_str());
 }
 
 }  // namespace fusion

@@ -5,7 +5,8 @@
 // each connection (non-blocking, close-on-exec: gRPC's fd transport needs non-blocking) to a
 // callback - in fusiond, grpc::AddInsecureChannelFromFd - so that calls can read SO_PEERCRED.
 //
-// Invariant: after Stop() returns no callback runs and the socket file is removed.
+// Invariant: after Stop() returns no callback runs and the socket file is removed (unless it
+// was inherited: Options::inherited_fd).
 // Thread-safety: Start/Stop from one controlling thread; the callback runs on the accept thread.
 #pragma once
 
@@ -28,6 +29,10 @@ class UdsListener {
     mode_t mode = 0660;
     std::string group;       // chown the file to this group; empty = leave as is
     int backlog = 128;
+    // >= 0: a listening socket inherited from the service manager (socket activation) and
+    // bound to `path`: used as is (no probe, bind, chmod or chown: the socket unit set them),
+    // and Stop() leaves the socket file in place (it belongs to the socket unit).
+    int inherited_fd = -1;
   };
 
   // Binds and listens. FAILED_PRECONDITION when a live server answers on `path` or a

@@ -138,7 +138,8 @@ TEST_F(ConfigTest, BooleansAndOutOfRangeNumbersAreRefused) {
   DaemonConfig c;
   for (const char* bad : {"device_memory_limit = true\n", "allowed_uids = [true]\n",
                           "allowed_uids = [4294967296]\n", "drain_ms = true\n",
-                          "drain_ms = 99999999\n", "host_memory_limit = false\n"}) {
+                          "drain_ms = 99999999\n", "host_memory_limit = false\n", "watchdog_stall_ms = 999\n",
+                          "watchdog_stall_ms = 1.5\n"}) {
     absl::Status st = ApplyToml(bad, "f.toml", c);
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << bad;
   }
@@ -206,6 +207,14 @@ TEST_F(ConfigTest, BadLimitsNameTheKey) {
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << bad.toml;
     EXPECT_NE(st.message().find(bad.key), std::string::npos) << bad.toml << " -> " << st;
   }
+}
+
+TEST_F(ConfigTest, WatchdogStallHasItsDocumentedDefaultAndComesFromTheFile) {
+  DaemonConfig c;
+  EXPECT_EQ(c.watchdog_stall_ms, 300000u);
+  ASSERT_TRUE(ApplyToml("watchdog_stall_ms = 1500\n", "f.toml", c).ok());
+  EXPECT_EQ(c.watchdog_stall_ms, 1500u);
+  EXPECT_NE(ApplyToml("watchdog_stall_ms = 500\n", "f.toml", c).message().find("'watchdog_stall_ms'"), std::string::npos);
 }
 
 TEST_F(ConfigTest, MaxConcurrentJobsFromFileAndFlagWithinRange) {

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -11,6 +12,10 @@
 #include <sstream>
 #include <nlohmann/json.hpp>
 
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "notify_socket.h"
 #include "process.h"
 #include "temp_dir.h"
 
@@ -233,6 +238,79 @@ TEST_F(DaemonProcessTest, MemWatchStreamsStatesAtTheIntervalAndEndsWhenTheDaemon
   EXPECT_EQ(ended.exit_code, 2) << ended.err;  // UNAVAILABLE
   EXPECT_NE(ended.err.find("fusiond is stopping"), std::string::npos) << ended.err;
   EXPECT_GE(std::count(ended.out.begin(), ended.out.end(), '\n'), 2);  // it was streaming
+}
+
+// One request line on the ".fd" socket at `path` and its reply line ("" when nothing answers).
+std::string FdSocketReply(const std::string& path, const std::string& line) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    if (fd >= 0) close(fd);
+    return "";
+  }
+  std::string reply;
+  if (write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size())) {
+    char c;
+    while (read(fd, &c, 1) == 1 && c != '\n') reply.push_back(c);
+  }
+  close(fd);
+  return reply;
+}
+
+// Socket activation the way systemd does it (systemd-socket-activate passes LISTEN_FDS and
+// LISTEN_PID, both sockets under one name): fusiond serves the inherited sockets instead of
+// --socket, gRPC on the main one and the fd protocol on the ".fd" one, and leaves their files
+// (the socket unit's) in place when it stops.
+TEST_F(DaemonProcessTest, ServesTheSocketsASocketUnitPassesAndLeavesTheirFiles) {
+  const std::string activated = dir_.File("act.sock");
+  Process daemon({"/usr/bin/systemd-socket-activate", "-l", activated, "-l", activated + ".fd", FUSIOND_BIN,
+                  "--socket", socket_, "--device", "cpu", "--models-dir", dir_.File("no-models"), "--state-dir",
+                  dir_.File("state")},
+                 dir_.path());
+  ASSERT_TRUE(WaitFor([&] { return (Exists(activated) && Exists(activated + ".fd")) || !daemon.Running(); },
+                      absl::Seconds(10)));
+  ASSERT_TRUE(daemon.Running());
+  const RunResult health = RunProcess({FUSIONCTL_BIN, "--socket", activated, "--timeout-ms", "15000", "health"},
+                                      dir_.path(), absl::Seconds(30));
+  EXPECT_EQ(health.exit_code, 0) << health.err;
+  EXPECT_NE(health.out.find("SERVING"), std::string::npos) << health.out;
+  EXPECT_FALSE(Exists(socket_)) << "the inherited sockets replace --socket";
+  // The fd protocol answers on the inherited ".fd" socket: an unknown token is NOT_FOUND (5).
+  const std::string reply = FdSocketReply(activated + ".fd", "GET 0123456789abcdef0123456789abcdef\n");
+  EXPECT_EQ(reply.rfind("ERR 5 ", 0), 0u) << reply;
+  daemon.Signal(SIGTERM);
+  const RunResult stopped = daemon.Wait(absl::Seconds(20));
+  EXPECT_EQ(stopped.exit_code, 0) << stopped.err;
+  EXPECT_NE(stopped.err.find("socket activation: serving on the inherited " + activated), std::string::npos)
+      << stopped.err;
+  EXPECT_TRUE(Exists(activated) && Exists(activated + ".fd")) << "inherited socket files are never unlinked";
+}
+
+// With a watchdog asked for (WATCHDOG_USEC), fusiond pings after each passing health check and
+// says what it does in a STATUS= line; READY=1 comes first.
+TEST_F(DaemonProcessTest, PingsTheWatchdogWithAStatusLineAfterReady) {
+  testing::NotifySocket notify(dir_.File("notify"));
+  ASSERT_TRUE(notify.ok());
+  Process daemon({FUSIOND_BIN, "--socket", socket_, "--device", "cpu", "--device-memory-limit", "256MiB",
+                  "--models-dir", dir_.File("no-models"), "--state-dir", dir_.File("state")},
+                 dir_.path(), -1, {notify.Env(), "WATCHDOG_USEC=400000"});
+  std::vector<std::string> got = notify.Receive(absl::Seconds(20), "READY=1");
+  ASSERT_FALSE(got.empty());
+  EXPECT_EQ(got.back(), "READY=1");
+  got = notify.Receive(absl::Milliseconds(1500));
+  int pings = 0;
+  for (const std::string& m : got) {
+    if (m.rfind("WATCHDOG=1\n", 0) != 0) continue;
+    ++pings;
+    EXPECT_NE(m.find("STATUS=0 jobs queued, 0 running; device cpu: 0 B used of a 256.0 MiB budget"), std::string::npos) << m;
+  }
+  EXPECT_GE(pings, 4) << "a 400-ms watchdog gets a ping every 200 ms; got " << got.size() << " messages";
+  daemon.Signal(SIGTERM);
+  EXPECT_EQ(daemon.Wait(absl::Seconds(20)).exit_code, 0);
+  got = notify.Receive(absl::Milliseconds(200));
+  EXPECT_TRUE(std::any_of(got.begin(), got.end(), [](const std::string& m) { return m == "STOPPING=1"; }));
 }
 
 }  // namespace

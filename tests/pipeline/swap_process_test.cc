@@ -18,6 +18,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "notify_socket.h"
 #include "process.h"
 #include "temp_dir.h"
 
@@ -183,6 +184,43 @@ TEST_F(SwapProcessTest, SwapThroughTheDaemonWritesATargetSizedPngWithTheSourceId
 // The host tier (weights in RAM) is a cache under --host-memory-limit: a budget smaller than
 // the models of one swap drops host copies (also of models on the device) instead of growing past
 // it, and a load still succeeds by re-reading storage.
+// The health check behind systemd's watchdog is the job loop's: a running job that gives no
+// sign of life (no stage event, no checkpoint) for watchdog_stall_ms fails it, so fusiond stops
+// pinging (the service manager then restarts it) and says why in STATUS=. A stage made to hang
+// (FUSIOND_FAULTS=generate=hang: an hour in one call, as a stuck device call) is that job.
+TEST_F(SwapProcessTest, AJobThatStopsMakingProgressStopsTheWatchdogPingsAndSaysWhy) {
+  testing::NotifySocket notify(dir_.File("notify"));
+  ASSERT_TRUE(notify.ok());
+  {
+    std::ofstream toml(dir_.File("watchdog.toml"));
+    toml << "watchdog_stall_ms = 1500\n";
+  }
+  Process daemon({FUSIOND_BIN, "--config", dir_.File("watchdog.toml"), "--socket", socket_, "--device", "cpu",
+                  "--device-memory-limit", "1GiB", "--state-dir", dir_.File("state-watchdog"), "--models-dir",
+                  FUSION_MODELS_DIR},
+                 dir_.path(), -1, {notify.Env(), "WATCHDOG_USEC=600000", "FUSIOND_FAULTS=generate=hang"});
+  ASSERT_FALSE(notify.Receive(absl::Seconds(30), "READY=1").empty());
+  const RunResult submitted = Ctl({"swap", "--no-wait", "--source",
+                                   FUSION_TEST_DATA_DIR "/faces/astronaut_eileen_collins_512.png", "--target",
+                                   FUSION_TEST_DATA_DIR "/faces/grace_hopper_512x600.jpg"});
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
+  const std::string id = submitted.out.substr(0, submitted.out.find('\n'));
+  // Healthy while the job runs its first stages; then the hang: within the stall limit and a
+  // probe period the pings stop and STATUS= names the job and its stage.
+  std::vector<std::string> got = notify.Receive(absl::Seconds(60), "STATUS=unhealthy");
+  ASSERT_FALSE(got.empty());
+  EXPECT_EQ(got.back().rfind("STATUS=unhealthy: job " + id + " made no progress for ", 0), 0u) << got.back();
+  EXPECT_NE(got.back().find("in stage 'generate' (limit 1.5s)"), std::string::npos) << got.back();
+  EXPECT_TRUE(std::any_of(got.begin(), got.end(), [](const std::string& m) {
+    return m.rfind("WATCHDOG=1\nSTATUS=0 jobs queued, 1 running; device cpu: ", 0) == 0;
+  })) << "healthy pings while the job ran";
+  got = notify.Receive(absl::Seconds(2));
+  ASSERT_GE(got.size(), 2u) << "STATUS= goes on every probe period (300 ms)";
+  for (const std::string& m : got) EXPECT_EQ(m.find("WATCHDOG=1"), std::string::npos) << m;
+  daemon.Signal(SIGKILL);  // the hang ends only with the process, as under systemd's watchdog
+  daemon.Wait(absl::Seconds(10));
+}
+
 TEST_F(SwapProcessTest, HostMemoryLimitSmallerThanTheModelsIsKeptAfterSwapAndLoad) {
   constexpr uint64_t kLimit = 10ull << 20;
   auto daemon = StartDaemon("", {"--host-memory-limit", "10MiB"});
