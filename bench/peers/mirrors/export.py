@@ -26,6 +26,7 @@ OPSET = 13
 # The tracer's notes on shape-dependent Python branches: the shapes are fixed per export.
 warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
 warnings.filterwarnings("ignore", category=FutureWarning, module="tf_ops")  # g.op in _Pad.symbolic
+warnings.filterwarnings("ignore", message="The shape inference of prim::Constant")  # _Pad.symbolic's constants
 
 
 def main():

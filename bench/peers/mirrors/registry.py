@@ -1,8 +1,10 @@
 """Network id (bench/peers/fusiond_nets.h) -> its PyTorch mirror with the fetched weights."""
 import os
 
+from esrgan import Esrgan
+from face_landmark_68 import FaceLandmark68Net
 from face_recognition import FaceRecognitionNet
-from tfjs_weights import load_manifest
+from tfjs_weights import load_layers_model, load_manifest
 from tiny_face_detector import TinyFaceDetector
 
 TOLERANCE = 1e-4  # absolute, per output value (issue 12)
@@ -17,4 +19,10 @@ def build(id_, models_dir):
         return TinyFaceDetector(_faceapi(models_dir, "tiny_face_detector_model"))
     if id_ == "face_recognition_150":
         return FaceRecognitionNet(_faceapi(models_dir, "face_recognition_model"))
+    if id_ == "face_landmark_68_112":
+        return FaceLandmark68Net(_faceapi(models_dir, "face_landmark_68_model"))
+    for family in ("slim", "medium"):
+        for scale in (2, 4):
+            if id_ == f"esrgan_{family}_x{scale}_64":
+                return Esrgan(*load_layers_model(os.path.join(models_dir, f"esrgan-{family}", f"x{scale}", "model.json")))
     raise KeyError(f"no mirror for {id_}")
