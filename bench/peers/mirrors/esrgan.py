@@ -7,7 +7,7 @@ Input [1,3,H,W] fp32 RGB 0..1 -> [1,3,sH,sW]."""
 import torch
 import torch.nn.functional as F
 
-from tf_ops import WeightModule, clamp01, conv, oihw
+from tf_ops import WeightModule, conv, oihw
 
 
 class Esrgan(WeightModule):
@@ -59,4 +59,4 @@ class Esrgan(WeightModule):
         return t[self.output]
 
     def forward(self, rgb01):
-        return clamp01(self.run(rgb01 * 255.0) / 255.0)
+        return torch.clamp(self.run(rgb01 * 255.0) / 255.0, 0.0, 1.0)

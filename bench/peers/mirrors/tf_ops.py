@@ -1,7 +1,9 @@
 """TF semantics on NCHW torch tensors, for the mirrors (as models/faceapi/ops.h does in C++).
 TF "SAME" padding is asymmetric: out = ceil(in/s), total = max((out-1)*s + k - in, 0),
 before = total // 2, after = the rest (shared/docs/MODELS.md §2.3). Every op here exports to
-plain ONNX (Pad, Conv, MaxPool, ...) that ONNX Runtime and OpenCV dnn 4.6 both import."""
+plain ONNX (Pad, Conv, MaxPool, ...) that ONNX Runtime and OpenCV dnn 4.6 both import, at the
+opset of export.py (10: OpenCV 4.6 imports Clip, hence ReLU6 and clamps, only with min/max as
+attributes, which opset 11 made inputs)."""
 import torch
 import torch.nn.functional as F
 
@@ -21,11 +23,9 @@ class _Pad(torch.autograd.Function):
         return F.pad(x, lrtb, value=value)
 
     @staticmethod
-    def symbolic(g, x, lrtb, value):
+    def symbolic(g, x, lrtb, value):  # Pad-2 (opset <= 10): pads and value as attributes
         l, r, t, b = lrtb
-        pads = g.op("Constant", value_t=torch.tensor([0, 0, t, l, 0, 0, b, r], dtype=torch.int64))
-        fill = g.op("Constant", value_t=torch.tensor(value, dtype=torch.float32))
-        return g.op("Pad", x, pads, fill, mode_s="constant")
+        return g.op("Pad", x, pads_i=[0, 0, t, l, 0, 0, b, r], value_f=value, mode_s="constant")
 
 
 def pad(x, lrtb, value=0.0):
@@ -71,9 +71,3 @@ class WeightModule(torch.nn.Module):
     def w(self, name):
         return getattr(self, name.replace("/", "__"))
 
-
-def clamp01(x):
-    """clamp(x, 0, 1) as 1 - relu(1 - relu(x)): OpenCV dnn 4.6 imports neither opset-11+ Clip (min
-    and max as inputs) nor Max/Min with a constant; this form differs from clamp by at most one
-    rounding of 1 - (1 - x) (measured 3e-8) and costs ORT two more element-wise ops."""
-    return 1.0 - F.relu(1.0 - F.relu(x))
