@@ -19,7 +19,7 @@ MODELS_DIR=${FUSION_MODELS_DIR:-$BUILD_DIR/fetched/models}
 OUT=${PEERS_OUT:-$BUILD_DIR/peers}
 IMAGE=tests/data/faces/astronaut_eileen_collins_512.png
 PY=/usr/bin/python3  # Debian's python3 (python3-torch, python3-onnx), not a pyenv shim
-DEFAULT_IDS=(tiny_face_detector_416 face_recognition_150 face_landmark_68_112
+DEFAULT_IDS=(tiny_face_detector_416 face_recognition_150 face_landmark_68_112 ssd_mobilenetv1_512
   esrgan_slim_x2_64 esrgan_slim_x4_64 esrgan_medium_x2_64 esrgan_medium_x4_64)
 IDS=("${@:-${DEFAULT_IDS[@]}}")
 

@@ -5,8 +5,8 @@ FLOPs. Run with Debian's /usr/bin/python3 (python3-torch, python3-onnx: bench/pe
 
   export.py --models-dir DIR --out DIR [ID...]
 
-Per ID it writes OUT/ID.onnx and OUT/ID.mirror.json {"mirror_max_abs_diff", "tolerance", "ok",
-"flops", "opset"} and prints one line. Exit status 1 when a mirror differs from the port by more
+Per ID it writes OUT/ID.onnx and OUT/ID.mirror.json {"mirror_max_abs_diff", "max_abs_output",
+"tolerance", "ok", "flops", "opset"} and prints one line. Exit status 1 when a mirror differs from the port by more
 than the tolerance (1e-4 absolute on every output value): the script check of issue 12.
 """
 import argparse
@@ -57,9 +57,12 @@ def main():
                               output_names=["output"], do_constant_folding=True)
         flops = count_flops(onnx_path)
         ok = diff <= TOLERANCE
-        json.dump({"mirror_max_abs_diff": diff, "tolerance": TOLERANCE, "ok": ok, "flops": flops, "opset": OPSET},
+        scale = float(np.abs(ref).max())
+        json.dump({"mirror_max_abs_diff": diff, "max_abs_output": scale, "tolerance": TOLERANCE, "ok": ok,
+                   "flops": flops, "opset": OPSET},
                   open(os.path.join(a.out, id_ + ".mirror.json"), "w"))
-        print(f"{id_}: mirror vs fusiond max abs diff {diff:.3g} ({'ok' if ok else 'OVER'} {TOLERANCE:g}), "
+        print(f"{id_}: mirror vs fusiond max abs diff {diff:.3g} ({'ok' if ok else 'OVER'} {TOLERANCE:g}; "
+              f"outputs up to {scale:.3g} in magnitude), "
               f"{flops / 1e9:.3f} GFLOP, ONNX opset {OPSET} -> {onnx_path}")
         if not ok:
             failed.append(id_)

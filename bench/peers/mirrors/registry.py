@@ -4,6 +4,7 @@ import os
 from esrgan import Esrgan
 from face_landmark_68 import FaceLandmark68Net
 from face_recognition import FaceRecognitionNet
+from ssd_mobilenet_v1 import SsdMobilenetV1
 from tfjs_weights import load_layers_model, load_manifest
 from tiny_face_detector import TinyFaceDetector
 
@@ -19,6 +20,8 @@ def build(id_, models_dir):
         return TinyFaceDetector(_faceapi(models_dir, "tiny_face_detector_model"))
     if id_ == "face_recognition_150":
         return FaceRecognitionNet(_faceapi(models_dir, "face_recognition_model"))
+    if id_ == "ssd_mobilenetv1_512":
+        return SsdMobilenetV1(_faceapi(models_dir, "ssd_mobilenetv1_model"))
     if id_ == "face_landmark_68_112":
         return FaceLandmark68Net(_faceapi(models_dir, "face_landmark_68_model"))
     for family in ("slim", "medium"):
