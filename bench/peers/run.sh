@@ -36,8 +36,8 @@ fi
 cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" --target fusion_peer_bench >&2
 BIN=$BUILD_DIR/bench/peers/fusion_peer_bench
 mkdir -p "$OUT"
-"$BIN" dump --models-dir "$MODELS_DIR" --image "$IMAGE" --out "$OUT" "${IDS[@]}" 2> >(grep -v 'iCCP' >&2) >&2
+"$BIN" dump --models-dir "$MODELS_DIR" --image "$IMAGE" --out "$OUT" "${IDS[@]}" 2> >(grep --line-buffered -v 'iCCP' >&2) >&2
 "$PY" bench/peers/mirrors/export.py --models-dir "$MODELS_DIR" --out "$OUT" "${IDS[@]}" >&2
 # shellcheck disable=SC2086  # PEERS_ARGS is a list of flags
 node bench/peers/driver.mjs --bin "$BIN" --models-dir "$MODELS_DIR" --image "$IMAGE" --out "$OUT" \
-  ${PEERS_ARGS:-} "${IDS[@]}" 2> >(grep -v 'iCCP' >&2) | tee "$OUT/table.md"
+  ${PEERS_ARGS:-} "${IDS[@]}" 2> >(grep --line-buffered -v 'iCCP' >&2) | tee "$OUT/table.md"
