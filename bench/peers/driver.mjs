@@ -3,7 +3,8 @@
 // fusiond and OpenCV dnn run in `fusion_peer_bench worker` (one process, started by this one),
 // so exactly one runtime computes at a time. Per network and thread count: `warmup` runs of
 // each, then `rounds` rounds, each running every runtime `iters` times in a rotating order;
-// the figures are medians over all rounds' runs. Run by bench/peers/run.sh, not by CI.
+// the figures are medians over all rounds' runs (every run's time goes to OUT/results.json).
+// Run by bench/peers/run.sh, not by CI.
 //
 //   node driver.mjs --bin BIN --models-dir DIR --image PNG --out DIR
 //                   [--threads 1,2] [--rounds 10] [--iters 3] [--warmup 3] [--settle-ms 20] [ID...]
@@ -79,6 +80,7 @@ async function benchNet(worker, a, id) {
     const row = { id, threads: t, flops: mirror.flops, mirrorDiff: mirror.mirror_max_abs_diff, ortDiff,
       opencvDiff: cv.ok ? cv.max_abs_diff : NaN, runs: a.rounds * a.iters };
     for (const n of ['fusiond', 'ort', 'opencv']) row[n] = ms[n] ? median(ms[n]) : NaN;
+    row.ms = ms;  // every run, for results.json
     log(`${id} @${t} thread(s): fusiond ${row.fusiond.toFixed(2)} ms, ORT ${row.ort.toFixed(2)} ms, ` +
         `OpenCV ${row.opencv.toFixed(2)} ms (load ${load()})`);
     rows.push(row);
@@ -109,6 +111,8 @@ async function main() {
   console.log(`Medians of ${a.rounds * a.iters} runs each (${a.rounds} interleaved rounds of ${a.iters}, after ` +
     `${a.warmup} warm-up runs); % peak is against threads x the one-core peak.\n`);
   console.log(markdownTable(rows, peak));
+  fs.writeFileSync(path.join(a.out, 'results.json'), JSON.stringify({ peak, peak0, peak1, startLoad, endLoad: load(),
+    date: new Date().toISOString(), rounds: a.rounds, iters: a.iters, rows }, null, 1));
 }
 
 main().catch((e) => {
