@@ -10,8 +10,11 @@ for p in python3-torch python3-onnx python3-numpy; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
-  apt-get update
-  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${need[@]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  echo "bench/peers/setup.sh: installing ${need[*]}" >&2
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 # ONNXRUNTIME_NODE_INSTALL=skip: keep the bundled CPU libonnxruntime, skip the CUDA download.
 # package.json / package-lock.json pin the version and its integrity.
