@@ -38,10 +38,8 @@ function parseArgs(argv) {
   return a;
 }
 
-const readF32 = (file) => {
-  const b = fs.readFileSync(file);
-  return new Float32Array(b.buffer, b.byteOffset, b.byteLength / 4);
-};
+// A copy into a fresh ArrayBuffer: a Buffer's byteOffset need not be a multiple of 4.
+const readF32 = (file) => new Float32Array(new Uint8Array(fs.readFileSync(file)).buffer);
 const log = (...m) => console.error('[peers]', ...m);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const load = () => os.loadavg().map((v) => v.toFixed(2)).join(' ');
@@ -59,6 +57,9 @@ async function benchNet(worker, a, id) {
   for (const t of a.threads) {
     const ort = await OrtRunner.create(onnx, t, input, meta.input_shape);
     const ortDiff = maxAbsDiff(await ort.forward(), ref);
+    for (const [name, d] of [['ORT', ortDiff], ['OpenCV', cv.ok ? cv.max_abs_diff : 0]]) {
+      if (!(d <= mirror.tolerance)) log(`${id}: ${name}'s output differs from fusiond's by ${d} (> ${mirror.tolerance})`);
+    }
     const runtimes = {
       fusiond: async (n) => (await worker.call(`time fusiond ${t} ${n}`)).ms,
       ort: (n) => ort.time(n),

@@ -7,7 +7,8 @@
 #
 # Environment: BUILD_DIR (default build), FUSION_MODELS_DIR (default $BUILD_DIR/fetched/models,
 # as scripts/fetch-models.sh fills it), PEERS_OUT (default $BUILD_DIR/peers), PEERS_ARGS (extra
-# driver.mjs flags, e.g. "--rounds 20 --iters 3 --threads 1,2").
+# driver.mjs flags, e.g. "--rounds 20 --iters 3 --threads 1,2"), PEERS_TOLERANCE (the mirror
+# check's absolute tolerance, default 1e-4).
 # Steps: setup (scripts/setup.sh, bench/peers/setup.sh); build fusion_peer_bench; dump each
 # network's input and fusiond output; PyTorch mirrors checked against them (1e-4) and exported to
 # ONNX (mirrors/export.py); the interleaved timing (driver.mjs).
