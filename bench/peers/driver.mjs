@@ -1,0 +1,122 @@
+// bench/peers driver (issue 12): times fusiond's own forward, ONNX Runtime and OpenCV dnn on the
+// same weights and input, interleaved, and prints a markdown table. ONNX Runtime runs here;
+// fusiond and OpenCV dnn run in `fusion_peer_bench worker` (one process, started by this one),
+// so exactly one runtime computes at a time. Per network and thread count: `warmup` runs of
+// each, then `rounds` rounds, each running every runtime `iters` times in a rotating order;
+// the figures are medians over all rounds' runs (every run's time goes to OUT/results.json).
+// Run by bench/peers/run.sh, not by CI.
+//
+//   node driver.mjs --bin BIN --models-dir DIR --image PNG --out DIR
+//                   [--threads 1,2] [--rounds 10] [--iters 3] [--warmup 3] [--settle-ms 20] [ID...]
+// --settle-ms: a pause after each block of runs, so the idle threads of the runtime that just ran
+// (OpenMP, TBB and ORT pools spin a while before sleeping) do not take a core from the next.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { OrtRunner, ortVersion } from './ort_runner.mjs';
+import { markdownTable, maxAbsDiff, median } from './table.mjs';
+import { WorkerClient } from './worker_client.mjs';
+
+function parseArgs(argv) {
+  const a = { threads: [1, 2], rounds: 10, iters: 3, warmup: 3, settleMs: 20, ids: [] };
+  for (let i = 0; i < argv.length; ++i) {
+    const k = argv[i];
+    const v = () => argv[++i];
+    if (k === '--bin') a.bin = v();
+    else if (k === '--models-dir') a.modelsDir = v();
+    else if (k === '--image') a.image = v();
+    else if (k === '--out') a.out = v();
+    else if (k === '--threads') a.threads = v().split(',').map(Number);
+    else if (k === '--rounds') a.rounds = Number(v());
+    else if (k === '--iters') a.iters = Number(v());
+    else if (k === '--warmup') a.warmup = Number(v());
+    else if (k === '--settle-ms') a.settleMs = Number(v());
+    else a.ids.push(k);
+  }
+  if (!a.bin || !a.modelsDir || !a.image || !a.out) throw new Error('usage: see the head of driver.mjs');
+  return a;
+}
+
+// A copy into a fresh ArrayBuffer: a Buffer's byteOffset need not be a multiple of 4.
+const readF32 = (file) => new Float32Array(new Uint8Array(fs.readFileSync(file)).buffer);
+const log = (...m) => console.error('[peers]', ...m);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const load = () => os.loadavg().map((v) => v.toFixed(2)).join(' ');
+
+async function benchNet(worker, a, id) {
+  const meta = JSON.parse(fs.readFileSync(path.join(a.out, `${id}.json`)));
+  const mirror = JSON.parse(fs.readFileSync(path.join(a.out, `${id}.mirror.json`)));
+  const onnx = path.join(a.out, `${id}.onnx`);
+  const input = readF32(path.join(a.out, `${id}.input.f32`));
+  const ref = readF32(path.join(a.out, `${id}.fusiond.f32`));
+  await worker.call(`net ${id}`);
+  const cv = await worker.call(`onnx ${onnx}`, true);
+  if (!cv.ok) log(`${id}: OpenCV dnn left out: ${cv.error}`);
+  const rows = [];
+  for (const t of a.threads) {
+    const ort = await OrtRunner.create(onnx, t, input, meta.input_shape);
+    const ortDiff = maxAbsDiff(await ort.forward(), ref);
+    for (const [name, d] of [['ORT', ortDiff], ['OpenCV', cv.ok ? cv.max_abs_diff : 0]]) {
+      if (!(d <= mirror.tolerance)) log(`${id}: ${name}'s output differs from fusiond's by ${d} (> ${mirror.tolerance})`);
+    }
+    const runtimes = {
+      fusiond: async (n) => (await worker.call(`time fusiond ${t} ${n}`)).ms,
+      ort: (n) => ort.time(n),
+      ...(cv.ok ? { opencv: async (n) => (await worker.call(`time opencv ${t} ${n}`)).ms } : {}),
+    };
+    const names = Object.keys(runtimes);
+    for (const n of names) {
+      await runtimes[n](a.warmup);
+      await sleep(a.settleMs);
+    }
+    const ms = Object.fromEntries(names.map((n) => [n, []]));
+    for (let r = 0; r < a.rounds; ++r) {
+      for (let j = 0; j < names.length; ++j) {
+        const n = names[(r + j) % names.length];
+        ms[n].push(...(await runtimes[n](a.iters)));
+        await sleep(a.settleMs);
+      }
+    }
+    const row = { id, threads: t, flops: mirror.flops, mirrorDiff: mirror.mirror_max_abs_diff, ortDiff,
+      opencvDiff: cv.ok ? cv.max_abs_diff : NaN, runs: a.rounds * a.iters };
+    for (const n of ['fusiond', 'ort', 'opencv']) row[n] = ms[n] ? median(ms[n]) : NaN;
+    row.ms = ms;  // every run, for results.json
+    log(`${id} @${t} thread(s): fusiond ${row.fusiond.toFixed(2)} ms, ORT ${row.ort.toFixed(2)} ms, ` +
+        `OpenCV ${row.opencv.toFixed(2)} ms (load ${load()})`);
+    rows.push(row);
+  }
+  return rows;
+}
+
+async function main() {
+  const a = parseArgs(process.argv.slice(2));
+  const ids = a.ids.length ? a.ids : fs.readdirSync(a.out).filter((f) => f.endsWith('.mirror.json'))
+    .map((f) => f.slice(0, -'.mirror.json'.length));
+  const worker = new WorkerClient(a.bin, ['--models-dir', a.modelsDir, '--image', a.image, '--out', a.out]);
+  const startLoad = load();
+  const peak0 = (await worker.call('peak')).gflops;
+  const rows = [];
+  try {
+    for (const id of ids) rows.push(...(await benchNet(worker, a, id)));
+  } finally {
+    var peak1 = (await worker.call('peak')).gflops;
+    worker.close();
+  }
+  const peak = Math.max(peak0, peak1);
+  console.log(`Machine: ${os.cpus()[0].model}, ${os.cpus().length} logical CPUs; ` +
+    `one-core fp32 FMA peak ${peak.toFixed(1)} GFLOP/s (best of two measurements: ${peak0.toFixed(1)}, ${peak1.toFixed(1)}).`);
+  console.log(`Load average (1/5/15 min) at start ${startLoad}, at end ${load()}. ${new Date().toISOString()}`);
+  console.log(`Runtimes: fusiond (LibTorch 1.13.1, at::set_num_threads), ONNX Runtime ${ortVersion} CPU EP ` +
+    '(intraOpNumThreads, interOpNumThreads 1), OpenCV 4.6.0 dnn (cv::setNumThreads); fp32, NCHW, batch 1.');
+  console.log(`Medians of ${a.rounds * a.iters} runs each (${a.rounds} interleaved rounds of ${a.iters}, after ` +
+    `${a.warmup} warm-up runs); % peak is against threads x the one-core peak.\n`);
+  console.log(markdownTable(rows, peak));
+  fs.writeFileSync(path.join(a.out, 'results.json'), JSON.stringify({ peak, peak0, peak1, startLoad, endLoad: load(),
+    date: new Date().toISOString(), rounds: a.rounds, iters: a.iters, rows }, null, 1));
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

@@ -1,0 +1,37 @@
+// Medians and the markdown table of bench/peers (driver.mjs).
+export function median(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  const n = s.length;
+  return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+export function maxAbsDiff(a, b) {
+  if (a.length !== b.length) return NaN;
+  let m = 0;
+  for (let i = 0; i < a.length; ++i) m = Math.max(m, Math.abs(a[i] - b[i]));
+  return m;
+}
+
+const fmt = (v, d = 2) => (Number.isFinite(v) ? v.toFixed(d) : '—');
+const exp = (v) => (Number.isFinite(v) ? v.toExponential(1) : '—');
+
+// One GFLOP/s cell: "G (P%)" against `peak` GFLOP/s (one core's peak times the threads).
+function rate(flops, ms, peak) {
+  if (!Number.isFinite(ms)) return '—';
+  const g = flops / (ms * 1e6);
+  return `${g.toFixed(1)} (${((100 * g) / peak).toFixed(0)}%)`;
+}
+
+export function markdownTable(rows, corePeak) {
+  const head = ['network @input', 'GFLOP', 'threads', 'fusiond ms', 'ORT ms', 'OpenCV ms', 'fusiond/ORT',
+    'fusiond GFLOP/s (% peak)', 'ORT GFLOP/s (% peak)', 'OpenCV GFLOP/s (% peak)',
+    'max abs diff ORT / OpenCV vs fusiond', 'mirror vs fusiond'];
+  const lines = [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`];
+  for (const r of rows) {
+    const peak = corePeak * r.threads;
+    lines.push(`| ${[r.id, fmt(r.flops / 1e9, 3), r.threads, fmt(r.fusiond), fmt(r.ort), fmt(r.opencv),
+      fmt(r.fusiond / r.ort), rate(r.flops, r.fusiond, peak), rate(r.flops, r.ort, peak),
+      rate(r.flops, r.opencv, peak), `${exp(r.ortDiff)} / ${exp(r.opencvDiff)}`, exp(r.mirrorDiff)].join(' | ')} |`);
+  }
+  return lines.join('\n');
+}
