@@ -11,7 +11,9 @@ PACKAGES=(
   libspdlog-dev libsystemd-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev
   libsqlite3-dev npm python3-numpy python3-opencv libssl-dev
   libpng-dev libjpeg-dev libwebp-dev libtiff-dev zlib1g-dev libjemalloc-dev
+  libcpp-httplib-dev  # the Prometheus /metrics endpoint
   systemd  # systemd-socket-activate (the socket-activation test)
+  prometheus  # promtool (the metrics test checks the exposition with it)
   clang libclang-rt-14-dev  # the fuzz build (scripts/fuzz.sh): clang with libFuzzer and sanitizers
 )
 

@@ -120,6 +120,7 @@ absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
     else if (key == "manifest") st = ReadString(node, origin, key, config.manifest);
     else if (key == "state_dir") st = ReadString(node, origin, key, config.state_dir);
     else if (key == "socket_group") st = ReadString(node, origin, key, config.socket_group);
+    else if (key == "metrics_listen") st = ReadString(node, origin, key, config.metrics_listen);
     else if (key == "log_level") st = ReadString(node, origin, key, config.log_level);
     else if (key == "allowed_uids") st = ReadUids(node, origin, key, config.allowed_uids);
     else if (key == "admin_uids") st = ReadUids(node, origin, key, config.admin_uids);
@@ -190,8 +191,30 @@ absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
   return ValidateConfig(config);
 }
 
+absl::StatusOr<std::pair<std::string, int>> ParseListenAddress(const std::string& listen) {
+  const size_t colon = listen.rfind(':');
+  auto bad = [&] {
+    return absl::InvalidArgumentError(absl::StrCat("metrics_listen '", listen,
+                                                   "': expected HOST:PORT, e.g. 127.0.0.1:9464 or [::1]:9464"));
+  };
+  if (colon == std::string::npos || colon == 0) return bad();
+  std::string host = listen.substr(0, colon);
+  int port = -1;
+  if (!absl::SimpleAtoi(listen.substr(colon + 1), &port) || port < 0 || port > 65535) return bad();
+  if (host.front() == '[') {
+    if (host.size() < 3 || host.back() != ']') return bad();
+    host = host.substr(1, host.size() - 2);
+  } else if (host.find(':') != std::string::npos) {
+    return bad();  // a bare IPv6 address needs brackets
+  }
+  return std::make_pair(host, port);
+}
+
 absl::Status ValidateConfig(const DaemonConfig& config) {
   if (config.socket.empty()) return absl::InvalidArgumentError("socket: must not be empty");
+  if (!config.metrics_listen.empty()) {
+    if (auto address = ParseListenAddress(config.metrics_listen); !address.ok()) return address.status();
+  }
   // sun_path holds 107 bytes; the companion socket adds ".fd".
   if (config.socket.size() + 3 > 107) {
     return absl::InvalidArgumentError(absl::StrCat("socket: '", config.socket, "' is ",
@@ -254,6 +277,9 @@ absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const*
                  "release detect/landmark models after use when less is free (default 512MiB)");
   app.add_option("--one-shot-pressure", one_shot_pressure,
                  "... or when this fraction of the budget is in use (default 0.85)");
+  std::string metrics_listen;
+  app.add_option("--metrics-listen", metrics_listen,
+                 "serve Prometheus metrics at http://HOST:PORT/metrics, e.g. 127.0.0.1:9464 (default: off)");
   uint32_t max_jobs = 0;
   app.add_option("--max-concurrent-jobs", max_jobs, "jobs running at once (default 2)")
       ->check(CLI::Range(1u, 64u));
@@ -310,6 +336,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const*
   if (!pin_models.empty()) config.pin_models = pin_models;
   if (!state_dir.empty()) config.state_dir = state_dir;
   if (!log_level.empty()) config.log_level = log_level;
+  if (!metrics_listen.empty()) config.metrics_listen = metrics_listen;
   if (!device_limit.empty()) {
     if (auto st = SizeFlag("device-memory-limit", device_limit, config.device_memory_limit); !st.ok()) return st;
   }

@@ -17,6 +17,7 @@
 //   max_pixels = 100000000
 //   min_face_px = 40                         min_face_score = 0.5
 //   drain_ms = 5000                          watchdog_stall_ms = 300000
+//   metrics_listen = "127.0.0.1:9464"        (default: no metrics endpoint)
 // Sizes are strings in ParseSize() syntax or integers (bytes). An unknown key, a wrong type or
 // a bad size is INVALID_ARGUMENT naming the key (and the file).
 // Thread-safety: plain value type.
@@ -26,6 +27,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -108,6 +110,10 @@ struct DaemonConfig {
   // when a running job gives no sign of life (a stage event or a checkpoint: every face, tile
   // and detection pass) for this long, milliseconds (TOML only).
   uint64_t watchdog_stall_ms = 300000;
+  // "HOST:PORT" for the Prometheus endpoint (GET /metrics, rpc/metrics_http.h); empty = off.
+  // TOML metrics_listen, flag --metrics-listen. Loopback (127.0.0.1, [::1]) unless you mean
+  // the network to read it.
+  std::string metrics_listen;
   // Detection defaults for jobs that leave JobOptions.min_face_px / min_face_score at 0: the
   // smallest face width to find in pixels of the original target ([8, 100000]), and the
   // detector's score threshold ((0, 1); 0 = the detector's own, 0.5).
@@ -125,6 +131,10 @@ absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
 absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const* argv);
 
 // Checks cross-field constraints (device spec syntax, sizes). INVALID_ARGUMENT naming the key.
+// HOST and PORT of metrics_listen's "HOST:PORT" / "[V6]:PORT" (PORT 0-65535); INVALID_ARGUMENT
+// naming the key otherwise.
+absl::StatusOr<std::pair<std::string, int>> ParseListenAddress(const std::string& listen);
+
 absl::Status ValidateConfig(const DaemonConfig& config);
 
 }  // namespace fusion

@@ -307,6 +307,7 @@ void JobManager::Emit(const std::string& id, v1::JobEvent event, bool final) {
     }
   }
   for (const EventCallback& cb : callbacks) cb(event);
+  if (options_.on_event) options_.on_event(event);
 }
 
 std::map<uid_t, JobManager::ClientCounts> JobManager::CountsByUid() {

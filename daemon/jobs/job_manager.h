@@ -53,6 +53,9 @@ class JobManager {
     // and working buffers freed) when no other job is running, e.g. to hand the freed heap
     // back to the system (common/heap_release.h). Two workers ending together may both call it.
     std::function<void()> on_idle;
+    // Called with no lock held with every job event (stage started/finished, degradation,
+    // done), after the job's watchers: e.g. the metrics' stage histogram and job counts.
+    std::function<void(const v1::JobEvent&)> on_event;
   };
   using EventCallback = std::function<void(const v1::JobEvent&)>;
   struct ClientCounts {

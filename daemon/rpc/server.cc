@@ -24,6 +24,8 @@
 #include "memory/residency_manager.h"
 #include "rpc/fusion_service.h"
 #include "rpc/memfd_registry.h"
+#include "rpc/metrics.h"
+#include "rpc/metrics_http.h"
 #include "rpc/memory_state.h"
 #include "rpc/socket_activation.h"
 #include "rpc/uds_listener.h"
@@ -140,9 +142,13 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
       return false;
     };
     jobs::QueueFutureReferences* refs = self->future_refs_.get();
+    self->metrics_ = std::make_unique<Metrics>();
     jobs::JobManager::Options job_options{.concurrency = config.max_concurrent_jobs,
                                           .on_change = [refs] { refs->Refresh(); },
-                                          .on_idle = [] { ReleaseFreeHeap(); }};
+                                          .on_idle = [] { ReleaseFreeHeap(); },
+                                          .on_event = [m = self->metrics_.get()](const v1::JobEvent& e) {
+                                            m->OnJobEvent(e);
+                                          }};
     job_options.queue.max_queued_per_uid = config.max_queued_jobs_per_uid;
     auto manager = jobs::JobManager::Create(std::move(job_options),
                                             self->journal_.get(), runner, is_resident);
@@ -208,6 +214,21 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
     }
     grpc::AddInsecureChannelFromFd(server, fd);
   });
+  if (!config.metrics_listen.empty()) {
+    if (self->metrics_ == nullptr) self->metrics_ = std::make_unique<Metrics>();  // no job queue: no job counts
+    Metrics* metrics = self->metrics_.get();
+    MemoryStateSource* memory = self->memory_.get();
+    auto http = MetricsHttpServer::Start(config.metrics_listen, [metrics, memory]() -> absl::StatusOr<std::string> {
+      auto state = memory->Snapshot();
+      if (!state.ok()) return state.status();
+      return metrics->Exposition(*state);
+    });
+    if (!http.ok()) return http.status();
+    self->metrics_http_ = *std::move(http);
+    spdlog::info("metrics on http://{}{}{}:{}/metrics", self->metrics_http_->host().find(':') != std::string::npos ? "[" : "",
+                 self->metrics_http_->host(), self->metrics_http_->host().find(':') != std::string::npos ? "]" : "",
+                 self->metrics_http_->port());
+  }
   spdlog::info("fusiond serving on {} (device {}, device limit {} bytes)", self->target(),
                self->device_->Kind(), config.device_memory_limit);
   return self;
@@ -245,6 +266,7 @@ void DaemonServer::Shutdown(absl::Duration drain) {
   const absl::Time deadline = absl::Now() + drain;
   if (listener_) listener_->Stop();  // no new connections; socket file removed
   if (fd_exchange_) fd_exchange_->Stop();
+  if (metrics_http_) metrics_http_->Stop();
   if (service_) service_->BeginShutdown();  // WatchMemory streams end at their next interval
   if (server_) server_->GetHealthCheckService()->Shutdown();  // every service NOT_SERVING
   // No queued job starts; running ones may finish until the deadline (calls are still served,

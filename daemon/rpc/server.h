@@ -48,6 +48,8 @@ class UdsListener;
 class FdExchange;
 class MemfdRegistry;
 class ConnectionLimiter;
+class Metrics;
+class MetricsHttpServer;
 
 // How the LibTorch part (models, pipeline; built outside fusiond_core) attaches to the server.
 struct ServerHooks {
@@ -104,6 +106,7 @@ class DaemonServer {
   std::unique_ptr<ResidencyManager> residency_;
   std::unique_ptr<BudgetWatcher> budget_watcher_;
   std::unique_ptr<MemoryStateSource> memory_;
+  std::unique_ptr<Metrics> metrics_;  // before jobs_: its event hook counts into it
   std::unique_ptr<jobs::Journal> journal_;
   std::unique_ptr<jobs::JobManager> jobs_;
   std::unique_ptr<FusionService> service_;
@@ -112,6 +115,7 @@ class DaemonServer {
   std::unique_ptr<UdsListener> listener_;
   std::unique_ptr<MemfdRegistry> memfds_;
   std::unique_ptr<FdExchange> fd_exchange_;
+  std::unique_ptr<MetricsHttpServer> metrics_http_;  // last: stopped first
   bool shut_down_ = false;
 };
 

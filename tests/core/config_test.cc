@@ -217,6 +217,18 @@ TEST_F(ConfigTest, WatchdogStallHasItsDocumentedDefaultAndComesFromTheFile) {
   EXPECT_NE(ApplyToml("watchdog_stall_ms = 500\n", "f.toml", c).message().find("'watchdog_stall_ms'"), std::string::npos);
 }
 
+TEST_F(ConfigTest, MetricsListenIsOffByDefaultAndMustBeHostColonPort) {
+  EXPECT_EQ(Parse({})->metrics_listen, "");
+  EXPECT_EQ(Parse({"--metrics-listen", "127.0.0.1:9464"})->metrics_listen, "127.0.0.1:9464");
+  EXPECT_EQ(*ParseListenAddress("[::1]:9464"), std::make_pair(std::string("::1"), 9464));
+  EXPECT_EQ(*ParseListenAddress("localhost:0"), std::make_pair(std::string("localhost"), 0));
+  for (const char* bad : {"9464", ":9464", "127.0.0.1:", "127.0.0.1:65536", "::1:9464", "[]:1", "host:x"}) {
+    auto p = Parse({"--metrics-listen", bad});
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(p.status().message().find("metrics_listen '"), std::string::npos) << p.status();
+  }
+}
+
 TEST_F(ConfigTest, MaxConcurrentJobsFromFileAndFlagWithinRange) {
   const std::string path = WriteToml("max_concurrent_jobs = 3\n");
   EXPECT_EQ(Parse({"--config", path})->max_concurrent_jobs, 3u);

@@ -2,7 +2,10 @@
 // fusionctl swap/mem/models, including faults injected with FUSIOND_FAULTS (test builds).
 #include <gtest/gtest.h>
 
+#include <httplib.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -219,6 +222,68 @@ TEST_F(SwapProcessTest, AJobThatStopsMakingProgressStopsTheWatchdogPingsAndSaysW
   for (const std::string& m : got) EXPECT_EQ(m.find("WATCHDOG=1"), std::string::npos) << m;
   daemon.Signal(SIGKILL);  // the hang ends only with the process, as under systemd's watchdog
   daemon.Wait(absl::Seconds(10));
+}
+
+// A loopback TCP port free right now (bound to port 0, read back, closed).
+int FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  close(fd);
+  return ok ? ntohs(a.sin_port) : -1;
+}
+
+// The value of the exposition line that starts with `series` ("name{labels}"), or -1.
+double Sample(const std::string& text, const std::string& series) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  }
+  return -1;
+}
+
+// --metrics-listen: after a swap, a scrape of /metrics passes `promtool check metrics` and
+// shows the job, the uploads and the stage histogram; other paths are 404.
+TEST_F(SwapProcessTest, MetricsScrapeAfterASwapPassesPromtoolAndShowsTheJobUploadsAndStages) {
+  const int port = FreeLoopbackPort();
+  ASSERT_GT(port, 0);
+  auto daemon = StartDaemon("", {"--metrics-listen", absl::StrCat("127.0.0.1:", port)});
+  ASSERT_TRUE(daemon->Running());
+  const RunResult swap = Ctl({"swap", "--source", FUSION_TEST_DATA_DIR "/faces/astronaut_eileen_collins_512.png",
+                              "--target", FUSION_TEST_DATA_DIR "/faces/grace_hopper_512x600.jpg", "-o",
+                              dir_.File("m.png")});
+  ASSERT_EQ(swap.exit_code, 0) << swap.err;
+  httplib::Client http("127.0.0.1", port);
+  auto res = http.Get("/metrics");
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->get_header_value("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
+  const std::string& text = res->body;
+  {
+    std::ofstream out(dir_.File("metrics.txt"));
+    out << text;
+  }
+  const RunResult lint = testing::RunProcess(
+      {"/bin/sh", "-c", absl::StrCat("promtool check metrics < ", dir_.File("metrics.txt"))}, dir_.path());
+  EXPECT_EQ(lint.exit_code, 0) << lint.out << lint.err;
+  EXPECT_EQ(lint.out + lint.err, "") << "promtool's lint findings";
+  EXPECT_EQ(Sample(text, "fusiond_jobs_total{state=\"SUCCEEDED\"}"), 1) << text;
+  EXPECT_EQ(Sample(text, "fusiond_jobs_total{state=\"FAILED\"}"), 0);
+  EXPECT_GT(Sample(text, "fusiond_bytes_uploaded_total"), 1e6) << "the stage models were uploaded";
+  EXPECT_EQ(Sample(text, "fusiond_device_budget_bytes"), 1073741824);
+  EXPECT_EQ(Sample(text, "fusiond_stage_seconds_count{stage=\"detect\",mode=\"device\"}"), 1) << text;
+  EXPECT_EQ(Sample(text, "fusiond_stage_seconds_count{stage=\"blend\",mode=\"host\"}"), 1) << text;
+  EXPECT_EQ(Sample(text, "fusiond_stage_seconds_bucket{stage=\"detect\",mode=\"device\",le=\"+Inf\"}"), 1);
+  EXPECT_GT(Sample(text, "fusiond_stage_seconds_sum{stage=\"detect\",mode=\"device\"}"), 0);
+  EXPECT_EQ(Sample(text, "fusiond_oom_recovered_total{step=\"cpu_fallback\"}"), 0);
+  auto other = http.Get("/");
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 404);
+  Stop(std::move(daemon));
 }
 
 TEST_F(SwapProcessTest, HostMemoryLimitSmallerThanTheModelsIsKeptAfterSwapAndLoad) {

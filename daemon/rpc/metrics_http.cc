@@ -1,0 +1,51 @@
+#include "rpc/metrics_http.h"
+
+#include <httplib.h>
+
+#include "config/config.h"
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace fusion {
+
+absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(const std::string& listen, Body body) {
+  auto address = ParseListenAddress(listen);
+  if (!address.ok()) return address.status();
+  std::unique_ptr<MetricsHttpServer> self(new MetricsHttpServer());
+  self->server_ = std::make_unique<httplib::Server>();
+  httplib::Server& s = *self->server_;
+  s.new_task_queue = [] { return new httplib::ThreadPool(1); };
+  s.set_payload_max_length(4096);
+  s.set_read_timeout(5, 0);
+  s.set_write_timeout(5, 0);
+  s.set_keep_alive_max_count(1);
+  s.Get("/metrics", [body](const httplib::Request&, httplib::Response& res) {
+    absl::StatusOr<std::string> text = body();
+    if (!text.ok()) {
+      res.status = 503;
+      res.set_content(absl::StrCat("fusiond: ", text.status().message(), "\n"), "text/plain; charset=utf-8");
+      return;
+    }
+    res.set_content(*std::move(text), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  const auto& [host, port] = *address;
+  self->host_ = host;
+  self->port_ = port == 0 ? s.bind_to_any_port(host) : (s.bind_to_port(host, port) ? port : -1);
+  if (self->port_ <= 0) {
+    return absl::UnavailableError(absl::StrCat("metrics_listen '", listen, "': cannot listen there (",
+                                               std::strerror(errno), ")"));
+  }
+  self->thread_ = std::thread([srv = self->server_.get()] { srv->listen_after_bind(); });
+  return self;
+}
+
+MetricsHttpServer::~MetricsHttpServer() { Stop(); }
+
+void MetricsHttpServer::Stop() {
+  if (server_ == nullptr) return;
+  server_->stop();
+  if (thread_.joinable()) thread_.join();
+  server_.reset();
+}
+
+}  // namespace fusion
