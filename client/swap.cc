@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_format.h"
 #include "format.h"
 
 namespace fusion::ctl {
@@ -56,6 +57,26 @@ absl::Status CheckWritable(const std::string& output) {
   return absl::OkStatus();
 }
 
+// Whether the target is an image by its first bytes (PNG, JPEG, WebP, TIFF, BMP): anything else
+// is sent as a video target, and the daemon probes it (its error names what it is not).
+bool LooksLikeImage(const std::string& b) {
+  auto starts = [&](const char* m, size_t n) { return b.size() >= n && b.compare(0, n, m, n) == 0; };
+  return starts("\x89PNG\r\n\x1a\n", 8) || starts("\xff\xd8\xff", 3) || starts("II*\0", 4) ||
+         starts("MM\0*", 4) || starts("BM", 2) || (starts("RIFF", 4) && b.size() >= 12 && b.compare(8, 4, "WEBP") == 0);
+}
+
+// A video target's usage rules: OUT ends in .mp4; --format and --upscale do not apply.
+absl::Status CheckVideoArgs(const SwapArgs& a) {
+  const std::string ext = absl::AsciiStrToLower(std::filesystem::path(a.output).extension().string());
+  if (!a.output.empty() && ext != ".mp4") {
+    return absl::InvalidArgumentError(absl::StrCat("the target '", a.target, "' is a video: -o must end in .mp4 (got '",
+                                                   a.output, "')"));
+  }
+  if (!a.format.empty()) return absl::InvalidArgumentError("--format applies to image targets; a video result is MP4");
+  if (!a.upscale.empty()) return absl::InvalidArgumentError("--upscale applies to image targets only");
+  return absl::OkStatus();
+}
+
 absl::StatusOr<SwapOptions> ToOptions(const SwapArgs& a) {
   SwapOptions o;
   o.ratio = a.ratio;
@@ -83,6 +104,10 @@ absl::StatusOr<SwapOptions> ToOptions(const SwapArgs& a) {
   o.format = *format;
   o.priority = a.priority == "low" ? Priority::kLow : a.priority == "high" ? Priority::kHigh
                                                                            : Priority::kNormal;
+  o.start_seconds = a.start;
+  o.duration_seconds = a.duration;
+  o.video_crf = a.crf;
+  o.video_preset = a.preset;
   return o;
 }
 
@@ -105,6 +130,9 @@ void ShowEvent(const JobEvent& e, bool tty) {
       break;
     case JobEvent::Kind::kDone:
       line = absl::StrCat("job ", ToString(e.job.state));
+      break;
+    case JobEvent::Kind::kFrames:
+      line = absl::StrFormat("frame %d of %d, %.1f fps", e.frames_done, e.frames_total, e.frames_per_second);
       break;
   }
   const int percent = static_cast<int>(100 * (e.kind == JobEvent::Kind::kDone ? 1.0f : e.progress));
@@ -137,8 +165,19 @@ int Fail(const absl::Status& status) {
 
 void AddSwapOptions(CLI::App* cmd, SwapArgs& a) {
   cmd->add_option("--source", a.source, "image with the face to use")->required();
-  cmd->add_option("--target", a.target, "image whose faces are replaced")->required();
-  cmd->add_option("-o,--output", a.output, "where to write the result");
+  cmd->add_option("--target", a.target,
+                  "image or video whose faces are replaced (the kind comes from its content; a video: "
+                  "MP4/MOV, MKV/WebM, AVI)")
+      ->required();
+  cmd->add_option("-o,--output", a.output, "where to write the result (a video's: an .mp4 file)");
+  cmd->add_option("--start", a.start, "video: first frame's time, seconds (default 0)")->check(CLI::Range(0.0, 1e7));
+  cmd->add_option("--duration", a.duration, "video: seconds of video from --start (default: to the end)")
+      ->check(CLI::Range(0.0, 1e7));
+  cmd->add_option("--crf", a.crf, "video: x264 constant rate factor 1..51, lower = better and larger (default 18)")
+      ->check(CLI::Range(1u, 51u));
+  cmd->add_option("--preset", a.preset, "video: x264 preset ultrafast..veryslow (default medium)")
+      ->check(CLI::IsMember({"ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower",
+                             "veryslow"}));
   cmd->add_option("--ratio", a.ratio, "0 keeps the target face, 1 the source identity")
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--enhance", a.enhance, "face super-resolution")->check(CLI::IsMember({"none", "x2", "x4"}));
@@ -182,15 +221,21 @@ int RunSwap(Client& client, const SwapArgs& a) {
                  "`fusionctl result JOB_ID -o OUT`\n");
     return 2;
   }
+  auto source = ReadFile(a.source, "--source");
+  if (!source.ok()) return Fail(source.status());
+  auto target = ReadFile(a.target, "--target");
+  if (!target.ok()) return Fail(target.status());
+  const bool video = !LooksLikeImage(*target);
+  if (video) {
+    if (absl::Status st = CheckVideoArgs(a); !st.ok()) return Usage(st);
+  } else if (a.start != 0 || a.duration != 0 || a.crf != 0 || !a.preset.empty()) {
+    return Usage(absl::InvalidArgumentError("--start, --duration, --crf and --preset apply to video targets only"));
+  }
   auto options = ToOptions(a);
   if (!options.ok()) return Usage(options.status());
   if (!a.output.empty()) {
     if (absl::Status st = CheckWritable(a.output); !st.ok()) return Usage(st);
   }
-  auto source = ReadFile(a.source, "--source");
-  if (!source.ok()) return Fail(source.status());
-  auto target = ReadFile(a.target, "--target");
-  if (!target.ok()) return Fail(target.status());
   auto job = client.SubmitJob(*source, *target, *options);
   if (!job.ok()) return Fail(job.status());
   if (a.no_wait) {
