@@ -274,7 +274,12 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::SwapVideo(Execution& run
     }
     if (!swapped.Push(*std::move(item))) break;
   }
-  swapped.Close();
+  // The end of the stream, or on a failure or cancel, the frames still queued dropped unencoded.
+  if (error.Get().ok()) {
+    swapped.Close();
+  } else {
+    swapped.Cancel();
+  }
   decoded.Cancel();  // the decoder stops at its next push if the job thread left early
   decoder.join();
   encoder.join();

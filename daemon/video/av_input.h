@@ -23,6 +23,12 @@ extern "C" {
 namespace fusion::video::internal {
 
 // Containers fusiond reads: MP4/MOV/3GP, Matroska/WebM, AVI, and YUV4MPEG (raw test clips).
+// libswscale flags for the YUV <-> BGR conversions: accurate rounding and full-resolution
+// chroma, so that decode -> BGR -> encode keeps a colour (without them a flat grey 128 came back
+// as 123,126,124: the fast paths truncate).
+inline constexpr int kSwsFlags = 2 /*SWS_BILINEAR*/ | 0x40000 /*SWS_ACCURATE_RND*/ | 0x2000 /*SWS_FULL_CHR_H_INT*/ |
+                                 0x4000 /*SWS_FULL_CHR_H_INP*/;
+
 inline constexpr char kFormatWhitelist[] = "mov,mp4,m4a,3gp,3g2,mj2,matroska,webm,avi,yuv4mpegpipe";
 
 // FFmpeg's text for `err` (av_strerror).

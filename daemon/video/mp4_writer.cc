@@ -144,7 +144,7 @@ absl::Status Mp4Writer::WriteFrame(const Frame& frame) {
   }
   if (int rc = av_frame_make_writable(yuv_); rc < 0) return EncodeError(path_, "no memory for a frame", rc);
   sws_ = sws_getCachedContext(sws_, enc_->width, enc_->height, AV_PIX_FMT_BGR24, enc_->width, enc_->height,
-                              enc_->pix_fmt, SWS_BILINEAR, nullptr, nullptr, nullptr);
+                              enc_->pix_fmt, internal::kSwsFlags, nullptr, nullptr, nullptr);
   if (sws_ == nullptr) return absl::InternalError("stage 'encode': no BGR to YUV conversion");
   const uint8_t* src[4] = {frame.bgr.data, nullptr, nullptr, nullptr};
   const int stride[4] = {static_cast<int>(frame.bgr.step[0]), 0, 0, 0};

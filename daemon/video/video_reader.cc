@@ -13,6 +13,7 @@ extern "C" {
 namespace fusion::video {
 
 using internal::AvError;
+using internal::kSwsFlags;
 
 Packet::Packet() = default;
 Packet::~Packet() { av_packet_free(&p_); }
@@ -114,7 +115,7 @@ absl::Status VideoReader::Convert(const AVFrame* f, int64_t pts, Frame* out) {
                                                    ", the stream's frames are ", width_, "x", height_));
   }
   sws_ = sws_getCachedContext(sws_, f->width, f->height, static_cast<AVPixelFormat>(f->format), width_, height_,
-                              AV_PIX_FMT_BGR24, SWS_BILINEAR, nullptr, nullptr, nullptr);
+                              AV_PIX_FMT_BGR24, kSwsFlags, nullptr, nullptr, nullptr);
   if (sws_ == nullptr) {
     return absl::InternalError(absl::StrCat(what_, ": no conversion from pixel format ",
                                             av_get_pix_fmt_name(static_cast<AVPixelFormat>(f->format)), " to BGR"));

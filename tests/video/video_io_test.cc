@@ -187,6 +187,24 @@ TEST_F(VideoIoTest, VorbisIsDroppedAsADegradation) {
   EXPECT_EQ(DecodeAll(ReadFile(dir_.File("out.mp4"))).frame_times.size(), 10u);
 }
 
+TEST_F(VideoIoTest, DecodeAndEncodeKeepAFlatColour) {
+  // BGR <-> YUV through libswscale: the fast paths shifted a flat grey 128 to 123,126,124.
+  const std::string path = dir_.File("grey.mp4");
+  ASSERT_TRUE(testclips::Ffmpeg("-f lavfi -i color=c=0x808080:s=64x48:r=10:d=0.5 -c:v libx264 -preset ultrafast "
+                                "-pix_fmt yuv420p '" + path + "'"));
+  std::vector<std::string> degradations;
+  ASSERT_TRUE(Transcode(ReadFile(path), dir_.File("out.mp4"), &degradations).ok());
+  for (const std::string& file : {path, dir_.File("out.mp4")}) {
+    auto reader = VideoReader::Open(ReadFile(file), "clip", {});
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    Item item;
+    auto more = (*reader)->Next(&item);
+    ASSERT_TRUE(more.ok() && *more);
+    const cv::Scalar mean = cv::mean(item.frame.bgr);
+    for (int c = 0; c < 3; ++c) EXPECT_NEAR(mean[c], 128.0, 1.0) << file << " channel " << c;
+  }
+}
+
 TEST_F(VideoIoTest, ARangeKeepsItsFramesAndStartsAtZero) {
   const std::string in = ReadFile(testclips::ZoomPanMp4(dir_.path(), kPhoto));
   const FrameRange range{.start_s = 0.5, .duration_s = 1.0};
