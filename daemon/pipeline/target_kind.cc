@@ -2,7 +2,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "image/image_header.h"
 
 namespace fusion {
@@ -22,13 +21,10 @@ absl::StatusOr<TargetKind> ClassifyTarget(const std::string& bytes, const v1::Jo
     return TargetKind::kVideo;
   }
   if (video::LooksLikeVideoContainer(bytes)) return probe.status();
-  std::string first;
-  for (size_t i = 0; i < std::min<size_t>(bytes.size(), 4); ++i) {
-    absl::StrAppendFormat(&first, "%s%02x", i == 0 ? "" : " ", static_cast<unsigned char>(bytes[i]));
-  }
+  // Neither: the image screen's message (its contract, "target image: unknown image format
+  // (...)"), and that it is no video either.
   return absl::InvalidArgumentError(absl::StrCat(
-      "target: neither an image (PNG, JPEG, WebP, TIFF, BMP) nor a video (MP4, MOV, MKV, WebM, AVI) fusiond "
-      "reads (", bytes.size(), " bytes, first bytes ", first, ")"));
+      header.status().message(), "; nor is it a video fusiond reads (MP4, MOV, MKV, WebM, AVI containers)"));
 }
 
 }  // namespace fusion

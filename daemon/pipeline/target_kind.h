@@ -4,9 +4,9 @@
 // Errors (INVALID_ARGUMENT): an image's own screening error ("target image: corrupt PNG
 // header ..."; a recognised image format is never retried as a video); a container that does not
 // probe ("target video truncated: ...", "target video: no video stream ...", "target video:
-// 16384x16384 frames ... exceed the limit"); bytes that are neither ("target: neither an image
-// (PNG, JPEG, WebP, TIFF, BMP) nor a video (MP4, MOV, MKV, WebM, AVI) fusiond reads (first bytes
-// 74 68 69 73)").
+// 16384x16384 frames ... exceed the limit"); bytes that are neither: the image screen's
+// "target image: unknown image format (31 bytes, first bytes 74 68 ...); fusiond accepts PNG,
+// JPEG, WebP, TIFF and BMP; nor is it a video fusiond reads (MP4, MOV, MKV, WebM, AVI containers)".
 // Thread-safety: a free function.
 #pragma once
 

@@ -159,7 +159,8 @@ TEST_F(VideoProcessTest, BadVideoTargetsAreInvalidArgumentAndTheDaemonStaysUp) {
   const std::string audio = testclips::AudioOnlyM4a(dir_.path());
   const std::vector<std::pair<std::string, std::string>> cases = {
       {truncated, "target video truncated"},
-      {text, "target: neither an image (PNG, JPEG, WebP, TIFF, BMP) nor a video"},
+      {text, "target image: unknown image format (31 bytes, first bytes 74 68 69 73 20 69 73 20); fusiond "
+             "accepts PNG, JPEG, WebP, TIFF and BMP; nor is it a video fusiond reads"},
       {audio, "target video: no video stream (the file holds audio aac)"},
   };
   for (const auto& [target, message] : cases) {
