@@ -57,12 +57,17 @@ absl::Status CheckWritable(const std::string& output) {
   return absl::OkStatus();
 }
 
-// Whether the target is an image by its first bytes (PNG, JPEG, WebP, TIFF, BMP): anything else
-// is sent as a video target, and the daemon probes it (its error names what it is not).
-bool LooksLikeImage(const std::string& b) {
-  auto starts = [&](const char* m, size_t n) { return b.size() >= n && b.compare(0, n, m, n) == 0; };
-  return starts("\x89PNG\r\n\x1a\n", 8) || starts("\xff\xd8\xff", 3) || starts("II*\0", 4) ||
-         starts("MM\0*", 4) || starts("BM", 2) || (starts("RIFF", 4) && b.size() >= 12 && b.compare(8, 4, "WEBP") == 0);
+// Whether the target starts like a video container fusiond reads: ISO BMFF/QuickTime ('ftyp',
+// or a first 'moov'/'mdat'/'wide'/'free' atom), EBML (MKV, WebM), RIFF AVI, YUV4MPEG2 — the
+// same first look as the daemon's video::LooksLikeVideoContainer (daemon/video/video_probe.h),
+// which decides with FFmpeg's probe. Anything else is sent as an image target (the daemon's
+// error then names what it is not).
+bool LooksLikeVideo(const std::string& b) {
+  auto at = [&](size_t pos, const char* m, size_t n) { return b.size() >= pos + n && b.compare(pos, n, m, n) == 0; };
+  for (const char* atom : {"ftyp", "moov", "mdat", "wide", "free"}) {
+    if (at(4, atom, 4)) return true;
+  }
+  return at(0, "\x1a\x45\xdf\xa3", 4) || (at(0, "RIFF", 4) && at(8, "AVI ", 4)) || at(0, "YUV4MPEG2", 9);
 }
 
 // A video target's usage rules: OUT ends in .mp4; --format and --upscale do not apply.
@@ -225,7 +230,7 @@ int RunSwap(Client& client, const SwapArgs& a) {
   if (!source.ok()) return Fail(source.status());
   auto target = ReadFile(a.target, "--target");
   if (!target.ok()) return Fail(target.status());
-  const bool video = !LooksLikeImage(*target);
+  const bool video = LooksLikeVideo(*target);
   if (video) {
     if (absl::Status st = CheckVideoArgs(a); !st.ok()) return Usage(st);
   } else if (a.start != 0 || a.duration != 0 || a.crf != 0 || !a.preset.empty()) {

@@ -43,6 +43,7 @@ absl::Status PipelineRunner::CheckImages(const std::string& serialized, const st
   if (!kind.ok()) return kind.status();
   if (*kind == TargetKind::kImage) return ScreenJobImages(o, source_image, target_image, options_.max_pixels);
   // A video: the source (and reference) images as for an image job; the target was probed.
+  if (o.upscale() != 0) return absl::InvalidArgumentError("options: upscale applies to image targets only, not a video");
   if (auto h = image::ScreenImage(source_image, "source image", options_.max_pixels); !h.ok()) return h.status();
   if (o.faces() == v1::REFERENCE) {
     auto h = image::ScreenImage(o.reference().inline_bytes(), "reference image", options_.max_pixels);

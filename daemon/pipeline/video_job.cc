@@ -111,6 +111,7 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::SwapVideo(Execution& run
   if (options_.results_dir.empty()) {
     return absl::FailedPreconditionError("video target: this fusiond has no results directory for video results");
   }
+  if (o.upscale() != 0) return absl::InvalidArgumentError("options: upscale applies to image targets only, not a video");
   video::VideoInfo info;
   if (auto kind = ClassifyTarget(target, o, options_.max_pixels, &info); !kind.ok()) return kind.status();
   // The source (and reference) image: decoded, detected, landmarked and encoded once.

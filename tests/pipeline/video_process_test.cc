@@ -159,6 +159,7 @@ TEST_F(VideoProcessTest, BadVideoTargetsAreInvalidArgumentAndTheDaemonStaysUp) {
   const std::string audio = testclips::AudioOnlyM4a(dir_.path());
   const std::vector<std::pair<std::string, std::string>> cases = {
       {truncated, "target video truncated"},
+      // fusionctl sends what does not start like a video as an image target; fusiond tries both.
       {text, "target image: unknown image format (31 bytes, first bytes 74 68 69 73 20 69 73 20); fusiond "
              "accepts PNG, JPEG, WebP, TIFF and BMP; nor is it a video fusiond reads"},
       {audio, "target video: no video stream (the file holds audio aac)"},
