@@ -1,5 +1,7 @@
 #include "format.h"
 
+#include "absl/strings/str_format.h"
+
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -101,7 +103,9 @@ nlohmann::json JobToJson(const JobInfo& j) {
           {"queue_position", j.queue_position}, {"progress", j.progress},
           {"created_unix_ms", j.created_unix_ms}, {"started_unix_ms", j.started_unix_ms},
           {"finished_unix_ms", j.finished_unix_ms}, {"error_code", j.error_code},
-          {"error_message", j.error_message}, {"cancel_requested", j.cancel_requested}};
+          {"error_message", j.error_message}, {"cancel_requested", j.cancel_requested},
+          {"frames_done", j.frames_done}, {"frames_total", j.frames_total},
+          {"frames_per_second", j.frames_per_second}};
 }
 
 std::string JobToText(const JobInfo& j) {
@@ -109,6 +113,10 @@ std::string JobToText(const JobInfo& j) {
   out << j.job_id << "  " << ToString(j.state);
   if (j.state == JobState::kQueued) out << "  position " << j.queue_position;
   if (j.state == JobState::kRunning) out << "  " << j.stage << " " << static_cast<int>(100 * j.progress) << "%";
+  if (j.state == JobState::kRunning && j.frames_total > 0) {
+    out << "  frame " << j.frames_done << " of " << j.frames_total << " (" << absl::StrFormat("%.1f", j.frames_per_second)
+        << " fps)";
+  }
   if (j.state == JobState::kRunning && j.cancel_requested) out << "  (cancel requested)";
   if (!j.error_message.empty()) out << "  " << j.error_message;
   return out.str();
@@ -127,10 +135,20 @@ nlohmann::json JobResultToJson(const JobResult& r) {
                       {"attempts", s.attempts}, {"tile", s.tile},
                       {"upload_wait_ms", s.upload_wait_ms}, {"peak_bytes", s.peak_bytes}});
   }
-  return {{"job_id", r.job_id},   {"state", ToString(r.state)}, {"device", r.device},
-          {"faces_swapped", r.faces_swapped}, {"faces", faces}, {"stages", stages},
-          {"degradations", r.degradations}, {"width", r.width}, {"height", r.height},
-          {"image_bytes", r.image.size()}, {"image_by_memfd", r.image_by_memfd}};
+  nlohmann::json j = {{"job_id", r.job_id},   {"state", ToString(r.state)}, {"device", r.device},
+                      {"kind", ToString(r.kind)},
+                      {"faces_swapped", r.faces_swapped}, {"faces", faces}, {"stages", stages},
+                      {"degradations", r.degradations}, {"width", r.width}, {"height", r.height},
+                      {"image_bytes", r.image.size()}, {"image_by_memfd", r.image_by_memfd}};
+  if (r.kind == JobKind::kVideo) {
+    j["frames_total"] = r.frames_total;
+    j["frames_swapped"] = r.frames_swapped;
+    j["frames_without_face"] = r.frames_without_face;
+    j["frame_rate"] = r.frame_rate;
+    j["duration_seconds"] = r.duration_seconds;
+    j["frames_per_second"] = r.frames_per_second;
+  }
+  return j;
 }
 
 }  // namespace fusion::ctl

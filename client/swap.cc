@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_format.h"
 #include "format.h"
 
 namespace fusion::ctl {
@@ -63,6 +64,31 @@ absl::Status CheckWritable(const std::string& output) {
   return absl::OkStatus();
 }
 
+// Whether the target starts like a video container fusiond reads: ISO BMFF/QuickTime ('ftyp',
+// or a first 'moov'/'mdat'/'wide'/'free' atom), EBML (MKV, WebM), RIFF AVI, YUV4MPEG2 — the
+// same first look as the daemon's video::LooksLikeVideoContainer (daemon/video/video_probe.h),
+// which decides with FFmpeg's probe. Anything else is sent as an image target (the daemon's
+// error then names what it is not).
+bool LooksLikeVideo(const std::string& b) {
+  auto at = [&](size_t pos, const char* m, size_t n) { return b.size() >= pos + n && b.compare(pos, n, m, n) == 0; };
+  for (const char* atom : {"ftyp", "moov", "mdat", "wide", "free"}) {
+    if (at(4, atom, 4)) return true;
+  }
+  return at(0, "\x1a\x45\xdf\xa3", 4) || (at(0, "RIFF", 4) && at(8, "AVI ", 4)) || at(0, "YUV4MPEG2", 9);
+}
+
+// A video target's usage rules: OUT ends in .mp4; --format and --upscale do not apply.
+absl::Status CheckVideoArgs(const SwapArgs& a) {
+  const std::string ext = absl::AsciiStrToLower(std::filesystem::path(a.output).extension().string());
+  if (!a.output.empty() && ext != ".mp4") {
+    return absl::InvalidArgumentError(absl::StrCat("the target '", a.target, "' is a video: -o must end in .mp4 (got '",
+                                                   a.output, "')"));
+  }
+  if (!a.format.empty()) return absl::InvalidArgumentError("--format applies to image targets; a video result is MP4");
+  if (!a.upscale.empty()) return absl::InvalidArgumentError("--upscale applies to image targets only");
+  return absl::OkStatus();
+}
+
 absl::StatusOr<SwapOptions> ToOptions(const SwapArgs& a) {
   SwapOptions o;
   o.ratio = a.ratio;
@@ -90,6 +116,10 @@ absl::StatusOr<SwapOptions> ToOptions(const SwapArgs& a) {
   o.format = *format;
   o.priority = a.priority == "low" ? Priority::kLow : a.priority == "high" ? Priority::kHigh
                                                                            : Priority::kNormal;
+  o.start_seconds = a.start;
+  o.duration_seconds = a.duration;
+  o.video_crf = a.crf;
+  o.video_preset = a.preset;
   return o;
 }
 
@@ -112,6 +142,9 @@ void ShowEvent(const JobEvent& e, bool tty) {
       break;
     case JobEvent::Kind::kDone:
       line = absl::StrCat("job ", ToString(e.job.state));
+      break;
+    case JobEvent::Kind::kFrames:
+      line = absl::StrFormat("frame %d of %d, %.1f fps", e.frames_done, e.frames_total, e.frames_per_second);
       break;
   }
   const int percent = static_cast<int>(100 * (e.kind == JobEvent::Kind::kDone ? 1.0f : e.progress));
@@ -144,8 +177,19 @@ int Fail(const absl::Status& status) {
 
 void AddSwapOptions(CLI::App* cmd, SwapArgs& a) {
   cmd->add_option("--source", a.source, "image with the face to use")->required();
-  cmd->add_option("--target", a.target, "image whose faces are replaced")->required();
-  cmd->add_option("-o,--output", a.output, "where to write the result");
+  cmd->add_option("--target", a.target,
+                  "image or video whose faces are replaced (the kind comes from its content; a video: "
+                  "MP4/MOV, MKV/WebM, AVI)")
+      ->required();
+  cmd->add_option("-o,--output", a.output, "where to write the result (a video's: an .mp4 file)");
+  cmd->add_option("--start", a.start, "video: first frame's time, seconds (default 0)")->check(CLI::Range(0.0, 1e7));
+  cmd->add_option("--duration", a.duration, "video: seconds of video from --start (default: to the end)")
+      ->check(CLI::Range(0.0, 1e7));
+  cmd->add_option("--crf", a.crf, "video: x264 constant rate factor 1..51, lower = better and larger (default 18)")
+      ->check(CLI::Range(1u, 51u));
+  cmd->add_option("--preset", a.preset, "video: x264 preset ultrafast..veryslow (default medium)")
+      ->check(CLI::IsMember({"ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower",
+                             "veryslow"}));
   cmd->add_option("--ratio", a.ratio, "0 keeps the target face, 1 the source identity")
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--enhance", a.enhance, "face super-resolution")->check(CLI::IsMember({"none", "x2", "x4"}));
@@ -189,16 +233,22 @@ int RunSwap(Client& client, const SwapArgs& a) {
                  "`fusionctl result JOB_ID -o OUT`\n");
     return 2;
   }
-  auto options = ToOptions(a);
-  if (!options.ok()) return Usage(options.status());
-  if (!a.output.empty()) {
-    if (absl::Status st = CheckWritable(a.output); !st.ok()) return Usage(st);
-  }
   // An input that cannot be read is a usage error (exit 2), like --faces reference:IMG.
   auto source = ReadFile(a.source, "--source");
   if (!source.ok()) return Usage(source.status());
   auto target = ReadFile(a.target, "--target");
   if (!target.ok()) return Usage(target.status());
+  const bool video = LooksLikeVideo(*target);
+  if (video) {
+    if (absl::Status st = CheckVideoArgs(a); !st.ok()) return Usage(st);
+  } else if (a.start != 0 || a.duration != 0 || a.crf != 0 || !a.preset.empty()) {
+    return Usage(absl::InvalidArgumentError("--start, --duration, --crf and --preset apply to video targets only"));
+  }
+  auto options = ToOptions(a);
+  if (!options.ok()) return Usage(options.status());
+  if (!a.output.empty()) {
+    if (absl::Status st = CheckWritable(a.output); !st.ok()) return Usage(st);
+  }
   auto job = client.SubmitJob(*source, *target, *options);
   if (!job.ok()) return Fail(job.status());
   if (a.no_wait) {

@@ -20,6 +20,9 @@ struct SwapArgs {
   float min_face_score = 0;     // 0 = the daemon's default
   bool low_vram = false, simple = false, json = false, no_wait = false;
   std::string format, priority = "normal";  // format "" = from OUT's extension (.jpg/.jpeg), else png
+  double start = 0, duration = 0;   // video targets: frame range, seconds
+  uint32_t crf = 0;                 // video targets: x264 CRF (0 = 18)
+  std::string preset;               // video targets: x264 preset ("" = medium)
 };
 
 // Registers the swap options on `cmd`.

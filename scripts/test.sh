@@ -38,7 +38,7 @@ for t in "${TSAN_TESTS[@]}"; do
 done
 echo "core, jobs, memory, ladder and memfd tests under ThreadSanitizer: passed"
 
-# The core, rpc, jobs, residency and ladder tests (no LibTorch) under AddressSanitizer +
+# The core, rpc, jobs, residency, ladder and video I/O tests (no LibTorch) under AddressSanitizer +
 # UndefinedBehaviorSanitizer with leak checking: a third small build (~5 min cold, seconds with
 # ccache). Every finding fails the run (halt_on_error).
 ASAN_DIR=${ASAN_BUILD_DIR:-build-asan}
@@ -48,13 +48,14 @@ if [ ! -f "$ASAN_DIR/build.ninja" ]; then
     "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined" \
     "-DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=address,undefined" >/dev/null
 fi
-ASAN_TESTS="core/core_tests core/rpc_tests jobs/jobs_tests memory/memory_tests pipeline/pipeline_core_tests"
+# video_tests: fusion_video over FFmpeg's libraries (leaked packets, frames or contexts fail it).
+ASAN_TESTS="core/core_tests core/rpc_tests jobs/jobs_tests memory/memory_tests pipeline/pipeline_core_tests video/video_tests"
 cmake --build "$ASAN_DIR" -j "${JOBS:-$(nproc)}" --target $(for t in $ASAN_TESTS; do basename "$t"; done)
 for t in $ASAN_TESTS; do
   ASAN_OPTIONS="detect_leaks=1:${ASAN_OPTIONS:-}" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}" \
     "$ASAN_DIR/tests/$t" --gtest_brief=1
 done
-echo "core, rpc, jobs, memory and ladder tests under AddressSanitizer + UBSan: passed"
+echo "core, rpc, jobs, memory, ladder and video I/O tests under AddressSanitizer + UBSan: passed"
 
 # The libFuzzer targets (tests/fuzz, docs/FUZZING.md): a fourth small build with clang, no
 # LibTorch, ASan + UBSan (build-fuzz; ~9 min cold on 2 busy cores, ~35 s with a warm ccache), then

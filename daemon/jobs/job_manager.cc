@@ -1,5 +1,9 @@
 #include "jobs/job_manager.h"
 
+#include <unistd.h>
+
+#include <filesystem>
+
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
@@ -25,6 +29,8 @@ struct JobManager::Running {
   std::string stage;
   float progress = 0;
   size_t stages_done = 0;
+  uint64_t frames_done = 0, frames_total = 0;  // video jobs
+  double fps = 0;
   std::atomic<bool> cancel{false};     // the owner asked
   std::atomic<bool> interrupt{false};  // the daemon is stopping: leave it RUNNING
   // Unix ms of the job's last sign of life: its start, a stage event or a checkpoint (every
@@ -69,6 +75,22 @@ class JobManager::RunContext final : public JobRunner::Context {
     running_->alive_ms = NowMs();
     v1::JobEvent e;
     e.set_degradation(what);
+    manager_->Emit(id_, std::move(e), false);
+  }
+  void FramesDone(uint64_t done, uint64_t total, double fps) override {
+    const float progress = total > 0 ? static_cast<float>(done) / static_cast<float>(total) : 0;
+    {
+      MutexLock lock(&manager_->mu_);
+      running_->frames_done = done;
+      running_->frames_total = total;
+      running_->fps = fps;
+      running_->progress = progress;
+    }
+    v1::JobEvent e;
+    e.mutable_frames()->set_frames_done(done);
+    e.mutable_frames()->set_frames_total(total);
+    e.mutable_frames()->set_frames_per_second(fps);
+    e.mutable_frames()->set_progress(progress);
     manager_->Emit(id_, std::move(e), false);
   }
 
@@ -188,6 +210,9 @@ v1::Job JobManager::ToProto(const JobRecord& r) {
     job.set_stage(it->second->stage);
     job.set_progress(it->second->progress);
     job.set_cancel_requested(it->second->cancel);
+    job.set_frames_done(it->second->frames_done);
+    job.set_frames_total(it->second->frames_total);
+    job.set_frames_per_second(it->second->fps);
   }
   return job;
 }
@@ -414,6 +439,11 @@ void JobManager::RunOne(const FairQueue::Entry& entry) {
     output->report.set_state(v1::SUCCEEDED);
     stored.report = output->report.SerializeAsString();
     stored.image = std::move(output->image);
+    stored.file = std::move(output->result_file);
+    if (!stored.file.empty()) {
+      std::error_code ec;
+      stored.file_bytes = std::filesystem::file_size(stored.file, ec);
+    }
   } else {
     state = (running->cancel && absl::IsCancelled(status)) ? JobState::kCancelled : JobState::kFailed;
   }
@@ -426,6 +456,7 @@ void JobManager::RunOne(const FairQueue::Entry& entry) {
       spdlog::error("job {}: cannot record its end: {}", entry.id, st.ToString());
       st = journal_->Finish(entry.id, JobState::kFailed, static_cast<int32_t>(st.code()),
                             std::string(st.message()), {}, NowMs());
+      if (!stored.file.empty()) ::unlink(stored.file.c_str());  // no row names it
     }
     running_.erase(entry.id);
     changed_.SignalAll();

@@ -8,6 +8,7 @@
 // Thread-safety: Run() and StageModels() are called concurrently from several threads.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -27,11 +28,16 @@ class JobRunner {
     virtual void StageStarted(const std::string& stage, float progress) = 0;
     virtual void StageFinished(const v1::StageReport& report, float progress) = 0;
     virtual void Degradation(const std::string& what) = 0;
+    // A video job: `done` of `total` frames encoded, `fps` frames processed per second so far.
+    virtual void FramesDone(uint64_t done, uint64_t total, double fps) {}
   };
 
   struct Output {
     v1::JobResult report;  // everything but the image
-    std::string image;     // encoded result (PNG or JPEG)
+    std::string image;     // encoded result (PNG or JPEG); empty when result_file is set
+    // A video job's result: a complete file (fsynced, renamed into place) in the runner's
+    // results directory; the journal keeps its path and the file is removed with the job.
+    std::string result_file;
   };
 
   virtual ~JobRunner() = default;

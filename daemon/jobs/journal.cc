@@ -1,6 +1,7 @@
 #include "jobs/journal.h"
 
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -31,10 +32,14 @@ CREATE TABLE IF NOT EXISTS jobs (
   error_message TEXT NOT NULL DEFAULT '',
   result_report BLOB,
   result_image BLOB,
-  result_bytes INTEGER NOT NULL DEFAULT 0
+  result_bytes INTEGER NOT NULL DEFAULT 0,
+  result_file TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state);
 )sql";
+// Journals made before result files existed get the column (the error of a second ALTER on a
+// journal that has it is ignored).
+constexpr char kAddResultFile[] = "ALTER TABLE jobs ADD COLUMN result_file TEXT";
 
 constexpr char kColumns[] =
     "id, uid, state, priority, options, stage_models, created_ms, started_ms, finished_ms, "
@@ -143,6 +148,7 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const Options& options) {
                           "PRAGMA busy_timeout=5000;", kSchema}) {
     if (auto st = journal->Exec(sql); !st.ok()) return st;
   }
+  (void)journal->Exec(kAddResultFile);  // "duplicate column" once it exists
   if (options.max_bytes > 0) {
     const int64_t pages = static_cast<int64_t>(options.max_bytes / 4096);
     if (auto st = journal->Exec("PRAGMA page_size=4096;"); !st.ok()) return st;
@@ -208,13 +214,14 @@ absl::Status Journal::Finish(const std::string& id, JobState state, int32_t erro
   MutexLock lock(&mu_);
   Statement s(db_,
               "UPDATE jobs SET state=?, finished_ms=?, error_code=?, error_message=?, "
-              "result_report=?, result_image=?, result_bytes=?, source=NULL, target=NULL "
-              "WHERE id=? AND state IN (?, ?)");
+              "result_report=?, result_image=?, result_bytes=?, source=NULL, target=NULL, "
+              "result_file=? WHERE id=? AND state IN (?, ?)");
   s.Bind(1, static_cast<int64_t>(state)).Bind(2, now_unix_ms).Bind(3, error_code)
       .BindText(4, error_message).Bind(5, result.report).Bind(6, result.image)
-      .Bind(7, static_cast<int64_t>(result.image.size())).BindText(8, id)
-      .Bind(9, static_cast<int64_t>(JobState::kQueued))
-      .Bind(10, static_cast<int64_t>(JobState::kRunning));
+      .Bind(7, static_cast<int64_t>(result.image.size() + result.file_bytes)).BindText(8, result.file)
+      .BindText(9, id)
+      .Bind(10, static_cast<int64_t>(JobState::kQueued))
+      .Bind(11, static_cast<int64_t>(JobState::kRunning));
   if (int rc = s.Step(); rc != SQLITE_DONE) return s.Error(rc, "finish job");
   if (sqlite3_changes(db_) != 1) {
     return absl::FailedPreconditionError(absl::StrCat("job ", id, " is already final or unknown"));
@@ -244,11 +251,15 @@ absl::StatusOr<JobInputs> Journal::LoadInputs(const std::string& id) {
 
 absl::StatusOr<StoredResult> Journal::GetResult(const std::string& id) {
   MutexLock lock(&mu_);
-  Statement s(db_, "SELECT result_report, result_image FROM jobs WHERE id=? AND state=? "
-                   "AND result_report IS NOT NULL");
+  Statement s(db_, "SELECT result_report, result_image, result_file, result_bytes FROM jobs WHERE id=? "
+                   "AND state=? AND result_report IS NOT NULL");
   s.BindText(1, id).Bind(2, static_cast<int64_t>(JobState::kSucceeded));
   const int rc = s.Step();
-  if (rc == SQLITE_ROW) return StoredResult{s.Blob(0), s.Blob(1)};
+  if (rc == SQLITE_ROW) {
+    StoredResult r{s.Blob(0), s.Blob(1), s.Blob(2), 0};
+    if (!r.file.empty()) r.file_bytes = static_cast<uint64_t>(s.Int(3));
+    return r;
+  }
   if (rc == SQLITE_DONE) return absl::NotFoundError(absl::StrCat("job ", id, " has no result"));
   return s.Error(rc, "get result");
 }
@@ -293,19 +304,31 @@ absl::StatusOr<std::vector<JobRecord>> Journal::Recover() {
 absl::StatusOr<int> Journal::Prune(int64_t now_unix_ms) {
   MutexLock lock(&mu_);
   const int64_t cutoff = now_unix_ms - absl::ToInt64Milliseconds(options_.retention);
-  Statement expired(db_, "DELETE FROM jobs WHERE state IN (3,4,5) AND finished_ms < ?");
+  // RETURNING hands back the result files of the removed rows, deleted once the rows are gone
+  // (a crash in between leaves a file no row names: harmless, and never a row without its file).
+  std::vector<std::string> files;
+  int removed = 0;
+  Statement expired(db_, "DELETE FROM jobs WHERE state IN (3,4,5) AND finished_ms < ? RETURNING result_file");
   expired.Bind(1, cutoff);
-  if (int rc = expired.Step(); rc != SQLITE_DONE) return expired.Error(rc, "prune expired");
-  int removed = sqlite3_changes(db_);
+  int rc;
+  while ((rc = expired.Step()) == SQLITE_ROW) {
+    ++removed;
+    if (std::string f = expired.Blob(0); !f.empty()) files.push_back(std::move(f));
+  }
+  if (rc != SQLITE_DONE) return expired.Error(rc, "prune expired");
   // Then the oldest results until the rest fit the byte budget: keep the newest rows whose
   // running total of result bytes stays within retention_bytes.
   Statement over(db_,
                  "DELETE FROM jobs WHERE seq IN (SELECT seq FROM (SELECT seq, SUM(result_bytes) "
                  "OVER (ORDER BY finished_ms DESC, seq DESC) AS total FROM jobs WHERE state IN "
-                 "(3,4,5)) WHERE total > ?)");
+                 "(3,4,5)) WHERE total > ?) RETURNING result_file");
   over.Bind(1, static_cast<int64_t>(options_.retention_bytes));
-  if (int rc = over.Step(); rc != SQLITE_DONE) return over.Error(rc, "prune by size");
-  removed += sqlite3_changes(db_);
+  while ((rc = over.Step()) == SQLITE_ROW) {
+    ++removed;
+    if (std::string f = over.Blob(0); !f.empty()) files.push_back(std::move(f));
+  }
+  if (rc != SQLITE_DONE) return over.Error(rc, "prune by size");
+  for (const std::string& f : files) ::unlink(f.c_str());
   return removed;
 }
 

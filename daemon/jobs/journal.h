@@ -36,7 +36,9 @@ struct JobInputs {
 
 struct StoredResult {
   std::string report;  // serialized fusion.v1.JobResult without the image
-  std::string image;   // encoded result image
+  std::string image;   // encoded result image (empty when `file` is set)
+  std::string file;    // a result kept as a file (video jobs): its path; removed with the job
+  uint64_t file_bytes = 0;  // its size, counted against retention_bytes
 };
 
 class Journal {
@@ -74,7 +76,8 @@ class Journal {
   // Crash recovery: RUNNING -> QUEUED; returns every QUEUED job in submit order.
   absl::StatusOr<std::vector<JobRecord>> Recover();
   // Removes finished jobs past the retention period, then the oldest results until the kept
-  // result images fit `retention_bytes`. Returns how many jobs were removed.
+  // result images fit `retention_bytes`; result files of removed jobs are deleted. Returns how
+  // many jobs were removed.
   absl::StatusOr<int> Prune(int64_t now_unix_ms);
 
  private:

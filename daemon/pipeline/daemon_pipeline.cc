@@ -53,6 +53,14 @@ absl::StatusOr<std::unique_ptr<DaemonPipeline>> DaemonPipeline::Create(const Dae
   self->runner_options_.default_min_face_px = config.min_face_px;
   self->runner_options_.default_min_face_score = static_cast<float>(config.min_face_score);
   self->runner_options_.max_pixels = config.max_pixels;
+  // Video results are files next to the journal (jobs/journal.h keeps their paths).
+  self->runner_options_.results_dir = config.state_dir + "/results";
+  std::error_code ec;
+  std::filesystem::create_directories(self->runner_options_.results_dir, ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("state_dir: cannot create ", self->runner_options_.results_dir, ": ", ec.message()));
+  }
   auto catalogue = models::ModelCatalogue::Create({self->manifest_, config.models_dir});
   if (!catalogue.ok()) return catalogue.status();
   self->catalogue_ = *std::move(catalogue);

@@ -1,6 +1,9 @@
 // SubmitJob's checks of JobOptions and images (job_options.h).
 #include "pipeline/job_options.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -39,6 +42,23 @@ absl::Status ValidateJobOptions(const v1::JobOptions& o, const models::ModelCata
     return absl::InvalidArgumentError(absl::StrCat("options: min_face_score ", o.min_face_score(), " is not in (0,1)"));
   }
   if (!v1::OutputFormat_IsValid(o.format())) return absl::InvalidArgumentError("options: unknown format");
+  if (!(o.start_seconds() >= 0 && o.start_seconds() < 1e7)) {
+    return absl::InvalidArgumentError(absl::StrCat("options: start_seconds ", o.start_seconds(), " is not in [0,1e7)"));
+  }
+  if (!(o.duration_seconds() >= 0 && o.duration_seconds() < 1e7)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("options: duration_seconds ", o.duration_seconds(), " is not in [0,1e7)"));
+  }
+  if (o.video_crf() > 51) {
+    return absl::InvalidArgumentError(absl::StrCat("options: video_crf ", o.video_crf(), " is not in [1,51] (0 = 18)"));
+  }
+  static constexpr const char* kPresets[] = {"ultrafast", "superfast", "veryfast", "faster", "fast",
+                                             "medium",    "slow",      "slower",   "veryslow"};
+  if (!o.video_preset().empty() &&
+      std::find(std::begin(kPresets), std::end(kPresets), o.video_preset()) == std::end(kPresets)) {
+    return absl::InvalidArgumentError(absl::StrCat("options: video_preset '", o.video_preset(),
+                                                   "' is not an x264 preset (ultrafast .. veryslow)"));
+  }
   return absl::OkStatus();
 }
 

@@ -7,92 +7,20 @@
 
 #include <opencv2/imgproc.hpp>
 
-#include "models/common/exception_text.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "device/cpu_device_memory.h"
 #include "image/image_header.h"
 #include "models/blend/blend.h"
-#include "pipeline/device_oom.h"
+#include "pipeline/execution.h"
+#include "pipeline/face_swap.h"
 #include "pipeline/image_io.h"
 #include "pipeline/job_options.h"
 #include "pipeline/stages.h"
+#include "pipeline/target_kind.h"
 
 namespace fusion {
-namespace {
-
-// A stage's computation on one model copy; `cp` is asked between its faces/tiles/passes.
-using StageFn = std::function<absl::Status(const ModelCopy& copy, int tile_px, const Checkpoint& cp)>;
-
-// A stage body over one model: the device attempt runs inside the stage's scope on the
-// device copy, the CPU fallback on a host copy inside a host scope (OomLadder). Exceptions become statuses;
-// a device OOM (thrown, or swallowed by a network into an error status after the allocator
-// refused) becomes DeviceOomError(); a cancellation stays CANCELLED.
-class ModelBody final : public StageBody {
- public:
-  ModelBody(const ModelStore& store, std::string stage, std::string model, StageFn fn, Checkpoint cp)
-      : store_(store), stage_(std::move(stage)), model_(std::move(model)), fn_(std::move(fn)),
-        cp_(std::move(cp)) {}
-
-  absl::Status RunDevice(int tile_px, ScopeId scope) override {
-    DeviceScope in_scope(scope);
-    auto copy = store_.DeviceCopy(model_);
-    if (!copy.ok()) return copy.status();
-    return Guard(**copy, tile_px);
-  }
-  // The host copy is built outside any scope (its weights are the host tier's); the stage's
-  // own allocations are charged to the host scope its host lease admitted.
-  absl::Status RunCpu(int tile_px, ScopeId scope) override {
-    auto copy = store_.HostCopy(model_);
-    if (!copy.ok()) return copy.status();
-    DeviceScope in_host_scope(scope);
-    return Guard(**copy, tile_px);
-  }
-
- private:
-  absl::Status Guard(const ModelCopy& copy, int tile_px) {
-    (void)IsDeviceOom(std::runtime_error(""));  // clears this thread's refusal flag
-    absl::Status st;
-    try {
-      st = fn_(copy, tile_px, cp_);
-    } catch (const std::exception& e) {
-      if (IsDeviceOom(e)) return DeviceOomError(absl::StrCat("stage '", stage_, "': ", ExceptionText(e)));
-      return absl::InternalError(absl::StrCat("stage '", stage_, "' (model '", model_, "'): ", ExceptionText(e)));
-    }
-    if (absl::IsCancelled(st)) return st;  // never mistaken for an OOM: the ladder ends at once
-    // Networks turn LibTorch exceptions into INTERNAL; the allocator's flag tells an OOM apart.
-    if (!st.ok() && (IsDeviceOom(std::runtime_error("")) ||
-                     absl::StrContains(st.message(), "out of memory"))) {
-      return DeviceOomError(absl::StrCat("stage '", stage_, "': ", st.message()));
-    }
-    return st;
-  }
-
-  const ModelStore& store_;
-  const std::string stage_, model_;
-  StageFn fn_;
-  const Checkpoint cp_;
-};
-
-v1::StageMode ToProto(StageMode m) {
-  switch (m) {
-    case StageMode::kDevice: return v1::DEVICE;
-    case StageMode::kTiled: return v1::TILED;
-    case StageMode::kCpuFallback: return v1::CPU_FALLBACK;
-    case StageMode::kHost: return v1::HOST;
-  }
-  return v1::STAGE_MODE_UNSPECIFIED;
-}
-
-std::vector<cv::Point2f> Points(const faceapi::Landmarks68& l) {
-  std::vector<cv::Point2f> p;
-  for (const faceapi::Point& q : l) p.emplace_back(q.x, q.y);
-  return p;
-}
-
-}  // namespace
-
 PipelineRunner::PipelineRunner(ModelStore* store, ResidencyManager* residency, DeviceMeter* meter,
                                FaultInjector* faults, Options options)
     : store_(store), residency_(residency), meter_(meter), faults_(faults),
@@ -111,7 +39,17 @@ absl::Status PipelineRunner::CheckImages(const std::string& serialized, const st
                                          const std::string& target_image) {
   v1::JobOptions o;
   if (!o.ParseFromString(serialized)) return absl::InvalidArgumentError("options: unparsable JobOptions");
-  return ScreenJobImages(o, source_image, target_image, options_.max_pixels);
+  auto kind = ClassifyTarget(target_image, o, options_.max_pixels, nullptr);
+  if (!kind.ok()) return kind.status();
+  if (*kind == TargetKind::kImage) return ScreenJobImages(o, source_image, target_image, options_.max_pixels);
+  // A video: the source (and reference) images as for an image job; the target was probed.
+  if (o.upscale() != 0) return absl::InvalidArgumentError("options: upscale applies to image targets only, not a video");
+  if (auto h = image::ScreenImage(source_image, "source image", options_.max_pixels); !h.ok()) return h.status();
+  if (o.faces() == v1::REFERENCE) {
+    auto h = image::ScreenImage(o.reference().inline_bytes(), "reference image", options_.max_pixels);
+    if (!h.ok()) return h.status();
+  }
+  return absl::OkStatus();
 }
 
 DetectSettings PipelineRunner::DetectSettingsFor(const v1::JobOptions& o) const {
@@ -151,180 +89,6 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Run(const jobs::JobRecor
 
 namespace {
 
-// One job's run: its pictures, the stages' reports, the progress sink.
-class Execution {
- public:
-  // `plan`: the model of every model stage in run order (StageModels), for prefetch.
-  Execution(const ModelStore& store, ResidencyManager& residency, OomLadder& ladder, const Owner& owner,
-            jobs::JobRunner::Context& ctx, v1::JobResult& report, std::vector<std::string> plan)
-      : store_(store), residency_(residency), ladder_(ladder), owner_(owner), ctx_(ctx), report_(report),
-        plan_(std::move(plan)) {}
-  ~Execution() {
-    if (prefetch_.valid()) prefetch_.wait();
-  }
-
-  // A degradation that is not a stage's: reported in the result and as a job event.
-  void Degrade(const std::string& d) {
-    report_.add_degradations(d);
-    ctx_.Degradation(d);
-  }
-
-  // Runs one model stage under the ladder. `input_pixels`: pixels the network sees at once.
-  // `tile_halo_px`: context a tile reads on each side (StageSpec::tile_halo_px).
-  absl::Status Stage(const std::string& name, const std::string& model, uint64_t input_pixels,
-                     const std::string& bucket, float progress, StageFn fn, int max_tile_px = 256,
-                     int min_tile_px = 64, int tile_halo_px = 0) {
-    if (ctx_.Cancelled()) return absl::CancelledError(absl::StrCat("job cancelled before stage '", name, "'"));
-    ctx_.StageStarted(name, progress);
-    auto spec = store_.catalogue().Get(model);
-    if (!spec.ok()) return spec.status();
-    StageSpec stage{.name = name,
-                    .model = model,
-                    .tileable = (*spec)->tileable,
-                    .working_bytes = std::max<uint64_t>(1, (*spec)->working_set_bytes_per_pixel * input_pixels),
-                    .shape_bucket = bucket,
-                    .input_pixels = input_pixels,
-                    .max_tile_px = max_tile_px,
-                    .min_tile_px = min_tile_px,
-                    .tile_halo_px = tile_halo_px,
-                    .cancelled = [this] { return ctx_.Cancelled(); },
-                    // The job's stage text says what it waits for while it waits.
-                    .waiting = [this, name, progress](const std::string& note) {
-                      ctx_.StageStarted(note.empty() ? name : absl::StrCat(name, " (", note, ")"), progress);
-                    }};
-    // The prefetch of this stage's model (started while the previous stage ran) counts as
-    // upload wait; then the next model comes up while this stage runs.
-    const absl::Time wait_start = absl::Now();
-    if (prefetch_.valid()) prefetch_.wait();
-    const double prefetch_wait_ms = absl::ToDoubleMilliseconds(absl::Now() - wait_start);
-    while (next_ < plan_.size() && plan_[next_] == model) ++next_;
-    if (next_ < plan_.size()) Prefetch(plan_[next_]);
-    ModelBody body(store_, name, model, std::move(fn), Checkpoint(name, [this] { return ctx_.Cancelled(); }));
-    auto outcome = ladder_.Run(owner_, stage, body);
-    if (!outcome.ok()) return outcome.status();
-    outcome->upload_wait_ms += prefetch_wait_ms;
-    v1::StageReport r;
-    r.set_name(name);
-    r.set_model(model);
-    r.set_ms(outcome->ms);
-    r.set_mode(ToProto(outcome->mode));
-    r.set_attempts(outcome->attempts);
-    r.set_tile(outcome->tile_px);
-    r.set_upload_wait_ms(outcome->upload_wait_ms);
-    r.set_peak_bytes(outcome->peak_bytes);
-    Finish(r, progress, outcome->degradations);
-    return absl::OkStatus();
-  }
-
-  // Admits `bytes` of host buffers (images a stage produces) on the host tier before they are
-  // allocated; the lease must outlive them. RESOURCE_EXHAUSTED / DEADLINE_EXCEEDED as
-  // ResidencyManager::AcquireHost, with `what` in the message.
-  absl::StatusOr<Lease> HostBuffers(const std::string& what, uint64_t bytes) {
-    return residency_.AcquireHost(owner_, what, bytes, absl::Now() + ladder_.admission_timeout(),
-                                  [this] { return ctx_.Cancelled(); });
-  }
-
-  // A host stage (no model, no lease): runs `fn` and reports it with mode HOST.
-  absl::Status HostStage(const std::string& name, float progress,
-                         const std::function<absl::Status(const Checkpoint&)>& fn) {
-    if (ctx_.Cancelled()) return absl::CancelledError(absl::StrCat("job cancelled before stage '", name, "'"));
-    ctx_.StageStarted(name, progress);
-    const absl::Time start = absl::Now();
-    if (absl::Status st = fn(Checkpoint(name, [this] { return ctx_.Cancelled(); })); !st.ok()) return st;
-    v1::StageReport r;
-    r.set_name(name);
-    r.set_ms(absl::ToDoubleMilliseconds(absl::Now() - start));
-    r.set_mode(v1::HOST);
-    r.set_attempts(1);
-    Finish(r, progress, {});
-    return absl::OkStatus();
-  }
-
- private:
-  // Uploads `model` on a worker thread when it fits in the free budget now, evicting nothing
-  // (DESIGN.md §3 prefetch; on CUDA the upload itself runs on a side stream from pinned memory,
-  // ModelStore::Upload). Failures only cost the wait.
-  void Prefetch(const std::string& model) {
-    const ResidencySnapshot s = residency_.Snapshot();
-    for (const ModelSnapshot& m : s.models) {
-      if (m.name != model) continue;
-      if (m.state != ModelState::kAbsent && m.state != ModelState::kHost) return;  // there or coming
-      if (s.device.used_bytes + s.device.reserved_bytes + m.bytes > s.device.budget_bytes) return;
-      ResidencyManager* r = &residency_;
-      prefetch_ = std::async(std::launch::async, [r, model] {
-        (void)r->Load(model, absl::Now() + absl::Seconds(5));
-      });
-      return;
-    }
-  }
-
-  void Finish(const v1::StageReport& r, float progress, const std::vector<std::string>& degradations) {
-    *report_.add_stages() = r;
-    for (const std::string& d : degradations) {
-      report_.add_degradations(d);
-      ctx_.Degradation(d);
-    }
-    ctx_.StageFinished(r, progress);
-  }
-
-  const ModelStore& store_;
-  ResidencyManager& residency_;
-  OomLadder& ladder_;
-  const Owner owner_;
-  jobs::JobRunner::Context& ctx_;
-  v1::JobResult& report_;
-  const std::vector<std::string> plan_;
-  size_t next_ = 0;
-  std::future<void> prefetch_;
-};
-
-absl::StatusOr<Picture> MakePicture(const cv::Mat& bgr, std::string what) {
-  Picture p;
-  p.what = std::move(what);
-  p.bgr = bgr;
-  cv::cvtColor(bgr, p.rgb, cv::COLOR_BGR2RGB);
-  return p;
-}
-
-std::string Bucket(const cv::Mat& m) { return absl::StrCat(m.cols, "x", m.rows); }
-
-// Decodes `bytes` after admitting its memory on the host tier (DecodeHostBytes, from the
-// screened header): the image's buffers plus `extra_per_px` bytes per pixel of working copies
-// the job makes of it under `*buffers` (the caller holds it while it uses them), the decoder's
-// scratch under a lease that ends here. Errors: ScreenImage's and DecodeImage's
-// INVALID_ARGUMENT; RESOURCE_EXHAUSTED / DEADLINE_EXCEEDED naming "stage 'decode'", the host
-// tier and the bytes (ResidencyManager::AcquireHost).
-absl::StatusOr<DecodedImage> AdmittedDecode(Execution& run, const std::string& bytes, const std::string& what,
-                                            uint64_t max_pixels, uint64_t extra_per_px, Lease* buffers) {
-  auto header = image::ScreenImage(bytes, what, max_pixels);
-  if (!header.ok()) return header.status();
-  const DecodeFootprint f = DecodeHostBytes(*header, bytes.size());
-  const std::string size = absl::StrCat(header->width, "x", header->height);
-  auto kept = run.HostBuffers(absl::StrCat("stage 'decode': the ", what, "'s ", size, " buffers"),
-                              f.kept + header->pixels() * extra_per_px);
-  if (!kept.ok()) return kept.status();
-  auto scratch = run.HostBuffers(absl::StrCat("stage 'decode': the ", what, " decoder's ", size, " scratch"),
-                                 f.scratch);
-  if (!scratch.ok()) return scratch.status();
-  auto img = DecodeImage(bytes, what, max_pixels);
-  if (img.ok()) *buffers = *std::move(kept);
-  return img;
-}
-
-}  // namespace
-
-namespace {
-
-struct FaceStages {
-  std::string landmarks, encoder, generator, enhancer, blender, upscaler;
-};
-
-constexpr uint64_t kCropPixels = 256 * 256;
-// Context pixels an ESRGAN tile reads on each side, for the ladder's tile estimates: the
-// catalogue's KerasModel::halo_px() (printed by EnhancerEstimate.WorkingSetPerPixelCovers...):
-// 10 for esrgan-slim-*, 18 for esrgan-medium-*; any other enhancer counts 18 (the larger).
-int EsrganHaloPx(const std::string& model) { return absl::StartsWith(model, "esrgan-slim-") ? 10 : 18; }
-
 // Host bytes the upscale holds at once for a frame of `pixels` upscaled s2 = s*s times in area:
 // the 8-bit RGB copy and float input (3 + 12 B/px), the float output and its 8-bit conversion
 // (12 + 3 B/px of output), and the target's original and BGR resized to the output size
@@ -342,9 +106,6 @@ std::pair<std::string, uint64_t> UpscaleImages(const std::string& upscaler, cons
           UpscaleHostBytes(target.bgr.total(), s2, target.original.elemSize())};
 }
 
-// landmarks -> encode -> generate -> enhance -> blend -> score, on the detected faces.
-absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector<Picture>& pics,
-                       Execution& run, v1::JobResult& report, cv::Mat* frame);
 // upscale (optional) -> encode the image; fills the output's size and format.
 absl::Status FinishJob(const FaceStages& m, const v1::JobOptions& o, const DecodedImage& target,
                        Execution& run, cv::Mat frame, jobs::JobRunner::Output& output);
@@ -363,6 +124,10 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
   auto plan = StageModels(o.SerializeAsString());
   if (!plan.ok()) return plan.status();
   Execution run(*store_, *residency_, ladder_, owner, context, report, *std::move(plan));
+  auto kind = ClassifyTarget(target_image, o, options_.max_pixels, nullptr);
+  if (!kind.ok()) return kind.status();
+  if (*kind == TargetKind::kVideo) return SwapVideo(run, source_image, target_image, o, output);
+  report.set_kind(v1::IMAGE);
   // decode: each image's buffers admitted on the host tier from its header first. The target's
   // lease also covers the working frame the blend draws into (held until the result is encoded)
   // and, for the simple blend, the attempt's copy of it (BlendSimpleOnDevice): 3 B/px each.
@@ -447,142 +212,8 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
   return output;
 }
 
+
 namespace {
-
-// Frame pixels one face's simple blend holds at once: the hull's bounding box (landmarks' box
-// within the frame) and the crop.
-uint64_t BlendPixels(const models::BlendInput& in, cv::Size frame) {
-  const cv::Rect box = cv::boundingRect(in.landmarks) & cv::Rect(0, 0, frame.width, frame.height);
-  return static_cast<uint64_t>(box.area()) + in.fused_crop.total();
-}
-
-// Simple mode: the feather-blend model stage (at:: ops on the device, under the ladder), faces
-// one at a time. Full mode: Poisson blending is a global solve, host code by design (HOST).
-absl::Status BlendFaces(const FaceStages& m, const v1::JobOptions& o, const Picture& tgt,
-                        const std::vector<SwapItem>& items, Execution& run, cv::Mat* frame) {
-  models::BlendOptions options;
-  options.mode = o.simple() ? models::BlendMode::kSimple : models::BlendMode::kFull;
-  options.colour_correction = !o.simple();
-  std::vector<models::BlendInput> faces;
-  uint64_t pixels = 1;
-  for (const SwapItem& it : items) {
-    faces.push_back({it.fused, it.target_crop, it.frame_to_crop, Points(tgt.faces[it.face].landmarks)});
-    pixels = std::max(pixels, BlendPixels(faces.back(), frame->size()));
-  }
-  if (o.simple()) {
-    uint64_t bucket = 1;  // estimates per power-of-two pixel count: faces differ in size
-    while (bucket < pixels) bucket *= 2;
-    return run.Stage("blend", m.blender, pixels, absl::StrCat("<=", bucket, "px"), 0.75f,
-                     [&](const ModelCopy& c, int, const Checkpoint& cp) {
-                       return BlendSimpleOnDevice(c, faces, options, frame, cp);
-                     });
-  }
-  return run.HostStage("blend", 0.75f, [&](const Checkpoint& cp) {
-    for (size_t i = 0; i < faces.size(); ++i) {
-      if (absl::Status s = cp.Check("face", i, faces.size()); !s.ok()) return s;
-      if (absl::Status s = models::BlendFace(faces[i], options, frame); !s.ok()) return s;
-    }
-    return absl::OkStatus();
-  });
-}
-
-absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector<Picture>& pics,
-                       Execution& run, v1::JobResult& report, cv::Mat* frame) {
-  Picture& src = pics[0];
-  Picture& tgt = pics[1];
-  const bool by_reference = pics.size() > 2;
-  // Faces are processed one at a time: a stage's working set is that of one face.
-  absl::Status st = run.Stage("landmarks", m.landmarks, 112 * 112, "112x112", 0.15f,
-                              [&](const ModelCopy& c, int, const Checkpoint& cp) {
-                                for (Picture& p : pics) {
-                                  if (absl::Status s = FindLandmarks(c, p, cp.Within(p.what)); !s.ok()) return s;
-                                }
-                                return absl::OkStatus();
-                              });
-  if (!st.ok()) return st;
-  st = run.Stage("encode", m.encoder, 150 * 150, "150x150", 0.25f, [&](const ModelCopy& c, int, const Checkpoint& cp) {
-    if (absl::Status s = DescribeFaces(c, src, {}, cp.Within(src.what)); !s.ok()) return s;
-    if (!by_reference) return absl::OkStatus();
-    if (absl::Status s = DescribeFaces(c, pics[2], {}, cp.Within(pics[2].what)); !s.ok()) return s;
-    return DescribeFaces(c, tgt, {}, cp.Within(tgt.what));
-  });
-  if (!st.ok()) return st;
-
-  std::vector<SwapItem> items;
-  const float limit = o.reference_max_distance() > 0 ? o.reference_max_distance() : 0.6f;
-  for (size_t i = 0; i < tgt.faces.size(); ++i) {
-    if (!by_reference || DescriptorDistance(tgt.faces[i].descriptor, pics[2].faces[0].descriptor) < limit) {
-      items.push_back(SwapItem{.face = i});
-    }
-  }
-  if (items.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "no face of the target image is within identity distance ", limit, " of the reference face"));
-  }
-  std::vector<std::string> source_notes;
-  st = run.Stage("generate", m.generator, kCropPixels, "256x256", 0.45f,
-                 [&](const ModelCopy& c, int, const Checkpoint& cp) {
-                   return Generate(c, c.device, src, tgt, o.ratio(), items, cp, &source_notes);
-                 });
-  if (!st.ok()) return st;
-  for (const std::string& note : source_notes) run.Degrade(note);
-
-  if (!m.enhancer.empty()) {
-    int scale = 1;
-    st = run.Stage("enhance", m.enhancer, kCropPixels, "256x256", 0.6f,
-                   [&](const ModelCopy& c, int tile, const Checkpoint& cp) {
-                     std::vector<cv::Mat> up;
-                     for (size_t i = 0; i < items.size(); ++i) {
-                       if (absl::Status s = cp.Check("face", i, items.size()); !s.ok()) return s;
-                       cv::Mat crop = items[i].fused.clone();
-                       const Checkpoint tiles = cp.Within(absl::StrCat("face ", i + 1, " of ", items.size()));
-                       if (absl::Status s = Enhance(c, c.device, tile, crop, tiles); !s.ok()) return s;
-                       up.push_back(crop);
-                     }
-                     for (size_t i = 0; i < items.size(); ++i) items[i].fused = up[i];
-                     scale = EnhanceScale(c);
-                     return absl::OkStatus();
-                   },
-                   // Tiles from half the 256-px crop down to 32 px: a 64-px tile of esrgan-slim-x4
-                   // with its 10-px halo still peaks at about 72 MB (measured 673 MB untiled).
-                   /*max_tile_px=*/128, /*min_tile_px=*/32, EsrganHaloPx(m.enhancer));
-    if (!st.ok()) return st;
-    for (SwapItem& it : items) {  // the target crop and transform at the enhanced size
-      cv::resize(it.target_crop, it.target_crop, it.fused.size(), 0, 0, cv::INTER_CUBIC);
-      it.frame_to_crop = it.frame_to_crop * static_cast<double>(scale);
-    }
-  }
-
-  *frame = tgt.bgr.clone();
-  st = BlendFaces(m, o, tgt, items, run, frame);
-  if (!st.ok()) return st;
-
-  cv::Mat result_rgb;
-  cv::cvtColor(*frame, result_rgb, cv::COLOR_BGR2RGB);
-  // Each swapped face in the result and, unless the encode stage did it, in the target.
-  std::vector<FaceDescriptor> scored(items.size()), before(items.size());
-  st = run.Stage("score", m.encoder, 150 * 150, "150x150", 0.85f, [&](const ModelCopy& c, int, const Checkpoint& cp) {
-    for (size_t i = 0; i < items.size(); ++i) {
-      if (absl::Status s = cp.Check("face", i, items.size()); !s.ok()) return s;
-      const DetectedFace& face = tgt.faces[items[i].face];
-      if (absl::Status s = Describe(c, result_rgb, face.landmarks, &scored[i]); !s.ok()) return s;
-      before[i] = face.descriptor;
-      if (face.described) continue;
-      if (absl::Status s = Describe(c, tgt.rgb, face.landmarks, &before[i]); !s.ok()) return s;
-    }
-    return absl::OkStatus();
-  });
-  if (!st.ok()) return st;
-  for (size_t i = 0; i < items.size(); ++i) {
-    const faceapi::FaceBox& b = tgt.faces[items[i].face].box;
-    v1::FaceReport* f = report.add_faces();
-    for (float v : {b.x, b.y, b.w, b.h}) f->add_box(v);
-    f->set_identity_distance(DescriptorDistance(scored[i], src.faces[0].descriptor));
-    f->set_target_identity_distance(DescriptorDistance(before[i], src.faces[0].descriptor));
-  }
-  report.set_faces_swapped(static_cast<uint32_t>(items.size()));
-  return absl::OkStatus();
-}
 
 absl::Status FinishJob(const FaceStages& m, const v1::JobOptions& o, const DecodedImage& target,
                        Execution& run, cv::Mat frame, jobs::JobRunner::Output& output) {

@@ -25,6 +25,10 @@
 // image naming source/target/reference), FAILED_PRECONDITION ("no face in the source image",
 // "no face in the target image", no face within the reference distance), RESOURCE_EXHAUSTED
 // naming the stage, CANCELLED, INTERNAL naming the stage and model.
+// Video targets (the kind comes from the target's content, target_kind.h): video_job.cc runs
+// the same stages per frame (the source face detected, landmarked and encoded once), frames
+// streamed decode -> swap -> encode through bounded queues of video_queue_frames, and writes
+// the result MP4 into results_dir (temporary name, fsync, rename): Output::result_file.
 // Thread-safety: Run() and StageModels() may be called concurrently.
 #pragma once
 
@@ -41,6 +45,8 @@
 #include "pipeline/stages.h"
 
 namespace fusion {
+
+class Execution;
 
 class PipelineRunner final : public jobs::JobRunner {
  public:
@@ -61,6 +67,8 @@ class PipelineRunner final : public jobs::JobRunner {
     float default_min_face_score = 0;           // for min_face_score 0; 0 = the detector's own
     uint64_t max_pixels = 100'000'000;  // per decoded image
     uint32_t max_faces = 64;            // target faces swapped at most
+    std::string results_dir;            // where video results are written; empty: no video jobs
+    size_t video_queue_frames = 4;      // frames each of the two video queues holds at most
     OomLadder::Options ladder;
   };
   // `store`, `residency`, `meter` must outlive the runner; `faults` may be null.
@@ -84,6 +92,9 @@ class PipelineRunner final : public jobs::JobRunner {
   absl::Status Validate(const v1::JobOptions& o) const;
   std::string EnhancerFor(const v1::JobOptions& o, uint32_t scale) const;
   DetectSettings DetectSettingsFor(const v1::JobOptions& o) const;
+  // The video job (video_job.cc): `output.report` (the one `run` reports into) has the device set.
+  absl::StatusOr<Output> SwapVideo(Execution& run, const std::string& source_image, const std::string& target,
+                                   const v1::JobOptions& o, Output& output);
 
   ModelStore* const store_;
   ResidencyManager* const residency_;

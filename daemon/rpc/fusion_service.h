@@ -90,6 +90,10 @@ class FusionService final : public v1::Fusion::CallbackService {
   // OK when `cred` may change residency (see AdminPolicy), else PERMISSION_DENIED for `method`.
   absl::Status AuthorizeAdmin(grpc::CallbackServerContext* ctx, const PeerCred& cred,
                               const char* method) const;
+  // A video result (a file in the state directory) as inline bytes or a sealed memfd, as for an
+  // image: inline when asked or small enough, else a memfd copied from the file page by page.
+  absl::Status FileResult(const jobs::StoredResult& result, const v1::GetJobResultRequest& request, uid_t uid,
+                          v1::JobResult* response) const;
   // Bytes of an ImageData (inline or a memfd token of `uid`); `what` names it in errors.
   absl::StatusOr<std::string> ImageBytes(const v1::ImageData& image, uid_t uid,
                                          const char* what) const;

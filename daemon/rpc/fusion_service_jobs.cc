@@ -1,5 +1,6 @@
 // fusion.v1 job methods: SubmitJob, WatchJob, GetJob, ListJobs, CancelJob, GetJobResult.
 #include <deque>
+#include <fstream>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -115,6 +116,26 @@ absl::StatusOr<std::string> FusionService::ImageBytes(const v1::ImageData& image
       break;
   }
   return absl::InvalidArgumentError(absl::StrCat(what, " image: missing or empty"));
+}
+
+absl::Status FusionService::FileResult(const jobs::StoredResult& result, const v1::GetJobResultRequest& request,
+                                       uid_t uid, v1::JobResult* response) const {
+  if (request.require_inline() ||
+      (!request.prefer_memfd() && result.file_bytes <= options_.inline_result_max_bytes)) {
+    std::ifstream in(result.file, std::ios::binary);
+    std::string bytes(result.file_bytes, '\0');
+    if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) {
+      return absl::InternalError(absl::StrCat("job '", request.job_id(), "': result file ", result.file,
+                                              " cannot be read"));
+    }
+    response->mutable_image()->set_inline_bytes(std::move(bytes));
+    return absl::OkStatus();
+  }
+  auto token = memfds_->PublishFile(result.file, uid);
+  if (!token.ok()) return token.status();
+  response->mutable_image()->mutable_memfd()->set_token(*token);
+  response->mutable_image()->mutable_memfd()->set_size_bytes(result.file_bytes);
+  return absl::OkStatus();
 }
 
 grpc::ServerUnaryReactor* FusionService::SubmitJob(grpc::CallbackServerContext* ctx,
@@ -244,6 +265,11 @@ grpc::ServerUnaryReactor* FusionService::GetJobResult(grpc::CallbackServerContex
   if (!response->ParseFromString(result->report)) {
     reactor->Finish(grpc::Status(grpc::StatusCode::INTERNAL,
                                  absl::StrCat("job '", request->job_id(), "': stored report unreadable")));
+    return reactor;
+  }
+  if (!result->file.empty()) {  // a video result: a file in the state directory
+    absl::Status st = FileResult(*result, *request, cred->uid, response);
+    reactor->Finish(ToGrpcStatus(st));
     return reactor;
   }
   if (!request->require_inline() &&

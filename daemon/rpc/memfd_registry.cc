@@ -87,6 +87,25 @@ absl::StatusOr<std::string> MemfdRegistry::Publish(absl::string_view bytes, uid_
   return Insert(*std::move(memfd), uid);
 }
 
+absl::StatusOr<std::string> MemfdRegistry::PublishFile(const std::string& path, uid_t uid) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st {};
+  if (fd < 0 || ::fstat(fd, &st) != 0 || st.st_size <= 0) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    return absl::InternalError(absl::StrCat("result file ", path, ": cannot be read (", std::strerror(err), ")"));
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  void* data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (data == MAP_FAILED) {
+    return absl::InternalError(absl::StrCat("result file ", path, ": cannot be mapped (", std::strerror(errno), ")"));
+  }
+  auto token = Publish(absl::string_view(static_cast<const char*>(data), size), uid);
+  ::munmap(data, size);
+  return token;
+}
+
 absl::StatusOr<std::string> MemfdRegistry::Insert(std::shared_ptr<MappedMemfd> memfd, uid_t uid) {
   const uint64_t size = memfd->bytes().size();
   const absl::Time now = absl::Now();

@@ -64,6 +64,10 @@ class MemfdRegistry {
   absl::StatusOr<std::string> Add(int fd, uid_t uid);
   // Registers daemon-made bytes for `uid` as a sealed memfd. Returns the token.
   absl::StatusOr<std::string> Publish(absl::string_view bytes, uid_t uid);
+  // Registers a copy of the daemon's file `path` (a video result) for `uid` as a sealed memfd:
+  // the file is mapped and copied into the memfd page by page, never into the heap.
+  // INTERNAL naming the file when it cannot be read; limits as Publish.
+  absl::StatusOr<std::string> PublishFile(const std::string& path, uid_t uid);
   // The memfd of `token` if `uid` owns it; NOT_FOUND otherwise (also when expired).
   absl::StatusOr<std::shared_ptr<MappedMemfd>> Get(const std::string& token, uid_t uid);
   // Drops a token (its mapping lives on while holders keep it).

@@ -24,6 +24,15 @@ const char* ToString(JobState state) {
   return "UNSPECIFIED";
 }
 
+const char* ToString(JobKind kind) {
+  switch (kind) {
+    case JobKind::kImage: return "image";
+    case JobKind::kVideo: return "video";
+    case JobKind::kUnspecified: break;
+  }
+  return "unspecified";
+}
+
 bool IsFinal(JobState state) {
   return state == JobState::kSucceeded || state == JobState::kFailed ||
          state == JobState::kCancelled;
@@ -104,6 +113,9 @@ JobInfo FromProto(const v1::Job& p) {
   j.error_code = p.error_code();
   j.error_message = p.error_message();
   j.cancel_requested = p.cancel_requested();
+  j.frames_done = p.frames_done();
+  j.frames_total = p.frames_total();
+  j.frames_per_second = p.frames_per_second();
   return j;
 }
 
@@ -145,6 +157,13 @@ JobEvent FromProto(const v1::JobEvent& p) {
       e.kind = JobEvent::Kind::kDegradation;
       e.degradation = p.degradation();
       break;
+    case v1::JobEvent::kFrames:
+      e.kind = JobEvent::Kind::kFrames;
+      e.frames_done = p.frames().frames_done();
+      e.frames_total = p.frames().frames_total();
+      e.frames_per_second = p.frames().frames_per_second();
+      e.progress = p.frames().progress();
+      break;
     default:
       e.kind = JobEvent::Kind::kDone;
       e.job = FromProto(p.done().job());
@@ -171,6 +190,13 @@ JobResult FromProto(const v1::JobResult& p) {
   r.format = p.format() == v1::JPEG ? OutputFormat::kJpeg : OutputFormat::kPng;
   r.width = p.width();
   r.height = p.height();
+  r.kind = static_cast<JobKind>(p.kind());
+  r.frames_total = p.frames_total();
+  r.frames_swapped = p.frames_swapped();
+  r.frames_without_face = p.frames_without_face();
+  r.frame_rate = p.frame_rate();
+  r.duration_seconds = p.duration_seconds();
+  r.frames_per_second = p.frames_per_second();
   return r;
 }
 
@@ -190,6 +216,10 @@ v1::JobOptions ToProto(const SwapOptions& o) {
   p.set_simple(o.simple);
   p.set_format(static_cast<v1::OutputFormat>(o.format));
   p.set_priority(static_cast<v1::Priority>(o.priority));
+  p.set_start_seconds(o.start_seconds);
+  p.set_duration_seconds(o.duration_seconds);
+  p.set_video_crf(o.video_crf);
+  p.set_video_preset(o.video_preset);
   return p;
 }
 

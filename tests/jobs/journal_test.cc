@@ -1,5 +1,9 @@
 #include "jobs/journal.h"
 
+#include <unistd.h>
+
+#include <fstream>
+
 #include <gtest/gtest.h>
 
 #include "temp_dir.h"
@@ -155,6 +159,29 @@ TEST_F(JournalTest, PruneRemovesExpiredThenOldestBeyondTheByteBudget) {
   EXPECT_TRUE(j->GetResult(recent[1]).ok());
   EXPECT_TRUE(j->GetResult(recent[2]).ok());
   EXPECT_TRUE(j->Get(queued).ok());  // unfinished jobs are never pruned
+}
+
+TEST_F(JournalTest, AResultFileIsKeptByPathCountedAndDeletedWhenPruned) {
+  auto j = Open({.retention = absl::Hours(1), .retention_bytes = 5000});
+  const std::string file = dir_.File("j.mp4");
+  std::ofstream(file, std::ios::binary) << std::string(4000, 'v');
+  auto video = j->Insert(Spec(1), 1);
+  ASSERT_TRUE(j->Finish(video->id, JobState::kSucceeded, 0, "", {"report", "", file, 4000}, 10).ok());
+  auto res = j->GetResult(video->id);
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_EQ(res->file, file);
+  EXPECT_EQ(res->file_bytes, 4000u);
+  EXPECT_TRUE(res->image.empty());
+  // A newer 2000-byte image result: 6000 bytes > 5000, so the older video goes, with its file.
+  auto image = j->Insert(Spec(1), 2);
+  ASSERT_TRUE(j->Finish(image->id, JobState::kSucceeded, 0, "", {"report", std::string(2000, 'p')}, 20).ok());
+  EXPECT_EQ(access(file.c_str(), F_OK), 0);
+  auto pruned = j->Prune(30);
+  ASSERT_TRUE(pruned.ok()) << pruned.status();
+  EXPECT_EQ(*pruned, 1);
+  EXPECT_EQ(j->GetResult(video->id).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(access(file.c_str(), F_OK), 0);  // the file went with its row
+  EXPECT_TRUE(j->GetResult(image->id).ok());
 }
 
 }  // namespace

@@ -73,6 +73,8 @@ bool IsFinal(JobState state);
 enum class Priority { kLow = 1, kNormal = 2, kHigh = 3 };
 enum class FaceSelection { kAll = 1, kLargest = 2, kReference = 3 };
 enum class OutputFormat { kPng = 1, kJpeg = 2 };
+enum class JobKind { kUnspecified = 0, kImage = 1, kVideo = 2 };
+const char* ToString(JobKind kind);  // "image", "video"
 
 // Options of a swap (fusion.v1.JobOptions). Pixels are pixels; 0 means "the default".
 struct SwapOptions {
@@ -88,8 +90,13 @@ struct SwapOptions {
   uint32_t min_face_px = 0;         // smallest face to find, target pixels; 0 = daemon default (40)
   float min_face_score = 0;         // detector score threshold (0,1); 0 = daemon default
   bool simple = false;              // skip costly post-processing
-  OutputFormat format = OutputFormat::kPng;
+  OutputFormat format = OutputFormat::kPng;  // images only
   Priority priority = Priority::kNormal;
+  // Video targets (the job kind comes from the target's content; the result is an MP4):
+  double start_seconds = 0;         // first frame's presentation time, seconds; 0 = the start
+  double duration_seconds = 0;      // seconds from start_seconds; 0 = to the end
+  uint32_t video_crf = 0;           // x264 CRF 1..51; 0 = 18
+  std::string video_preset;         // x264 preset ultrafast..veryslow; empty = medium
 };
 
 struct JobInfo {
@@ -103,6 +110,8 @@ struct JobInfo {
   int32_t error_code = 0;           // absl/gRPC status code of a FAILED or CANCELLED job
   std::string error_message;
   bool cancel_requested = false;    // while RUNNING: cancelled at its next face/tile/stage
+  uint64_t frames_done = 0, frames_total = 0;  // a RUNNING video job's frames (0 for images)
+  double frames_per_second = 0;     // a RUNNING video job's frames processed per second
 };
 
 struct StageReport {
@@ -129,21 +138,31 @@ struct JobResult {
   std::vector<FaceReport> faces;
   std::vector<StageReport> stages;
   std::vector<std::string> degradations;
-  std::string image;                // encoded result image (PNG or JPEG)
+  std::string image;                // encoded result: the PNG/JPEG image, or the video's MP4
   bool image_by_memfd = false;      // how the image travelled
   OutputFormat format = OutputFormat::kPng;
   uint32_t width = 0, height = 0;
+  JobKind kind = JobKind::kUnspecified;
+  // Video jobs (faces_swapped is then the sum over frames and faces is empty):
+  uint64_t frames_total = 0;        // frames of the job's range, all in the result
+  uint64_t frames_swapped = 0;      // frames with a face swapped
+  uint64_t frames_without_face = 0; // frames passed through unchanged
+  double frame_rate = 0;            // the target's frame rate, frames per second
+  double duration_seconds = 0;      // the result's duration
+  double frames_per_second = 0;     // frames processed per second
 };
 
 // One progress event of WatchJob.
 struct JobEvent {
-  enum class Kind { kQueued, kStageStarted, kStageFinished, kDegradation, kDone };
+  enum class Kind { kQueued, kStageStarted, kStageFinished, kDegradation, kDone, kFrames };
   Kind kind = Kind::kQueued;
   std::string job_id;
   int64_t unix_ms = 0;
   uint32_t queue_position = 0;      // kQueued
   std::string stage;                // kStageStarted / kStageFinished
-  float progress = 0;               // kStageStarted / kStageFinished
+  float progress = 0;               // kStageStarted / kStageFinished / kFrames
+  uint64_t frames_done = 0, frames_total = 0;  // kFrames (video jobs)
+  double frames_per_second = 0;     // kFrames
   StageReport report;               // kStageFinished
   std::string degradation;          // kDegradation
   JobInfo job;                      // kDone: the final job

@@ -1,0 +1,176 @@
+// SwapFaces (face_swap.h). No LibTorch in this TU: the stage computations are in stages.cc.
+#include "pipeline/face_swap.h"
+
+#include <opencv2/imgproc.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "models/blend/blend.h"
+
+namespace fusion {
+
+int EsrganHaloPx(const std::string& model) { return absl::StartsWith(model, "esrgan-slim-") ? 10 : 18; }
+
+namespace {
+
+std::vector<cv::Point2f> Points(const faceapi::Landmarks68& l) {
+  std::vector<cv::Point2f> p;
+  for (const faceapi::Point& q : l) p.emplace_back(q.x, q.y);
+  return p;
+}
+
+
+// Frame pixels one face's simple blend holds at once: the hull's bounding box (landmarks' box
+// within the frame) and the crop.
+uint64_t BlendPixels(const models::BlendInput& in, cv::Size frame) {
+  const cv::Rect box = cv::boundingRect(in.landmarks) & cv::Rect(0, 0, frame.width, frame.height);
+  return static_cast<uint64_t>(box.area()) + in.fused_crop.total();
+}
+
+// Simple mode: the feather-blend model stage (at:: ops on the device, under the ladder), faces
+// one at a time. Full mode: Poisson blending is a global solve, host code by design (HOST).
+absl::Status BlendFaces(const FaceStages& m, const v1::JobOptions& o, const Picture& tgt,
+                        const std::vector<SwapItem>& items, Execution& run, cv::Mat* frame) {
+  models::BlendOptions options;
+  options.mode = o.simple() ? models::BlendMode::kSimple : models::BlendMode::kFull;
+  options.colour_correction = !o.simple();
+  std::vector<models::BlendInput> faces;
+  uint64_t pixels = 1;
+  for (const SwapItem& it : items) {
+    faces.push_back({it.fused, it.target_crop, it.frame_to_crop, Points(tgt.faces[it.face].landmarks)});
+    pixels = std::max(pixels, BlendPixels(faces.back(), frame->size()));
+  }
+  if (o.simple()) {
+    uint64_t bucket = 1;  // estimates per power-of-two pixel count: faces differ in size
+    while (bucket < pixels) bucket *= 2;
+    return run.Stage("blend", m.blender, pixels, absl::StrCat("<=", bucket, "px"), 0.75f,
+                     [&](const ModelCopy& c, int, const Checkpoint& cp) {
+                       return BlendSimpleOnDevice(c, faces, options, frame, cp);
+                     });
+  }
+  return run.HostStage("blend", 0.75f, [&](const Checkpoint& cp) {
+    for (size_t i = 0; i < faces.size(); ++i) {
+      if (absl::Status s = cp.Check("face", i, faces.size()); !s.ok()) return s;
+      if (absl::Status s = models::BlendFace(faces[i], options, frame); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace
+
+absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector<Picture>& pics, Execution& run,
+                       v1::JobResult& report, cv::Mat* frame, const FaceWork& work) {
+  Picture& src = pics[0];
+  Picture& tgt = pics[1];
+  const bool by_reference = pics.size() > 2;
+  // Faces are processed one at a time: a stage's working set is that of one face.
+  absl::Status st = run.Stage("landmarks", m.landmarks, 112 * 112, "112x112", 0.15f,
+                              [&](const ModelCopy& c, int, const Checkpoint& cp) {
+                                for (Picture& p : pics) {
+                                  if (work.source_ready && &p != &tgt) continue;  // done once per job
+                                  if (absl::Status s = FindLandmarks(c, p, cp.Within(p.what)); !s.ok()) return s;
+                                }
+                                return absl::OkStatus();
+                              });
+  if (!st.ok()) return st;
+  if (!work.source_ready || by_reference) {
+    st = run.Stage("encode", m.encoder, 150 * 150, "150x150", 0.25f, [&](const ModelCopy& c, int, const Checkpoint& cp) {
+      if (!work.source_ready) {
+        if (absl::Status s = DescribeFaces(c, src, {}, cp.Within(src.what)); !s.ok()) return s;
+      }
+      if (!by_reference) return absl::OkStatus();
+      if (!work.source_ready) {
+        if (absl::Status s = DescribeFaces(c, pics[2], {}, cp.Within(pics[2].what)); !s.ok()) return s;
+      }
+      return DescribeFaces(c, tgt, {}, cp.Within(tgt.what));
+    });
+    if (!st.ok()) return st;
+  }
+
+  std::vector<SwapItem> items;
+  const float limit = o.reference_max_distance() > 0 ? o.reference_max_distance() : 0.6f;
+  for (size_t i = 0; i < tgt.faces.size(); ++i) {
+    if (!by_reference || DescriptorDistance(tgt.faces[i].descriptor, pics[2].faces[0].descriptor) < limit) {
+      items.push_back(SwapItem{.face = i});
+    }
+  }
+  if (items.empty() && work.source_ready) {  // a video frame: passed through
+    *frame = tgt.bgr;
+    report.set_faces_swapped(0);
+    return absl::OkStatus();
+  }
+  if (items.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no face of the target image is within identity distance ", limit, " of the reference face"));
+  }
+  std::vector<std::string> source_notes;
+  st = run.Stage("generate", m.generator, kCropPixels, "256x256", 0.45f,
+                 [&](const ModelCopy& c, int, const Checkpoint& cp) {
+                   return Generate(c, c.device, src, tgt, o.ratio(), items, cp, &source_notes);
+                 });
+  if (!st.ok()) return st;
+  for (const std::string& note : source_notes) run.Degrade(note);
+
+  if (!m.enhancer.empty()) {
+    int scale = 1;
+    st = run.Stage("enhance", m.enhancer, kCropPixels, "256x256", 0.6f,
+                   [&](const ModelCopy& c, int tile, const Checkpoint& cp) {
+                     std::vector<cv::Mat> up;
+                     for (size_t i = 0; i < items.size(); ++i) {
+                       if (absl::Status s = cp.Check("face", i, items.size()); !s.ok()) return s;
+                       cv::Mat crop = items[i].fused.clone();
+                       const Checkpoint tiles = cp.Within(absl::StrCat("face ", i + 1, " of ", items.size()));
+                       if (absl::Status s = Enhance(c, c.device, tile, crop, tiles); !s.ok()) return s;
+                       up.push_back(crop);
+                     }
+                     for (size_t i = 0; i < items.size(); ++i) items[i].fused = up[i];
+                     scale = EnhanceScale(c);
+                     return absl::OkStatus();
+                   },
+                   // Tiles from half the 256-px crop down to 32 px: a 64-px tile of esrgan-slim-x4
+                   // with its 10-px halo still peaks at about 72 MB (measured 673 MB untiled).
+                   /*max_tile_px=*/128, /*min_tile_px=*/32, EsrganHaloPx(m.enhancer));
+    if (!st.ok()) return st;
+    for (SwapItem& it : items) {  // the target crop and transform at the enhanced size
+      cv::resize(it.target_crop, it.target_crop, it.fused.size(), 0, 0, cv::INTER_CUBIC);
+      it.frame_to_crop = it.frame_to_crop * static_cast<double>(scale);
+    }
+  }
+
+  *frame = tgt.bgr.clone();
+  st = BlendFaces(m, o, tgt, items, run, frame);
+  if (!st.ok()) return st;
+  if (!work.score) {
+    report.set_faces_swapped(static_cast<uint32_t>(items.size()));
+    return absl::OkStatus();
+  }
+
+  cv::Mat result_rgb;
+  cv::cvtColor(*frame, result_rgb, cv::COLOR_BGR2RGB);
+  // Each swapped face in the result and, unless the encode stage did it, in the target.
+  std::vector<FaceDescriptor> scored(items.size()), before(items.size());
+  st = run.Stage("score", m.encoder, 150 * 150, "150x150", 0.85f, [&](const ModelCopy& c, int, const Checkpoint& cp) {
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (absl::Status s = cp.Check("face", i, items.size()); !s.ok()) return s;
+      const DetectedFace& face = tgt.faces[items[i].face];
+      if (absl::Status s = Describe(c, result_rgb, face.landmarks, &scored[i]); !s.ok()) return s;
+      before[i] = face.descriptor;
+      if (face.described) continue;
+      if (absl::Status s = Describe(c, tgt.rgb, face.landmarks, &before[i]); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  });
+  if (!st.ok()) return st;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const faceapi::FaceBox& b = tgt.faces[items[i].face].box;
+    v1::FaceReport* f = report.add_faces();
+    for (float v : {b.x, b.y, b.w, b.h}) f->add_box(v);
+    f->set_identity_distance(DescriptorDistance(scored[i], src.faces[0].descriptor));
+    f->set_target_identity_distance(DescriptorDistance(before[i], src.faces[0].descriptor));
+  }
+  report.set_faces_swapped(static_cast<uint32_t>(items.size()));
+  return absl::OkStatus();
+}
+
+}  // namespace fusion

@@ -1,0 +1,73 @@
+// Mp4Writer: encodes a stream of BGR frames to an MP4 file with H.264 (libx264 through
+// libavcodec) at the reader's frame size, time base and timestamps (variable frame rate kept:
+// every frame keeps its own pts and duration), and copies the reader's other streams into it
+// unchanged (no re-encode) when MP4 players read them (AAC, MP3, MP2, AC-3, E-AC-3, Opus, FLAC,
+// ALAC, mov_text). Any other stream (Vorbis, ASS, SubRip, ...) is dropped and named in
+// `degradations` (transcoding it to AAC is not built yet).
+// Memory: the encoder's lookahead and reference frames, about EncoderHostBytes(); one frame's
+// YUV copy at a time.
+// Errors: INTERNAL naming the stage and the file ("stage 'encode': cannot open libx264 for
+// <path> (FFmpeg: ...)"); RESOURCE_EXHAUSTED when the disk is full.
+// The file is complete only after Finish() (trailer written, data fsynced); the caller gives it
+// its final name. Destroying an unfinished writer closes the file, leaving it partial.
+// Thread-safety: one thread at a time (the video job's encode thread).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "video/video_reader.h"
+
+struct AVFormatContext;
+struct AVCodecContext;
+struct AVFrame;
+struct AVPacket;
+struct SwsContext;
+
+namespace fusion::video {
+
+struct EncodeOptions {
+  int crf = 18;                   // x264 constant rate factor, 0..51 (lower = better, larger)
+  std::string preset = "medium";  // x264 preset: ultrafast .. veryslow
+  int lookahead_frames = 20;      // x264 rc-lookahead: frames it holds before encoding one
+};
+
+class Mp4Writer {
+ public:
+  // Creates `path` (truncating it) for the streams of `reader`.
+  static absl::StatusOr<std::unique_ptr<Mp4Writer>> Create(const VideoReader& reader, const std::string& path,
+                                                          const EncodeOptions& options,
+                                                          std::vector<std::string>* degradations);
+  ~Mp4Writer();
+
+  absl::Status WriteFrame(const Frame& frame);  // frame.bgr: the reader's size, CV_8UC3
+  absl::Status WritePacket(Packet& packet);     // a packet of the reader's other streams
+  absl::Status Finish();                        // flush, trailer, close, fsync
+
+  // The encoder's host bytes for w x h frames: lookahead + B-frames + references + threads
+  // frames of YUV (1.5 B/px, 4:4:4 for odd sizes: 3 B/px), twice (x264's half-res planes and
+  // its lookahead copies), plus the conversion frame.
+  static uint64_t EncoderHostBytes(int width, int height, const EncodeOptions& options);
+
+ private:
+  Mp4Writer() = default;
+  absl::Status Drain(bool flushing);
+
+  std::string path_;
+  AVFormatContext* out_ = nullptr;
+  AVCodecContext* enc_ = nullptr;
+  AVFrame* yuv_ = nullptr;
+  AVPacket* pkt_ = nullptr;
+  SwsContext* sws_ = nullptr;
+  int video_out_ = 0;
+  std::vector<int> stream_map_;                 // reader stream -> output stream, -1 dropped
+  std::vector<std::pair<int, int>> in_tb_;      // reader stream time bases (num, den)
+  std::map<int64_t, int64_t> durations_;        // pts -> duration of frames inside the encoder
+  bool header_written_ = false, finished_ = false;
+};
+
+}  // namespace fusion::video

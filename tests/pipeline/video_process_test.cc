@@ -1,0 +1,216 @@
+// Video targets through the real binaries: fusiond (with the pipeline) and fusionctl swap on
+// clips the test makes with the ffmpeg CLI (tests/video/test_clips.h); the result is read back
+// with fusion_video's own reader (frames, timestamps, audio packets). No LibTorch here.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <set>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+#include <opencv2/core.hpp>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "process.h"
+#include "temp_dir.h"
+#include "test_clips.h"
+#include "video/video_reader.h"
+
+namespace fusion {
+namespace {
+
+using testclips::ReadFile;
+using testing::Process;
+using testing::RunResult;
+
+const std::string kSource = FUSION_TEST_DATA_DIR "/faces/astronaut_eileen_collins_512.png";
+const std::string kPhoto = FUSION_TEST_DATA_DIR "/faces/grace_hopper_512x600.jpg";
+
+struct Decoded {
+  std::vector<double> times;
+  std::vector<cv::Mat> frames;
+  std::vector<std::string> audio;
+};
+
+Decoded Decode(const std::string& bytes) {
+  Decoded d;
+  auto reader = video::VideoReader::Open(bytes, "video", {});
+  EXPECT_TRUE(reader.ok()) << reader.status();
+  if (!reader.ok()) return d;
+  video::Item item;
+  while (true) {
+    auto more = (*reader)->Next(&item);
+    EXPECT_TRUE(more.ok()) << more.status();
+    if (!more.ok() || !*more) break;
+    if (item.kind == video::Item::Kind::kFrame) {
+      d.times.push_back((*reader)->PtsSeconds(item.frame.pts));
+      d.frames.push_back(item.frame.bgr);
+    } else if ((*reader)->StreamType(item.packet.stream_index()) == "audio") {
+      d.audio.emplace_back(item.packet.data());
+    }
+  }
+  return d;
+}
+
+double MeanAbsDiff(const cv::Mat& a, const cv::Mat& b) {
+  cv::Mat d;
+  cv::absdiff(a, b, d);
+  const cv::Scalar m = cv::mean(d);
+  return (m[0] + m[1] + m[2]) / 3;
+}
+
+class VideoProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::vector<std::string> argv = {FUSIOND_BIN, "--socket", socket_, "--device", "cpu",
+                                           "--device-memory-limit", "512MiB", "--state-dir", state_,
+                                           "--models-dir", FUSION_MODELS_DIR};
+    daemon_ = std::make_unique<Process>(argv, dir_.path());
+    ASSERT_TRUE(testing::WaitFor([&] { return access(socket_.c_str(), F_OK) == 0 || !daemon_->Running(); },
+                                 absl::Seconds(20)));
+    ASSERT_TRUE(daemon_->Running());
+  }
+  void TearDown() override {
+    daemon_->Signal(SIGTERM);
+    EXPECT_EQ(daemon_->Wait(absl::Seconds(20)).exit_code, 0);
+  }
+  RunResult Ctl(std::vector<std::string> args, absl::Duration timeout = absl::Seconds(120)) {
+    args.insert(args.begin(), {FUSIONCTL_BIN, "--socket", socket_});
+    return testing::RunProcess(args, dir_.path(), timeout);
+  }
+  // Files in the daemon's results directory whose name ends in `suffix`.
+  int ResultFiles(const std::string& suffix) {
+    int n = 0;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(state_ + "/results", ec)) {
+      if (absl::EndsWith(e.path().string(), suffix)) ++n;
+    }
+    return n;
+  }
+  void ExpectAtRest() {
+    const RunResult mem = Ctl({"mem", "--json"});
+    ASSERT_EQ(mem.exit_code, 0) << mem.err;
+    const nlohmann::json j = nlohmann::json::parse(mem.out);
+    EXPECT_EQ(j["device"]["reserved_bytes"].get<uint64_t>(), 0u);
+    EXPECT_EQ(j["host"]["reserved_bytes"].get<uint64_t>(), 0u);
+    for (const auto& m : j["models"]) EXPECT_EQ(m["leases"].get<int>(), 0) << m["name"];
+  }
+
+  testing::TempDir dir_;
+  const std::string socket_ = dir_.File("f.sock");
+  const std::string state_ = dir_.File("state");
+  std::unique_ptr<Process> daemon_;
+};
+
+TEST_F(VideoProcessTest, SwapKeepsFramesTimestampsAndAudioAndCountsFramesWithoutAFace) {
+  const std::string clip = testclips::FaceThenGreyMp4(dir_.path(), kPhoto);  // 15 face + 9 grey frames
+  ASSERT_FALSE(clip.empty());
+  const std::string out = dir_.File("out.mp4");
+  const RunResult r = Ctl({"swap", "--source", kSource, "--target", clip, "-o", out, "--simple", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["kind"], "video");
+  EXPECT_EQ(j["frames_total"].get<int>(), 24);
+  EXPECT_EQ(j["frames_swapped"].get<int>(), 15);
+  EXPECT_EQ(j["frames_without_face"].get<int>(), 9);
+  EXPECT_EQ(j["faces_swapped"].get<int>(), 15);
+  EXPECT_EQ(j["width"].get<int>(), 240);
+  EXPECT_EQ(j["height"].get<int>(), 282);
+  EXPECT_NEAR(j["frame_rate"].get<double>(), 15.0, 1e-6);
+  EXPECT_GT(j["frames_per_second"].get<double>(), 0.0);
+  EXPECT_TRUE(j["degradations"].empty()) << j["degradations"];
+  std::set<std::string> stages;
+  for (const auto& s : j["stages"]) stages.insert(s["name"]);
+  EXPECT_EQ(stages, (std::set<std::string>{"detect", "landmarks", "encode", "generate", "blend"}));
+  // Progress per frame on stderr (not a terminal: one line per report).
+  EXPECT_TRUE(absl::StrContains(r.err, "frame 24 of 24")) << r.err;
+
+  const Decoded in = Decode(ReadFile(clip)), res = Decode(ReadFile(out));
+  ASSERT_EQ(in.times.size(), 24u);
+  ASSERT_EQ(res.times.size(), in.times.size());
+  for (size_t i = 0; i < in.times.size(); ++i) EXPECT_NEAR(res.times[i], in.times[i], 1e-4) << "frame " << i;
+  ASSERT_GT(in.audio.size(), 50u);
+  EXPECT_EQ(res.audio, in.audio);  // the AAC packets copied bit for bit
+  // Face frames changed (the swap), grey frames passed through (only the H.264 round trip).
+  for (size_t i = 0; i < 24; ++i) {
+    const double diff = MeanAbsDiff(res.frames[i], in.frames[i]);
+    if (i < 15) {
+      EXPECT_GT(diff, 1.5) << "frame " << i;
+    } else {
+      EXPECT_LT(diff, 1.0) << "frame " << i;
+    }
+  }
+  EXPECT_EQ(ResultFiles(".mp4"), 1);
+  EXPECT_EQ(ResultFiles(".tmp"), 0);
+  ExpectAtRest();
+}
+
+TEST_F(VideoProcessTest, BadVideoTargetsAreInvalidArgumentAndTheDaemonStaysUp) {
+  const std::string good = ReadFile(testclips::ZoomPanMp4(dir_.path(), kPhoto));
+  ASSERT_GT(good.size(), 1000u);
+  const std::string truncated = dir_.File("truncated.mp4"), text = dir_.File("notes.mp4");
+  std::ofstream(truncated, std::ios::binary) << good.substr(0, good.size() / 2);
+  std::ofstream(text) << "this is a text file named .mp4\n";
+  const std::string audio = testclips::AudioOnlyM4a(dir_.path());
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {truncated, "target video truncated"},
+      // fusionctl sends what does not start like a video as an image target; fusiond tries both.
+      {text, "target image: unknown image format (31 bytes, first bytes 74 68 69 73 20 69 73 20); fusiond "
+             "accepts PNG, JPEG, WebP, TIFF and BMP; nor is it a video fusiond reads"},
+      {audio, "target video: no video stream (the file holds audio aac)"},
+  };
+  for (const auto& [target, message] : cases) {
+    const RunResult r = Ctl({"swap", "--source", kSource, "--target", target, "-o", dir_.File("x.mp4")});
+    EXPECT_EQ(r.exit_code, 1) << target << ": " << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "INVALID_ARGUMENT")) << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, message)) << r.err;
+  }
+  // A video needs an .mp4 output: a usage error before anything is submitted.
+  const RunResult png = Ctl({"swap", "--source", kSource, "--target", truncated, "-o", dir_.File("x.png")});
+  EXPECT_EQ(png.exit_code, 2) << png.err;
+  EXPECT_TRUE(absl::StrContains(png.err, "is a video: -o must end in .mp4")) << png.err;
+  EXPECT_EQ(Ctl({"health"}).exit_code, 0);
+  EXPECT_EQ(ResultFiles(""), 0);
+  ExpectAtRest();
+}
+
+TEST_F(VideoProcessTest, CancelStopsAWebmVideoWithinAFrame) {
+  const std::string clip = testclips::ZoomPanWebm(dir_.path(), kPhoto);  // VP9 + Opus, 30 frames
+  ASSERT_FALSE(clip.empty());
+  const RunResult submitted = Ctl({"swap", "--source", kSource, "--target", clip, "--no-wait"});
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
+  const std::string id(absl::StripAsciiWhitespace(submitted.out));
+  uint64_t done = 0, total = 0;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        const RunResult job = Ctl({"job", id, "--json"});
+        if (job.exit_code != 0) return false;
+        const nlohmann::json j = nlohmann::json::parse(job.out);
+        done = j["frames_done"].get<uint64_t>();
+        total = j["frames_total"].get<uint64_t>();
+        return done >= 2;
+      },
+      absl::Seconds(90)));
+  EXPECT_EQ(total, 30u);
+  const absl::Time asked = absl::Now();
+  const RunResult cancelled = Ctl({"cancel", id});
+  ASSERT_EQ(cancelled.exit_code, 0) << cancelled.err;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return absl::StrContains(Ctl({"job", id}).out, "CANCELLED"); }, absl::Seconds(10)));
+  const absl::Duration took = absl::Now() - asked;
+  const RunResult job = Ctl({"job", id});
+  EXPECT_TRUE(absl::StrContains(job.out, "job cancelled")) << job.out;
+  // Within one frame: a frame takes ~0.5-1 s here; the checkpoints sit between its stages.
+  EXPECT_LT(took, absl::Seconds(5));
+  EXPECT_EQ(ResultFiles(".tmp"), 0);  // the partial result is removed
+  EXPECT_EQ(ResultFiles(".mp4"), 0);
+  ExpectAtRest();
+}
+
+}  // namespace
+}  // namespace fusion

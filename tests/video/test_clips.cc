@@ -1,0 +1,65 @@
+#include "test_clips.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+namespace fusion::testclips {
+namespace {
+
+// Frames: 15 fps, 2 s; a 400x470 window pans 28 px/s right and 32 px/s down, scaled to
+// 240x282 (crop sizes cannot vary per frame in FFmpeg's crop filter, so no zoom).
+constexpr char kZoomPan[] = "crop=w=400:h=470:x='28*t':y='32*t',scale=240:282,setsar=1,format=yuv420p";
+
+std::string Make(const std::string& path, const std::string& args) {
+  if (!Ffmpeg(args + " '" + path + "'")) {
+    ADD_FAILURE() << "ffmpeg could not make " << path;
+    return "";
+  }
+  return path;
+}
+
+}  // namespace
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool Ffmpeg(const std::string& args) {
+  const std::string cmd = "ffmpeg -hide_banner -loglevel error -nostdin -y " + args;
+  return std::system(cmd.c_str()) == 0;
+}
+
+std::string ZoomPanMp4(const std::string& dir, const std::string& photo) {
+  return Make(dir + "/zoompan.mp4",
+              "-loop 1 -framerate 15 -t 2 -i '" + photo +
+                  "' -f lavfi -i sine=frequency=440:sample_rate=44100:duration=2 -vf \"" + kZoomPan +
+                  "\" -c:v libx264 -preset ultrafast -crf 23 -c:a aac -b:a 64k -movflags +faststart");
+}
+
+std::string ZoomPanWebm(const std::string& dir, const std::string& photo) {
+  return Make(dir + "/zoompan.webm",
+              "-loop 1 -framerate 15 -t 2 -i '" + photo +
+                  "' -f lavfi -i sine=frequency=440:sample_rate=48000:duration=2 -vf \"" + kZoomPan +
+                  "\" -c:v libvpx-vp9 -deadline realtime -cpu-used 8 -b:v 300k -c:a libopus -b:a 48k");
+}
+
+std::string FaceThenGreyMp4(const std::string& dir, const std::string& photo) {
+  return Make(dir + "/face_then_grey.mp4",
+              "-loop 1 -framerate 15 -t 1 -i '" + photo +
+                  "' -f lavfi -i color=c=gray:s=240x282:r=15:d=0.6 -f lavfi -i "
+                  "sine=frequency=440:sample_rate=44100:duration=1.6 -filter_complex \"[0:v]" +
+                  kZoomPan + "[a];[1:v]setsar=1,format=yuv420p[b];[a][b]concat=n=2:v=1:a=0[v]\" -map \"[v]\" "
+                  "-map 2:a -c:v libx264 -preset ultrafast -crf 23 -c:a aac -b:a 64k -movflags +faststart");
+}
+
+std::string AudioOnlyM4a(const std::string& dir) {
+  return Make(dir + "/tone.m4a", "-f lavfi -i sine=frequency=440:sample_rate=44100:duration=1 -c:a aac -b:a 64k");
+}
+
+}  // namespace fusion::testclips

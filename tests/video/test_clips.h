@@ -1,0 +1,25 @@
+// Short test clips made by the tests themselves with Debian's `ffmpeg` CLI from the bundled
+// photos (nothing downloaded): a slow pan over grace_hopper with a 440-Hz sine track.
+// Each function writes into `dir` and returns the file's path; it fails the test (ADD_FAILURE)
+// and returns "" when ffmpeg fails.
+#pragma once
+
+#include <string>
+
+namespace fusion::testclips {
+
+// Reads a whole file ("" if it cannot).
+std::string ReadFile(const std::string& path);
+// Runs `ffmpeg -hide_banner -loglevel error -y ARGS`; true on exit 0.
+bool Ffmpeg(const std::string& args);
+
+// 2 s at 15 fps (30 frames), 240x282, H.264 + AAC in MP4 (moov first: +faststart).
+std::string ZoomPanMp4(const std::string& dir, const std::string& photo);
+// The same picture as VP9 + Opus in WebM.
+std::string ZoomPanWebm(const std::string& dir, const std::string& photo);
+// 1 s of the zoom/pan, then 0.6 s of flat grey (9 frames without a face), H.264 + AAC in MP4.
+std::string FaceThenGreyMp4(const std::string& dir, const std::string& photo);
+// The sine track alone in MP4 (no video stream).
+std::string AudioOnlyM4a(const std::string& dir);
+
+}  // namespace fusion::testclips
