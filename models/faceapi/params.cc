@@ -34,6 +34,13 @@ const at::Tensor& Params::operator[](std::string_view name) const {
   return it->second;
 }
 
+void Params::Drop(std::string_view name) {
+  auto it = tensors_.find(name);
+  if (it != tensors_.end()) tensors_.erase(it);
+}
+
+void Params::Put(const std::string& name, at::Tensor t) { tensors_[name] = t.contiguous().to(device_); }
+
 void Params::To(const c10::Device& device) {
   // To CUDA: staged through pinned (page-locked) host memory and copied without blocking the
   // host, on the caller's current stream (ModelStore uploads on a side stream and waits for it).

@@ -32,6 +32,10 @@ class Params {
                     std::vector<int64_t> tf_shape, Layout layout);
   // The converted tensor; `name` must have been taken (a programming error otherwise: throws).
   const at::Tensor& operator[](std::string_view name) const;
+  // Drops tensor `name` (a network's fast path holds it in another layout); no-op if absent.
+  void Drop(std::string_view name);
+  // Adds (or replaces) tensor `name`: contiguous fp32 on device() (the plain form given back).
+  void Put(const std::string& name, at::Tensor t);
   // Moves every tensor to `device` (e.g. CUDA after a CPU load).
   void To(const c10::Device& device);
   c10::Device device() const { return device_; }
