@@ -27,6 +27,7 @@
 #include "models/faceapi/image.h"
 #include "models/faceapi/ssd_mobilenet_v1.h"
 #include "models/faceapi/tiny_face_detector.h"
+#include "models/keras/keras_model.h"
 
 namespace {
 
@@ -114,6 +115,17 @@ int main(int argc, char** argv) {
       [&] { return ssd_b->Forward(x512).second; });
   Row("face_landmark_68 @112", runs, [&] { return lm_a->Forward(x112); }, [&] { return lm_b->Forward(x112); });
   Row("face_recognition @150", runs, [&] { return rec_a->Forward(x150); }, [&] { return rec_b->Forward(x150); });
+  for (const char* name : {"esrgan-slim/x2", "esrgan-slim/x4", "esrgan-medium/x2", "esrgan-medium/x4"}) {
+    const std::string json = models_dir + "/" + name + "/model.json";
+    auto ka = load(false, [&] { return Must(keras::KerasModel::Load(json), name); });
+    auto kb = load(true, [&] { return Must(keras::KerasModel::Load(json), name); });
+    unsetenv("FUSION_ONEDNN");
+    const at::Tensor x = at::rand({1, 3, 64, 64}) * 255;
+    Row((std::string(name) + " @64").c_str(), std::max(3, runs / 3), [&] { return *ka->Forward(x); },
+        [&] { return *kb->Forward(x); });
+    std::printf("  resident bytes A / B: %llu / %llu (compiled: %d)\n", (unsigned long long)ka->resident_bytes(),
+                (unsigned long long)kb->resident_bytes(), kb->compiled());
+  }
   std::printf("resident bytes (A / B): tiny %llu / %llu, ssd %llu / %llu, landmarks %llu / %llu, recognition %llu / %llu\n",
               (unsigned long long)tiny_a->ResidentBytes(), (unsigned long long)tiny_b->ResidentBytes(),
               (unsigned long long)ssd_a->ResidentBytes(), (unsigned long long)ssd_b->ResidentBytes(),

@@ -16,6 +16,8 @@ absl::StatusOr<std::unique_ptr<FaceLandmark68Net>> FaceLandmark68Net::Create(con
   std::unique_ptr<FaceLandmark68Net> net(new FaceLandmark68Net());
   Params& p = net->params_;
   absl::Status s;
+  const bool fast = onednn::Enabled();  // the CPU fast path packs the conv weights
+  if (fast) p.KeepViews();
   const int64_t ch[5] = {3, 32, 64, 128, 256};
   for (int k = 0; k < 4; ++k) {
     const std::string d = absl::StrCat("dense", k);
@@ -36,8 +38,9 @@ absl::StatusOr<std::unique_ptr<FaceLandmark68Net>> FaceLandmark68Net::Create(con
   s.Update(p.Take(w, "fc/bias", {136}, Layout::kAsIs));
   if (!s.ok()) return s;
   net->param_bytes_ = p.DeviceBytes();
-  if (p.device().is_cpu() && onednn::Enabled()) {
+  if (fast) {
     if (absl::Status c = net->Compile(); !c.ok()) return c;
+    p.MakeContiguous();
   }
   return net;
 }
@@ -52,16 +55,16 @@ absl::Status FaceLandmark68Net::Compile() {
   onednn::Program::Builder b;
   // Separable conv (TF "SAME") + bias, [+ sum in the summand's buffer], [ReLU].
   auto sep = [&](int x, const std::string& c, int stride, bool relu, int sum) {
-    x = b.Conv(x, {.name = c + "/depthwise_filter", .weight = p[c + "/depthwise_filter"], .stride = stride,
+    x = b.Conv(x, {.name = c + "/depthwise_filter", .weight = params_.Release(c + "/depthwise_filter"), .stride = stride,
                    .depthwise = true, .padding = Padding::kSame});
-    return b.Conv(x, {.name = c + "/pointwise_filter", .weight = p[c + "/pointwise_filter"], .bias = p[c + "/bias"],
+    return b.Conv(x, {.name = c + "/pointwise_filter", .weight = params_.Release(c + "/pointwise_filter"), .bias = p[c + "/bias"],
                       .act = relu ? Activation::kRelu : Activation::kNone, .sum = sum});
   };
   int x = b.input();
   for (int k = 0; k < 4; ++k) {
     const std::string d = absl::StrCat("dense", k);
     // o1 = relu(conv0); s2 = o1 + o2; s3 = s2 + o3; out = relu(s3 + o4), o_j = sep(relu(s_j)).
-    const int o1 = k == 0 ? b.Conv(x, {.name = d + "/conv0/filters", .weight = p[d + "/conv0/filters"],
+    const int o1 = k == 0 ? b.Conv(x, {.name = d + "/conv0/filters", .weight = params_.Release(d + "/conv0/filters"),
                                        .bias = p[d + "/conv0/bias"], .stride = 2, .padding = Padding::kSame,
                                        .act = Activation::kRelu})
                           : sep(x, d + "/conv0", 2, true, -1);

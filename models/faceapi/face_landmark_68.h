@@ -9,7 +9,7 @@
 // Device bytes: 1,427,360 (356,840 fp32 parameters). Tileable: no (one face crop).
 // CPU fast path (issue #12): Create on the CPU compiles the dense blocks into an
 // onednn::Program (weights packed once; bias, the dense sums and the ReLU fused; activations
-// blocked); Forward runs it for a float32 CPU input (else, and after To() another device, the
+// NHWC); Forward runs it for a float32 CPU input (else, and after To() another device, the
 // at:: path). ResidentBytes() is what the copy holds, DeviceBytes() the fp32 parameters.
 // Thread-safety: const methods may run concurrently; To() must not overlap them.
 #pragma once

@@ -53,6 +53,8 @@ float DescriptorDistance(const Descriptor& a, const Descriptor& b) {
 absl::StatusOr<std::unique_ptr<FaceRecognitionNet>> FaceRecognitionNet::Create(const tfjs::WeightMap& w) {
   std::unique_ptr<FaceRecognitionNet> net(new FaceRecognitionNet());
   Params& p = net->params_;
+  const bool fast = onednn::Enabled();  // the CPU fast path packs the conv weights
+  if (fast) p.KeepViews();
   absl::Status s = TakeConvLayer(p, w, "conv32_down", 7, 3, 32);
   for (const Block& b : kBlocks) {
     s.Update(TakeConvLayer(p, w, absl::StrCat(b.name, "/conv1"), 3, b.cin, b.cout));
@@ -61,8 +63,9 @@ absl::StatusOr<std::unique_ptr<FaceRecognitionNet>> FaceRecognitionNet::Create(c
   s.Update(p.Take(w, "fc", {256, 128}, Layout::kAsIs));  // used as x @ fc
   if (!s.ok()) return s;
   net->param_bytes_ = p.DeviceBytes();
-  if (p.device().is_cpu() && onednn::Enabled()) {
+  if (fast) {
     if (absl::Status c = net->Compile(); !c.ok()) return c;
+    p.MakeContiguous();
   }
   return net;
 }
@@ -77,7 +80,7 @@ absl::Status FaceRecognitionNet::Compile() {
   onednn::Program::Builder b;
   // ConvLayer: conv + bias, then * scale + shift (the scale layer), [+ sum], [ReLU].
   auto conv = [&](int x, const std::string& prefix, int stride, bool relu, bool same, int sum = -1) {
-    return b.Conv(x, {.name = prefix + "/conv/filters", .weight = p[prefix + "/conv/filters"],
+    return b.Conv(x, {.name = prefix + "/conv/filters", .weight = params_.Release(prefix + "/conv/filters"),
                       .bias = p[prefix + "/conv/bias"], .scale = p[prefix + "/scale/weights"],
                       .shift = p[prefix + "/scale/biases"], .stride = stride,
                       .padding = same ? Padding::kSame : Padding::kValid,

@@ -11,7 +11,7 @@
 // Device bytes: 22,458,368 (5,614,592 fp32 parameters). Tileable: no.
 // CPU fast path (issue #12): Create on the CPU compiles the convolutions into an
 // onednn::Program (weights packed once; bias, the per-channel scale layer, the residual sum and
-// the ReLU fused into each convolution; activations blocked); Forward runs it for a float32 CPU
+// the ReLU fused into each convolution; activations NHWC); Forward runs it for a float32 CPU
 // input (else, and after To() another device, the at:: path). ResidentBytes() is what the copy
 // holds (packed weights replace the plain ones), DeviceBytes() the fp32 parameters.
 // Thread-safety: const methods may run concurrently; To() must not overlap them.

@@ -32,6 +32,8 @@ absl::StatusOr<std::unique_ptr<SsdMobilenetV1>> SsdMobilenetV1::Create(const tfj
   std::unique_ptr<SsdMobilenetV1> net(new SsdMobilenetV1(options));
   Params& p = net->params_;
   absl::Status s;
+  const bool fast = onednn::Enabled();  // the CPU fast path packs the conv weights
+  if (fast) p.KeepViews();
   s.Update(p.Take(w, "MobilenetV1/Conv2d_0_pointwise/weights", {3, 3, 3, 32}, Layout::kConv));
   s.Update(p.Take(w, "MobilenetV1/Conv2d_0_pointwise/convolution_bn_offset", {32}, Layout::kAsIs));
   for (int i = 1; i <= 13; ++i) {
@@ -61,8 +63,9 @@ absl::StatusOr<std::unique_ptr<SsdMobilenetV1>> SsdMobilenetV1::Create(const tfj
   s.Update(p.Take(w, "Output/extra_dim", {1, 5118, 4}, Layout::kAsIs));
   if (!s.ok()) return s;
   net->param_bytes_ = p.DeviceBytes();
-  if (p.device().is_cpu() && onednn::Enabled()) {
+  if (fast) {
     if (absl::Status c = net->Compile(); !c.ok()) return c;
+    p.MakeContiguous();
   }
   return net;
 }
@@ -75,19 +78,17 @@ absl::Status SsdMobilenetV1::Compile() {
   using onednn::Padding;
   const Params& p = params_;
   auto pointwise = [&](onednn::Program::Builder& b, int x, const std::string& prefix, int stride) {
-    return b.Conv(x, {.name = prefix + "/weights", .weight = p[prefix + "/weights"],
+    return b.Conv(x, {.name = prefix + "/weights", .weight = params_.Release(prefix + "/weights"),
                       .bias = p[prefix + "/convolution_bn_offset"], .stride = stride, .padding = Padding::kSame,
                       .act = Activation::kClip, .alpha = 6.f});
   };
+  // The depthwise layers' batch norm as a per-channel scale/shift post-op, computed per call from
+  // the statistics (BatchNormArgs; as the at:: path does), so nothing beyond them is resident.
   auto layer = [&](onednn::Program::Builder& b, int x, int i) {
     const std::string d = absl::StrCat("MobilenetV1/Conv2d_", i, "_depthwise");
-    const at::Tensor scale = p[d + "/BatchNorm/gamma"] / at::sqrt(p[d + "/BatchNorm/moving_variance"] + kBnEpsilon);
-    const at::Tensor shift = p[d + "/BatchNorm/beta"] - p[d + "/BatchNorm/moving_mean"] * scale;
-    bn_.push_back(scale);
-    bn_.push_back(shift);
-    x = b.Conv(x, {.name = d + "/depthwise_weights", .weight = p[d + "/depthwise_weights"], .scale = scale,
-                   .shift = shift, .stride = StrideTwo(i) ? 2 : 1, .depthwise = true, .padding = Padding::kSame,
-                   .act = Activation::kClip, .alpha = 6.f});
+    x = b.Conv(x, {.name = d + "/depthwise_weights", .weight = params_.Release(d + "/depthwise_weights"),
+                   .stride = StrideTwo(i) ? 2 : 1, .depthwise = true, .padding = Padding::kSame,
+                   .act = Activation::kClip, .alpha = 6.f, .affine_arg = 2 * (i <= kStemLayers ? i - 1 : i - 1 - kStemLayers)});
     return pointwise(b, x, absl::StrCat("MobilenetV1/Conv2d_", i, "_pointwise"), 1);
   };
   onednn::Program::Builder stem, head;
@@ -106,7 +107,7 @@ absl::Status SsdMobilenetV1::Compile() {
   for (int k = 0; k < 6; ++k) {
     for (const char* kind : {"BoxEncodingPredictor", "ClassPredictor"}) {
       const std::string b = absl::StrCat("Prediction/BoxPredictor_", k, "/", kind);
-      head.MarkOutput(head.Conv(inputs[k], {.name = b + "/weights", .weight = p[b + "/weights"], .bias = p[b + "/biases"]}));
+      head.MarkOutput(head.Conv(inputs[k], {.name = b + "/weights", .weight = params_.Release(b + "/weights"), .bias = p[b + "/biases"]}));
     }
   }
   auto built_stem = std::move(stem).Build(3, kInputSize, kInputSize);
@@ -128,16 +129,23 @@ void SsdMobilenetV1::To(const c10::Device& device) {
     }
     stem_.reset();
     head_.reset();
-    bn_.clear();
   }
   params_.To(device);
 }
 
 uint64_t SsdMobilenetV1::ResidentBytes() const {
-  uint64_t bytes = params_.DeviceBytes();
-  if (stem_) bytes += stem_->PackedBytes() + head_->PackedBytes();
-  for (const at::Tensor& t : bn_) bytes += t.nbytes();
-  return bytes;
+  return params_.DeviceBytes() + (stem_ ? stem_->PackedBytes() + head_->PackedBytes() : 0);
+}
+
+std::vector<at::Tensor> SsdMobilenetV1::BatchNormArgs(int first, int last) const {
+  std::vector<at::Tensor> args;
+  for (int i = first; i <= last; ++i) {
+    const std::string d = absl::StrCat("MobilenetV1/Conv2d_", i, "_depthwise/BatchNorm/");
+    const at::Tensor scale = params_[d + "gamma"] / at::sqrt(params_[d + "moving_variance"] + kBnEpsilon);
+    args.push_back(scale);
+    args.push_back(params_[d + "beta"] - params_[d + "moving_mean"] * scale);
+  }
+  return args;
 }
 
 absl::StatusOr<std::unique_ptr<SsdMobilenetV1>> SsdMobilenetV1::Load(const models::ModelCatalogue& catalogue,
@@ -171,7 +179,7 @@ std::pair<at::Tensor, at::Tensor> SsdMobilenetV1::BoxPredictor(const at::Tensor&
 
 // Conv2d_0 .. Conv2d_5: stride 8, where the activations are largest.
 at::Tensor SsdMobilenetV1::Stem(const at::Tensor& input) const {
-  if (stem_ && onednn::Usable(input)) return stem_->Run(input / 127.5 - 1.0)[0];
+  if (stem_ && onednn::Usable(input)) return stem_->Run(input / 127.5 - 1.0, BatchNormArgs(1, kStemLayers))[0];
   at::Tensor x = Pointwise(input / 127.5 - 1.0, "MobilenetV1/Conv2d_0_pointwise", 2);
   for (int i = 1; i <= kStemLayers; ++i) x = Layer(x, i);
   return x;
@@ -187,7 +195,7 @@ std::pair<at::Tensor, at::Tensor> SsdMobilenetV1::Forward(const at::Tensor& inpu
                                                 kStemHaloPx, tile_px)
                              : Stem(input);
   if (head_ && onednn::Usable(x)) {
-    const std::vector<at::Tensor> outs = head_->Run(x);
+    const std::vector<at::Tensor> outs = head_->Run(x, BatchNormArgs(kStemLayers + 1, 13));
     std::vector<at::Tensor> enc, cls;
     const int64_t n = x.size(0);
     for (int k = 0; k < 6; ++k) {  // TF reshapes NHWC outputs (see BoxPredictor)

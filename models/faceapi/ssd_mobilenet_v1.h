@@ -17,10 +17,10 @@
 // CPU fast path (issue #12): Create on the CPU compiles the stem and the rest (backbone,
 // prediction layers, box predictors) as two onednn::Programs (weights packed once; bias, the
 // depthwise layers' batch norm as a per-channel scale/shift and the ReLU6 fused; activations
-// blocked); Forward runs them for a float32 CPU input (else, and after To() another device, the
-// at:: path). ResidentBytes() is what the copy holds: the packed weights (which replace the
-// plain ones; oneDNN pads the predictors' 12/9/24/18 output channels) and the batch norms'
-// scale/shift (2 x 4,448 floats); DeviceBytes() the fp32 parameters + prior boxes.
+// NHWC); Forward runs them for a float32 CPU input (else, and after To() another device, the
+// at:: path). The batch norms' scale/shift are computed per call (as the at:: path does).
+// ResidentBytes() is what the copy holds (the packed weights replace the plain ones, unpadded:
+// equal to DeviceBytes(), the fp32 parameters + prior boxes).
 // Thread-safety: see FaceDetector.
 #pragma once
 
@@ -84,7 +84,7 @@ class SsdMobilenetV1 : public FaceDetector {
   const Options options_;
   uint64_t param_bytes_ = 0;
   std::unique_ptr<onednn::Program> stem_, head_;  // null: the at:: path
-  std::vector<at::Tensor> bn_;                    // the fast path's batch-norm scale/shift
+  std::vector<at::Tensor> BatchNormArgs(int first, int last) const;  // per call, layers first..last
 };
 
 }  // namespace fusion::faceapi

@@ -31,6 +31,8 @@ absl::StatusOr<std::unique_ptr<TinyFaceDetector>> TinyFaceDetector::Create(const
   std::unique_ptr<TinyFaceDetector> net(new TinyFaceDetector(options));
   Params& p = net->params_;
   absl::Status s;
+  const bool fast = onednn::Enabled();  // the CPU fast path packs the conv weights
+  if (fast) p.KeepViews();
   s.Update(p.Take(w, "conv0/filters", {3, 3, 3, 16}, Layout::kConv));
   s.Update(p.Take(w, "conv0/bias", {16}, Layout::kAsIs));
   for (int i = 1; i <= 5; ++i) {
@@ -44,8 +46,9 @@ absl::StatusOr<std::unique_ptr<TinyFaceDetector>> TinyFaceDetector::Create(const
   s.Update(p.Take(w, "conv8/bias", {25}, Layout::kAsIs));
   if (!s.ok()) return s;
   net->param_bytes_ = p.DeviceBytes();
-  if (p.device().is_cpu() && onednn::Enabled()) {
+  if (fast) {
     if (absl::Status c = net->Compile(); !c.ok()) return c;
+    p.MakeContiguous();
   }
   return net;
 }
@@ -58,23 +61,23 @@ absl::Status TinyFaceDetector::Compile() {
   const Params& p = params_;
   auto block = [&](onednn::Program::Builder& b, int x, int i) {
     const std::string c = absl::StrCat("conv", i);
-    x = b.Conv(x, {.name = c + "/depthwise_filter", .weight = p[c + "/depthwise_filter"], .depthwise = true,
+    x = b.Conv(x, {.name = c + "/depthwise_filter", .weight = params_.Release(c + "/depthwise_filter"), .depthwise = true,
                    .padding = onednn::Padding::kExplicit, .pad = 1});
-    x = b.Conv(x, {.name = c + "/pointwise_filter", .weight = p[c + "/pointwise_filter"], .bias = p[c + "/bias"],
+    x = b.Conv(x, {.name = c + "/pointwise_filter", .weight = params_.Release(c + "/pointwise_filter"), .bias = p[c + "/bias"],
                    .act = Activation::kLeakyRelu, .alpha = 0.1f});
     // i < 5: 2x2/2 "SAME" (ceil_mode); 5: 2x2/1 "SAME" (a -inf row/column at the bottom/right).
     return b.Pool(x, i < 5 ? onednn::PoolSpec{.k = 2, .stride = 2, .ceil_mode = true}
                            : onednn::PoolSpec{.k = 2, .stride = 1, .same = true});
   };
   onednn::Program::Builder stem, head;
-  int x = stem.Conv(stem.input(), {.name = "conv0/filters", .weight = p["conv0/filters"], .bias = p["conv0/bias"],
+  int x = stem.Conv(stem.input(), {.name = "conv0/filters", .weight = params_.Release("conv0/filters"), .bias = p["conv0/bias"],
                                    .act = Activation::kLeakyRelu, .alpha = 0.1f});
   x = stem.Pool(x, {.k = 2, .stride = 2, .ceil_mode = true});
   for (int i = 1; i <= 2; ++i) x = block(stem, x, i);
   stem.MarkOutput(x);
   int y = head.input();
   for (int i = 3; i <= 5; ++i) y = block(head, y, i);
-  head.MarkOutput(head.Conv(y, {.name = "conv8/filters", .weight = p["conv8/filters"], .bias = p["conv8/bias"]}));
+  head.MarkOutput(head.Conv(y, {.name = "conv8/filters", .weight = params_.Release("conv8/filters"), .bias = p["conv8/bias"]}));
   const int s = options_.input_size;
   auto built_stem = std::move(stem).Build(3, s, s);
   if (!built_stem.ok()) return built_stem.status();

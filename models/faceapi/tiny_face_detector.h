@@ -14,10 +14,10 @@
 // receptive field is 22 px) and the rest whole: the same output up to float order.
 // Device bytes: 773,284 (193,321 fp32 parameters). Tileable: yes (a fully convolutional net).
 // CPU fast path (issue #12): Create on the CPU compiles the stem and the rest as two
-// onednn::Programs (weights packed once, activations blocked, bias + leaky ReLU fused); Forward
+// onednn::Programs (weights packed once, activations NHWC, bias + leaky ReLU fused); Forward
 // runs them for a float32 CPU input (else, and after To() another device, the at:: path).
-// ResidentBytes() is what the copy holds (the packed weights replace the plain ones; oneDNN
-// pads conv8's 25 output channels to 32: 791,716 bytes), DeviceBytes() the fp32 parameters.
+// ResidentBytes() is what the copy holds (the packed weights replace the plain ones, unpadded:
+// equal to DeviceBytes(), the fp32 parameters).
 // Thread-safety: see FaceDetector.
 #pragma once
 

@@ -92,7 +92,7 @@ bool Enabled() {
   return v == nullptr || std::string_view(v) != "0";
 }
 
-enum class Kind { kConv, kPool, kRelu, kResidualDown };
+enum class Kind { kConv, kPool, kRelu, kResidualDown, kConcat, kAdd, kUpsample };
 
 struct Program::Builder::Op {
   Kind kind;
@@ -100,31 +100,37 @@ struct Program::Builder::Op {
   ConvSpec conv;
   PoolSpec pool;
   at::Tensor packed;  // the weight in packed_md (after Build)
-  memory::desc packed_md, plain_md;
+  memory::desc packed_md, plain_md, source_md;  // plain: dense OIHW (goihw); source: as given
+  int factor = 1;     // kUpsample
 };
 
 using Op = Program::Builder::Op;
 
-int Program::Builder::Add(Op op) {
+int Program::Builder::Push(Op op) {
   ops_.push_back(std::make_shared<Op>(std::move(op)));
   return static_cast<int>(ops_.size());
 }
 
 int Program::Builder::Conv(int x, ConvSpec spec) {
-  Op op{Kind::kConv, {x}, std::move(spec), {}, {}, {}, {}};
+  Op op{Kind::kConv, {x}, std::move(spec)};
   if (op.conv.sum >= 0) op.in.push_back(op.conv.sum);
-  return Add(std::move(op));
+  return Push(std::move(op));
 }
-int Program::Builder::Pool(int x, PoolSpec spec) { return Add(Op{Kind::kPool, {x}, {}, spec, {}, {}, {}}); }
-int Program::Builder::Relu(int x) { return Add(Op{Kind::kRelu, {x}, {}, {}, {}, {}, {}}); }
-int Program::Builder::ResidualDown(int o, int pooled) {
-  return Add(Op{Kind::kResidualDown, {o, pooled}, {}, {}, {}, {}, {}});
+int Program::Builder::Pool(int x, PoolSpec spec) { return Push(Op{Kind::kPool, {x}, {}, spec}); }
+int Program::Builder::Relu(int x) { return Push(Op{Kind::kRelu, {x}}); }
+int Program::Builder::ResidualDown(int o, int pooled) { return Push(Op{Kind::kResidualDown, {o, pooled}}); }
+int Program::Builder::Concat(std::vector<int> xs) { return Push(Op{Kind::kConcat, std::move(xs)}); }
+int Program::Builder::Add(std::vector<int> xs) { return Push(Op{Kind::kAdd, std::move(xs)}); }
+int Program::Builder::Upsample(int x, int factor) {
+  Op op{Kind::kUpsample, {x}};
+  op.factor = factor;
+  return Push(std::move(op));
 }
 void Program::Builder::MarkOutput(int v) { outputs_.push_back(v); }
 
 // Where an argument's memory comes from at run time.
 struct Arg {
-  enum Src { kValue, kConst, kTemp, kScratch } src;
+  enum Src { kValue, kConst, kTemp, kScratch, kRuntime } src;
   int arg;                 // DNNL_ARG_*
   int index = 0;           // kValue: value id; kTemp: temp id
   const void* data = nullptr;  // kConst
@@ -152,6 +158,7 @@ struct Program::Impl {
   std::vector<std::shared_ptr<Op>> ops;
   std::vector<int> outputs;
   int channels = 0;
+  bool allow_padding = false;
   std::string described;
 
   mutable std::mutex mu;
@@ -237,7 +244,8 @@ std::shared_ptr<const Plan> Program::Impl::MakePlan(const Dims& key, bool any_we
       const memory::desc bmd = c.bias.defined() ? memory::desc({out_c}, kF32, Tag::a) : memory::desc();
       dnnl::post_ops po;
       const memory::desc cmd({1, out_c, 1, 1}, kF32, Tag::nchw);
-      if (c.scale.defined()) {
+      const bool affine = c.scale.defined() || c.affine_arg >= 0;
+      if (affine) {
         po.append_binary(dnnl::algorithm::binary_mul, cmd);
         po.append_binary(dnnl::algorithm::binary_add, cmd);
       }
@@ -271,6 +279,17 @@ std::shared_ptr<const Plan> Program::Impl::MakePlan(const Dims& key, bool any_we
       int weight_temp = -1;
       try {
         pd = make(wmd);
+        if (any_weights && !allow_padding && pd.weights_desc().get_size() > op.plain_md.get_size() &&
+            !c.depthwise) {
+          // Padded (output channels below the vector width): HWIO through oneDNN's JIT GEMM
+          // instead, when it has a kernel, so the packed bytes stay the parameters'.
+          const memory::desc hwio(op.plain_md.dims(), kF32, Tag::hwio);
+          try {
+            dnnl::convolution_forward::primitive_desc alt = make(hwio);
+            if (std::string_view(alt.impl_info_str()).substr(0, 4) != "ref:") pd = alt;
+          } catch (const dnnl::error&) {
+          }
+        }
       } catch (const dnnl::error&) {
         // No implementation takes the packed layout at this shape: reorder it per run.
         pd = make(memory::desc(op.plain_md.dims(), kF32, Tag::any));
@@ -306,6 +325,9 @@ std::shared_ptr<const Plan> Program::Impl::MakePlan(const Dims& key, bool any_we
       if (c.scale.defined()) {
         s.args.push_back({Arg::kConst, DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, 0, c.scale.data_ptr(), cmd});
         s.args.push_back({Arg::kConst, DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1, 0, c.shift.data_ptr(), cmd});
+      } else if (c.affine_arg >= 0) {
+        s.args.push_back({Arg::kRuntime, DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, c.affine_arg, nullptr, cmd});
+        s.args.push_back({Arg::kRuntime, DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1, c.affine_arg + 1, nullptr, cmd});
       }
       s.args.push_back({Arg::kValue, DNNL_ARG_DST, v, nullptr, pd.dst_desc()});
       s.args.push_back({Arg::kScratch, DNNL_ARG_SCRATCHPAD, 0, nullptr, pd.scratchpad_desc()});
@@ -333,6 +355,46 @@ std::shared_ptr<const Plan> Program::Impl::MakePlan(const Dims& key, bool any_we
       p.steps.push_back({dnnl::eltwise_forward(pd),
                          {{Arg::kValue, DNNL_ARG_SRC, op.in[0], nullptr, pd.src_desc()},
                           {Arg::kValue, DNNL_ARG_DST, v, nullptr, pd.dst_desc()},
+                          {Arg::kScratch, DNNL_ARG_SCRATCHPAD, 0, nullptr, pd.scratchpad_desc()}}});
+    } else if (op.kind == Kind::kConcat || op.kind == Kind::kAdd) {
+      std::vector<memory::desc> srcs;
+      int64_t channels = 0;
+      for (int r : op.in) {
+        srcs.push_back(p.value_md[r]);
+        channels += p.value_md[r].dims()[1];
+      }
+      Dims dd = sd;
+      if (op.kind == Kind::kConcat) dd[1] = channels;
+      const memory::desc dst(dd, kF32, Tag::nhwc);
+      Step s;
+      if (op.kind == Kind::kConcat) {
+        dnnl::concat::primitive_desc pd(dst, 1, srcs, Engine(), UserScratch());
+        note(pd);
+        s.prim = dnnl::concat(pd);
+        s.args.push_back({Arg::kScratch, DNNL_ARG_SCRATCHPAD, 0, nullptr, pd.scratchpad_desc()});
+      } else {
+        dnnl::sum::primitive_desc pd(dst, std::vector<float>(srcs.size(), 1.f), srcs, Engine(), UserScratch());
+        note(pd);
+        s.prim = dnnl::sum(pd);
+        s.args.push_back({Arg::kScratch, DNNL_ARG_SCRATCHPAD, 0, nullptr, pd.scratchpad_desc()});
+      }
+      for (size_t k = 0; k < op.in.size(); ++k) {
+        s.args.push_back({Arg::kValue, static_cast<int>(DNNL_ARG_MULTIPLE_SRC + k), op.in[k], nullptr, srcs[k]});
+      }
+      p.value_md[v] = dst;
+      s.args.push_back({Arg::kValue, DNNL_ARG_DST, v, nullptr, dst});
+      p.steps.push_back(std::move(s));
+    } else if (op.kind == Kind::kUpsample) {
+      const memory::desc dst({sd[0], sd[1], sd[2] * op.factor, sd[3] * op.factor}, kF32, Tag::nhwc);
+      const float f = static_cast<float>(op.factor);
+      dnnl::resampling_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::resampling_nearest,
+                                       {f, f}, src, dst);
+      dnnl::resampling_forward::primitive_desc pd(d, UserScratch(), Engine());
+      note(pd);
+      p.value_md[v] = dst;
+      p.steps.push_back({dnnl::resampling_forward(pd),
+                         {{Arg::kValue, DNNL_ARG_SRC, op.in[0], nullptr, src},
+                          {Arg::kValue, DNNL_ARG_DST, v, nullptr, dst},
                           {Arg::kScratch, DNNL_ARG_SCRATCHPAD, 0, nullptr, pd.scratchpad_desc()}}});
     } else {  // kResidualDown
       const Dims od = src.dims(), pdims = p.value_md[op.in[1]].dims();
@@ -406,6 +468,7 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Builder::Build(int c, int h, i
   auto impl = std::make_unique<Program::Impl>();
   impl->channels = c;
   impl->outputs = outputs_;
+  impl->allow_padding = allow_padding_;
   const int nv = static_cast<int>(ops_.size()) + 1;
   std::vector<int> last_read(nv, -1);
   for (size_t i = 0; i < ops_.size(); ++i) {
@@ -427,12 +490,16 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Builder::Build(int c, int h, i
                                                      "' sums a value read later (or the input)"));
     }
     if (!cs.weight.defined() || cs.weight.dim() != 4 || cs.weight.scalar_type() != at::kFloat ||
-        !cs.weight.is_contiguous() || !cs.weight.is_cpu()) {
+        !cs.weight.is_cpu()) {
       return absl::InvalidArgumentError(absl::StrCat("onednn::Program: conv '", cs.name, "': weight is not OIHW fp32"));
     }
     const auto ws = cs.weight.sizes();
+    const auto st = cs.weight.strides();
     op.plain_md = cs.depthwise ? memory::desc({ws[0], 1, 1, ws[2], ws[3]}, kF32, Tag::goihw)
                                : memory::desc({ws[0], ws[1], ws[2], ws[3]}, kF32, Tag::oihw);
+    // Packed straight from the weight as given (e.g. a permuted view of the TF.js HWIO tensor).
+    op.source_md = cs.depthwise ? memory::desc({ws[0], 1, 1, ws[2], ws[3]}, kF32, Dims{st[0], st[1], st[1], st[2], st[3]})
+                                : memory::desc({ws[0], ws[1], ws[2], ws[3]}, kF32, Dims{st[0], st[1], st[2], st[3]});
   }
   impl->ops = std::move(ops_);
   try {
@@ -453,10 +520,12 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Builder::Build(int c, int h, i
       ++step;
       op.packed_md = wa.md;
       op.packed = at::empty({static_cast<int64_t>(op.packed_md.get_size())}, at::TensorOptions().dtype(at::kByte));
-      memory from(op.plain_md, Engine(), op.conv.weight.data_ptr());
+      memory from(op.source_md, Engine(), op.conv.weight.data_ptr());
       memory to(op.packed_md, Engine(), op.packed.data_ptr());
       dnnl::reorder(from, to).execute(stream, from, to);
-      op.conv.weight = at::Tensor();  // the packed copy is the resident one
+      stream.wait();
+      op.conv.weight = at::Tensor();  // the packed copy is the resident one (freed as we go when
+                                      // the caller passed the only reference)
     }
     stream.wait();
     impl->described = absl::StrJoin(probe->impls, " ");
@@ -497,7 +566,7 @@ void RunResidualDown(const Step& s, const std::vector<char*>& ptr) {
 
 }  // namespace
 
-std::vector<at::Tensor> Program::Run(const at::Tensor& input) const {
+std::vector<at::Tensor> Program::Run(const at::Tensor& input, const std::vector<at::Tensor>& args_in) const {
   TORCH_CHECK(Usable(input), "onednn::Program: input must be a 4-D float32 CPU tensor, got ", input.sizes(), " ",
               input.scalar_type());
   TORCH_CHECK(input.size(1) == impl_->channels, "onednn::Program: input has ", input.size(1), " channels, not ",
@@ -526,6 +595,16 @@ std::vector<at::Tensor> Program::Run(const at::Tensor& input) const {
         case Arg::kConst: ptr = const_cast<char*>(static_cast<const char*>(a.data)); break;
         case Arg::kTemp: ptr = base + p.temp_offset[a.index]; break;
         case Arg::kScratch: ptr = base + p.scratch_offset; break;
+        case Arg::kRuntime: {
+          TORCH_CHECK(a.index < static_cast<int>(args_in.size()), "onednn::Program: Run lacks argument ", a.index);
+          const at::Tensor& t = args_in[a.index];
+          TORCH_CHECK(t.is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous() &&
+                          static_cast<size_t>(t.nbytes()) == a.md.get_size(),
+                      "onednn::Program: argument ", a.index, " is not a contiguous fp32 CPU tensor of ",
+                      a.md.get_size() / 4, " values");
+          ptr = static_cast<char*>(t.data_ptr());
+          break;
+        }
       }
       ptrs.push_back(ptr);
       if (!s.residual_down) args.emplace(a.arg, memory(a.md, Engine(), ptr));

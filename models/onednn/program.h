@@ -2,7 +2,7 @@
 //
 // Why: calling at::mkldnn_convolution per layer re-lays out every activation (NCHW -> blocked
 // -> NCHW) and every weight (OIHW -> blocked) on each call, with no fusion. A Program keeps the
-// activations in oneDNN's blocked layout from the input to the outputs, holds each weight
+// activations in NHWC (what oneDNN 2.6's AVX-512 kernels want) from the input to the outputs, holds each weight
 // reordered once (at Build) into the layout its convolution wants, fuses bias, a per-channel
 // affine, a residual sum and the activation into the convolution (oneDNN post-ops), writes a
 // residual sum in place, and packs every activation of one run into one arena by liveness.
@@ -12,6 +12,10 @@
 // Program's output; anything else is made contiguous) and returns the marked outputs as dense
 // float32 [N,C',H',W'] CPU tensors in channels-last memory format (oneDNN's NHWC, which the
 // activations use throughout), in MarkOutput order.
+// Weights are packed in the layout oneDNN picks, unless that is larger than the plain weight
+// (output channels padded to its vector width): then HWIO (its JIT GEMM kernel), so that the
+// packed bytes equal the fp32 parameters (what the catalogue charges and the meter measures);
+// Builder::AllowPadding() keeps the padded layout instead.
 // Memory (DESIGN §3): the packed weights, the arena (activations of one run) and oneDNN's
 // scratchpad (user mode) are c10 CPU allocations, so the budget allocator charges them to the
 // caller's device scope: the weights to the model's scope at Build (a packed weight replaces
@@ -61,6 +65,8 @@ struct ConvSpec {
   float alpha = 0;        // kLeakyRelu: slope; kClip: upper bound
   int sum = -1;           // a value added before the activation; the conv writes into its buffer,
                           // so this must be that value's last use (and not the input)
+  int affine_arg = -1;    // instead of scale/shift: Run's args[affine_arg], args[affine_arg + 1]
+                          // (computed per call, e.g. from batch-norm statistics: nothing resident)
 };
 
 struct PoolSpec {
@@ -78,23 +84,32 @@ class Program {
     int Conv(int x, ConvSpec spec);
     int Pool(int x, PoolSpec spec);
     int Relu(int x);
+    int Concat(std::vector<int> xs);  // along channels
+    int Add(std::vector<int> xs);     // elementwise sum of equal shapes
+    int Upsample(int x, int factor);  // nearest, as at::upsample_nearest2d by an integer factor
     // dlib's strided shortcut (FaceRecognitionNet ResidualDown): relu(o' + p') where o' is o
     // zero-padded at the bottom/right to p's size and p' is p zero-extended to o's channels.
     int ResidualDown(int o, int pooled);
     void MarkOutput(int v);
+    // Keeps oneDNN's padded layouts (faster for convolutions with few output channels, e.g.
+    // ESRGAN's 64->4 and 48->3; measured 1.2-1.3x for the whole net): the packed bytes then
+    // exceed the parameters' (PackedBytes() says by how much; the budget's meter measures it).
+    void AllowPadding() { allow_padding_ = true; }
     // Packs every convolution's weight for an input [1,c,h,w] (the network's usual size).
     absl::StatusOr<std::unique_ptr<Program>> Build(int c, int h, int w) &&;
 
     struct Op;  // program.cc
 
    private:
-    int Add(Op op);
+    int Push(Op op);
     std::vector<std::shared_ptr<Op>> ops_;  // ops_[v - 1] produces value v
     std::vector<int> outputs_;
+    bool allow_padding_ = false;
   };
 
   ~Program();
-  std::vector<at::Tensor> Run(const at::Tensor& x) const;
+  // args: the per-call [O] fp32 contiguous tensors that ConvSpec::affine_arg names.
+  std::vector<at::Tensor> Run(const at::Tensor& x, const std::vector<at::Tensor>& args = {}) const;
 
   // Names of the weights held packed (no longer needed in their plain form), and their bytes.
   std::vector<std::string> packed_names() const;
