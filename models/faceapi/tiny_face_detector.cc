@@ -102,6 +102,11 @@ void TinyFaceDetector::To(const c10::Device& device) {
   params_.To(device);
 }
 
+std::string TinyFaceDetector::FastPathKernels(int s) const {
+  if (!stem_) return "";
+  return stem_->Describe({1, 3, s, s}) + " | " + head_->Describe({1, kChannels[2], s / kStemStride, s / kStemStride});
+}
+
 uint64_t TinyFaceDetector::ResidentBytes() const {
   return params_.DeviceBytes() + (stem_ ? stem_->PackedBytes() + head_->PackedBytes() : 0);
 }

@@ -64,6 +64,9 @@ class TinyFaceDetector : public FaceDetector {
   void To(const c10::Device& device);
   uint64_t DeviceBytes() const { return param_bytes_; }
   uint64_t ResidentBytes() const;
+  // The oneDNN kernels the fast path runs for an input [1,3,S,S] (stem and head; empty on the
+  // at:: path): tests check none is a reference kernel.
+  std::string FastPathKernels(int input_size) const;
   static InputContract Input();
   static constexpr bool kTileable = true;
 

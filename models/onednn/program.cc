@@ -277,6 +277,8 @@ std::shared_ptr<const Plan> Program::Impl::MakePlan(const Dims& key, bool any_we
       };
       dnnl::convolution_forward::primitive_desc pd;
       int weight_temp = -1;
+      auto is_ref = [](const auto& d) { return std::string_view(d.impl_info_str()).substr(0, 4) == "ref:"; };
+      bool repack = false;  // the packed layout has no JIT kernel at this shape
       try {
         pd = make(wmd);
         if (any_weights && !allow_padding && pd.weights_desc().get_size() > op.plain_md.get_size() &&
@@ -286,12 +288,18 @@ std::shared_ptr<const Plan> Program::Impl::MakePlan(const Dims& key, bool any_we
           const memory::desc hwio(op.plain_md.dims(), kF32, Tag::hwio);
           try {
             dnnl::convolution_forward::primitive_desc alt = make(hwio);
-            if (std::string_view(alt.impl_info_str()).substr(0, 4) != "ref:") pd = alt;
+            if (!is_ref(alt)) pd = alt;
           } catch (const dnnl::error&) {
           }
         }
+        repack = !any_weights && is_ref(pd);
       } catch (const dnnl::error&) {
-        // No implementation takes the packed layout at this shape: reorder it per run.
+        repack = true;
+      }
+      if (repack) {
+        // oneDNN's brgemm kernels block the weights by shape (e.g. Acdb64a at 13x13, Acdb32a at
+        // 32x32) and fall to ref:any (100-1000x slower) for another blocking: reorder the
+        // packed weights per run into the layout this shape's kernel wants (a temp).
         pd = make(memory::desc(op.plain_md.dims(), kF32, Tag::any));
         weight_temp = static_cast<int>(p.temp_md.size());
         p.temp_md.push_back(pd.weights_desc());
@@ -300,6 +308,7 @@ std::shared_ptr<const Plan> Program::Impl::MakePlan(const Dims& key, bool any_we
                {{Arg::kConst, DNNL_ARG_FROM, 0, op.packed.data_ptr(), op.packed_md},
                 {Arg::kTemp, DNNL_ARG_TO, weight_temp, nullptr, pd.weights_desc()}}};
         p.steps.push_back(std::move(r));
+        p.impls.push_back("reorder(weights)");
       }
       note(pd);
       Arg src_arg{Arg::kValue, DNNL_ARG_SRC, op.in[0], nullptr, pd.src_desc()};
@@ -663,5 +672,11 @@ std::vector<std::pair<std::string, at::Tensor>> Program::PlainWeights() const {
 }
 
 std::string Program::Describe() const { return impl_->described; }
+
+std::string Program::Describe(at::IntArrayRef sizes) const {
+  Dims key(sizes.begin(), sizes.end());
+  key.push_back(0);
+  return absl::StrJoin(impl_->PlanFor(key)->impls, " ");
+}
 
 }  // namespace fusion::onednn

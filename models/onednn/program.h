@@ -118,6 +118,9 @@ class Program {
   std::vector<std::pair<std::string, at::Tensor>> PlainWeights() const;
   // A one-line summary of the implementations oneDNN chose at the Build shape (tests, bench).
   std::string Describe() const;
+  // The same for the plan of an NCHW input of `sizes` (built if new): tests check that no
+  // shape falls to oneDNN's reference kernels ("ref:").
+  std::string Describe(at::IntArrayRef sizes) const;
 
   static constexpr int kMaxPlans = 16;
 

@@ -164,6 +164,17 @@ TEST(FastPath, ResidentBytesCountThePackedWeightsOnce) {
   EXPECT_EQ(ssd->ResidentBytes(), ssd->DeviceBytes());
 }
 
+// oneDNN's brgemm kernels block weights by shape; a packed layout another shape's kernel does
+// not take must be re-packed for it, not left to the reference kernel (1000x slower: the
+// multi-scale detector's 1024-px passes took minutes).
+TEST(FastPath, NoInputSizeFallsToAReferenceKernel) {
+  for (int size : {416, 160, 640, 1024, 1280}) {
+    const std::string kernels = faceapi::Tiny().FastPathKernels(size);
+    EXPECT_FALSE(kernels.empty());
+    EXPECT_EQ(kernels.find("ref:"), std::string::npos) << size << ": " << kernels;
+  }
+}
+
 TEST(FastPath, ConcurrentForwardsOfOneNetworkAgreeWithASerialRun) {
   at::NoGradGuard no_grad;
   const faceapi::TinyFaceDetector& net = faceapi::Tiny();
