@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config ccache git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libtorch-dev libopencv-dev opencv-data libabsl-dev
+  libtorch-dev libdnnl-dev libopencv-dev opencv-data libabsl-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libspdlog-dev libsystemd-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev
   libsqlite3-dev npm python3-numpy python3-opencv libssl-dev

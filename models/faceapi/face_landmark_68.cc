@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "models/faceapi/image.h"
 #include "models/faceapi/ops.h"
+#include "models/onednn/program.h"
 
 namespace fusion::faceapi {
 
@@ -15,6 +16,8 @@ absl::StatusOr<std::unique_ptr<FaceLandmark68Net>> FaceLandmark68Net::Create(con
   std::unique_ptr<FaceLandmark68Net> net(new FaceLandmark68Net());
   Params& p = net->params_;
   absl::Status s;
+  const bool fast = onednn::Enabled();  // the CPU fast path packs the conv weights
+  if (fast) p.KeepViews();
   const int64_t ch[5] = {3, 32, 64, 128, 256};
   for (int k = 0; k < 4; ++k) {
     const std::string d = absl::StrCat("dense", k);
@@ -34,7 +37,59 @@ absl::StatusOr<std::unique_ptr<FaceLandmark68Net>> FaceLandmark68Net::Create(con
   s.Update(p.Take(w, "fc/weights", {256, 136}, Layout::kLinear));
   s.Update(p.Take(w, "fc/bias", {136}, Layout::kAsIs));
   if (!s.ok()) return s;
+  net->param_bytes_ = p.DeviceBytes();
+  if (fast) {
+    if (absl::Status c = net->Compile(); !c.ok()) return c;
+    p.MakeContiguous();
+  }
   return net;
+}
+
+FaceLandmark68Net::FaceLandmark68Net() = default;
+FaceLandmark68Net::~FaceLandmark68Net() = default;
+
+absl::Status FaceLandmark68Net::Compile() {
+  using onednn::Activation;
+  using onednn::Padding;
+  const Params& p = params_;
+  onednn::Program::Builder b;
+  // Separable conv (TF "SAME") + bias, [+ sum in the summand's buffer], [ReLU].
+  auto sep = [&](int x, const std::string& c, int stride, bool relu, int sum) {
+    x = b.Conv(x, {.name = c + "/depthwise_filter", .weight = params_.Release(c + "/depthwise_filter"), .stride = stride,
+                   .depthwise = true, .padding = Padding::kSame});
+    return b.Conv(x, {.name = c + "/pointwise_filter", .weight = params_.Release(c + "/pointwise_filter"), .bias = p[c + "/bias"],
+                      .act = relu ? Activation::kRelu : Activation::kNone, .sum = sum});
+  };
+  int x = b.input();
+  for (int k = 0; k < 4; ++k) {
+    const std::string d = absl::StrCat("dense", k);
+    // o1 = relu(conv0); s2 = o1 + o2; s3 = s2 + o3; out = relu(s3 + o4), o_j = sep(relu(s_j)).
+    const int o1 = k == 0 ? b.Conv(x, {.name = d + "/conv0/filters", .weight = params_.Release(d + "/conv0/filters"),
+                                       .bias = p[d + "/conv0/bias"], .stride = 2, .padding = Padding::kSame,
+                                       .act = Activation::kRelu})
+                          : sep(x, d + "/conv0", 2, true, -1);
+    const int s2 = sep(o1, d + "/conv1", 1, false, o1);
+    const int s3 = sep(b.Relu(s2), d + "/conv2", 1, false, s2);
+    x = sep(b.Relu(s3), d + "/conv3", 1, true, s3);
+  }
+  b.MarkOutput(b.Pool(x, {.max = false, .k = 7, .stride = 2}));  // VALID: 7x7 -> 1x1
+  auto built = std::move(b).Build(3, kInputSize, kInputSize);
+  if (!built.ok()) return built.status();
+  program_ = *std::move(built);
+  for (const std::string& name : program_->packed_names()) params_.Drop(name);
+  return absl::OkStatus();
+}
+
+void FaceLandmark68Net::To(const c10::Device& device) {
+  if (!device.is_cpu() && program_) {  // the plain weights back, for the at:: path there
+    for (auto& [name, t] : program_->PlainWeights()) params_.Put(name, t);
+    program_.reset();
+  }
+  params_.To(device);
+}
+
+uint64_t FaceLandmark68Net::ResidentBytes() const {
+  return params_.DeviceBytes() + (program_ ? program_->PackedBytes() : 0);
 }
 
 absl::StatusOr<std::unique_ptr<FaceLandmark68Net>> FaceLandmark68Net::Load(
@@ -61,6 +116,9 @@ at::Tensor FaceLandmark68Net::DenseBlock(const at::Tensor& x, const std::string&
 at::Tensor FaceLandmark68Net::Forward(const at::Tensor& input) const {
   const at::Tensor mean = at::tensor({122.782f, 117.001f, 104.298f}, input.options()).view({1, 3, 1, 1});
   at::Tensor x = (input - mean) / 255.f;
+  if (program_ && onednn::Usable(x)) {
+    return at::linear(program_->Run(x)[0].flatten(1), params_["fc/weights"], params_["fc/bias"]);
+  }
   x = DenseBlock(x, "dense0", true);
   for (int k = 1; k < 4; ++k) x = DenseBlock(x, absl::StrCat("dense", k), false);
   x = at::avg_pool2d(x, {7, 7}, {2, 2});  // VALID: 7x7 -> 1x1

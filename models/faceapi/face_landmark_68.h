@@ -7,6 +7,10 @@
 // Forward output: [N,136] = x0,y0,x1,y1,... relative to the 112x112 padded square (0..1).
 // Detect(): 68 points in image pixels for a detection box (crop clipped, not enlarged).
 // Device bytes: 1,427,360 (356,840 fp32 parameters). Tileable: no (one face crop).
+// CPU fast path (issue #12): Create on the CPU compiles the dense blocks into an
+// onednn::Program (weights packed once; bias, the dense sums and the ReLU fused; activations
+// NHWC); Forward runs it for a float32 CPU input (else, and after To() another device, the
+// at:: path). ResidentBytes() is what the copy holds, DeviceBytes() the fp32 parameters.
 // Thread-safety: const methods may run concurrently; To() must not overlap them.
 #pragma once
 
@@ -21,12 +25,17 @@
 #include "models/faceapi/params.h"
 #include "models/faceapi/types.h"
 
+namespace fusion::onednn {
+class Program;
+}
+
 namespace fusion::faceapi {
 
 class FaceLandmark68Net {
  public:
   static constexpr char kModelName[] = "face_landmark_68";
   static constexpr int kInputSize = 112;
+  ~FaceLandmark68Net();
 
   static absl::StatusOr<std::unique_ptr<FaceLandmark68Net>> Create(const tfjs::WeightMap& weights);
   static absl::StatusOr<std::unique_ptr<FaceLandmark68Net>> Load(const models::ModelCatalogue& catalogue);
@@ -36,15 +45,19 @@ class FaceLandmark68Net {
   // INVALID_ARGUMENT when the box lies outside the image; INTERNAL on a LibTorch failure.
   absl::StatusOr<Landmarks68> Detect(const cv::Mat& rgb, const FaceBox& box) const;
 
-  void To(const c10::Device& device) { params_.To(device); }
-  uint64_t DeviceBytes() const { return params_.DeviceBytes(); }
+  void To(const c10::Device& device);
+  uint64_t DeviceBytes() const { return param_bytes_; }
+  uint64_t ResidentBytes() const;
   static InputContract Input() { return {{-1, 3, kInputSize, kInputSize}, "float32", "0..255", "RGB"}; }
   static constexpr bool kTileable = false;
 
  private:
-  FaceLandmark68Net() = default;
+  FaceLandmark68Net();
+  absl::Status Compile();  // the CPU fast path
   at::Tensor DenseBlock(const at::Tensor& x, const std::string& prefix, bool first) const;
   Params params_;
+  uint64_t param_bytes_ = 0;
+  std::unique_ptr<onednn::Program> program_;  // null: the at:: path
 };
 
 }  // namespace fusion::faceapi

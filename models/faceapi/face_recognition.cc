@@ -14,6 +14,7 @@
 #include "models/faceapi/align.h"
 #include "models/faceapi/image.h"
 #include "models/faceapi/ops.h"
+#include "models/onednn/program.h"
 
 namespace fusion::faceapi {
 namespace {
@@ -52,6 +53,8 @@ float DescriptorDistance(const Descriptor& a, const Descriptor& b) {
 absl::StatusOr<std::unique_ptr<FaceRecognitionNet>> FaceRecognitionNet::Create(const tfjs::WeightMap& w) {
   std::unique_ptr<FaceRecognitionNet> net(new FaceRecognitionNet());
   Params& p = net->params_;
+  const bool fast = onednn::Enabled();  // the CPU fast path packs the conv weights
+  if (fast) p.KeepViews();
   absl::Status s = TakeConvLayer(p, w, "conv32_down", 7, 3, 32);
   for (const Block& b : kBlocks) {
     s.Update(TakeConvLayer(p, w, absl::StrCat(b.name, "/conv1"), 3, b.cin, b.cout));
@@ -59,7 +62,59 @@ absl::StatusOr<std::unique_ptr<FaceRecognitionNet>> FaceRecognitionNet::Create(c
   }
   s.Update(p.Take(w, "fc", {256, 128}, Layout::kAsIs));  // used as x @ fc
   if (!s.ok()) return s;
+  net->param_bytes_ = p.DeviceBytes();
+  if (fast) {
+    if (absl::Status c = net->Compile(); !c.ok()) return c;
+    p.MakeContiguous();
+  }
   return net;
+}
+
+FaceRecognitionNet::FaceRecognitionNet() = default;
+FaceRecognitionNet::~FaceRecognitionNet() = default;
+
+absl::Status FaceRecognitionNet::Compile() {
+  using onednn::Activation;
+  using onednn::Padding;
+  const Params& p = params_;
+  onednn::Program::Builder b;
+  // ConvLayer: conv + bias, then * scale + shift (the scale layer), [+ sum], [ReLU].
+  auto conv = [&](int x, const std::string& prefix, int stride, bool relu, bool same, int sum = -1) {
+    return b.Conv(x, {.name = prefix + "/conv/filters", .weight = params_.Release(prefix + "/conv/filters"),
+                      .bias = p[prefix + "/conv/bias"], .scale = p[prefix + "/scale/weights"],
+                      .shift = p[prefix + "/scale/biases"], .stride = stride,
+                      .padding = same ? Padding::kSame : Padding::kValid,
+                      .act = relu ? Activation::kRelu : Activation::kNone, .sum = sum});
+  };
+  int x = conv(b.input(), "conv32_down", 2, true, false);
+  x = b.Pool(x, {.k = 3, .stride = 2});
+  for (const Block& blk : kBlocks) {
+    const std::string n = blk.name;
+    if (!blk.down) {  // relu(conv2(conv1(x)) + x): conv2 adds x in x's buffer
+      x = conv(conv(x, n + "/conv1", 1, true, true), n + "/conv2", 1, true, true, /*sum=*/x);
+    } else {
+      const int o = conv(conv(x, n + "/conv1", 2, true, false), n + "/conv2", 1, false, true);
+      x = b.ResidualDown(o, b.Pool(x, {.max = false, .k = 2, .stride = 2}));
+    }
+  }
+  b.MarkOutput(x);
+  auto built = std::move(b).Build(3, kInputSize, kInputSize);
+  if (!built.ok()) return built.status();
+  program_ = *std::move(built);
+  for (const std::string& name : program_->packed_names()) params_.Drop(name);
+  return absl::OkStatus();
+}
+
+void FaceRecognitionNet::To(const c10::Device& device) {
+  if (!device.is_cpu() && program_) {  // the plain weights back, for the at:: path there
+    for (auto& [name, t] : program_->PlainWeights()) params_.Put(name, t);
+    program_.reset();
+  }
+  params_.To(device);
+}
+
+uint64_t FaceRecognitionNet::ResidentBytes() const {
+  return params_.DeviceBytes() + (program_ ? program_->PackedBytes() : 0);
 }
 
 absl::StatusOr<std::unique_ptr<FaceRecognitionNet>> FaceRecognitionNet::Load(
@@ -97,6 +152,7 @@ at::Tensor FaceRecognitionNet::ResidualDown(const at::Tensor& x, const std::stri
 at::Tensor FaceRecognitionNet::Forward(const at::Tensor& input) const {
   const at::Tensor mean = at::tensor({122.782f, 117.001f, 104.298f}, input.options()).view({1, 3, 1, 1});
   at::Tensor x = (input - mean) / 255.f;
+  if (program_ && onednn::Usable(x)) return at::matmul(program_->Run(x)[0].mean({2, 3}), params_["fc"]);
   x = ConvLayer(x, "conv32_down", 2, true, /*same=*/false);
   x = ops::MaxPool(x, 3, 2);
   for (const Block& b : kBlocks) x = b.down ? ResidualDown(x, b.name) : Residual(x, b.name);

@@ -9,6 +9,11 @@
 // Forward output: [N,128] descriptor, not normalised (norm ~1.4). Euclidean distance < 0.6
 //                 means the same person (dlib's convention).
 // Device bytes: 22,458,368 (5,614,592 fp32 parameters). Tileable: no.
+// CPU fast path (issue #12): Create on the CPU compiles the convolutions into an
+// onednn::Program (weights packed once; bias, the per-channel scale layer, the residual sum and
+// the ReLU fused into each convolution; activations NHWC); Forward runs it for a float32 CPU
+// input (else, and after To() another device, the at:: path). ResidentBytes() is what the copy
+// holds (packed weights replace the plain ones), DeviceBytes() the fp32 parameters.
 // Thread-safety: const methods may run concurrently; To() must not overlap them.
 #pragma once
 
@@ -24,6 +29,10 @@
 #include "models/faceapi/params.h"
 #include "models/faceapi/types.h"
 
+namespace fusion::onednn {
+class Program;
+}
+
 namespace fusion::faceapi {
 
 using Descriptor = std::array<float, 128>;
@@ -33,6 +42,7 @@ class FaceRecognitionNet {
  public:
   static constexpr char kModelName[] = "face_recognition";
   static constexpr int kInputSize = 150;
+  ~FaceRecognitionNet();
 
   static absl::StatusOr<std::unique_ptr<FaceRecognitionNet>> Create(const tfjs::WeightMap& weights);
   static absl::StatusOr<std::unique_ptr<FaceRecognitionNet>> Load(const models::ModelCatalogue& catalogue);
@@ -41,17 +51,21 @@ class FaceRecognitionNet {
   // Descriptor of the face with landmarks `pts` in `rgb` (CV_8UC3): crops DlibAlignBox(pts).
   absl::StatusOr<Descriptor> Compute(const cv::Mat& rgb, const Landmarks68& pts) const;
 
-  void To(const c10::Device& device) { params_.To(device); }
-  uint64_t DeviceBytes() const { return params_.DeviceBytes(); }
+  void To(const c10::Device& device);
+  uint64_t DeviceBytes() const { return param_bytes_; }
+  uint64_t ResidentBytes() const;
   static InputContract Input() { return {{-1, 3, kInputSize, kInputSize}, "float32", "0..255", "RGB"}; }
   static constexpr bool kTileable = false;
 
  private:
-  FaceRecognitionNet() = default;
+  FaceRecognitionNet();
+  absl::Status Compile();  // the CPU fast path
   at::Tensor ConvLayer(const at::Tensor& x, const std::string& prefix, int stride, bool relu, bool same) const;
   at::Tensor Residual(const at::Tensor& x, const std::string& prefix) const;
   at::Tensor ResidualDown(const at::Tensor& x, const std::string& prefix) const;
   Params params_;
+  uint64_t param_bytes_ = 0;
+  std::unique_ptr<onednn::Program> program_;  // null: the at:: path
 };
 
 }  // namespace fusion::faceapi

@@ -21,7 +21,8 @@ absl::Status Params::Take(const tfjs::WeightMap& w, const std::string& name,
     case Layout::kLinear: v = v.t(); break;
   }
   try {
-    tensors_[name] = v.contiguous().to(device_);
+    const bool view = views_ && (layout == Layout::kConv || layout == Layout::kDepthwise);
+    tensors_[name] = view ? v : v.contiguous().to(device_);
   } catch (const std::exception& e) {
     return absl::ResourceExhaustedError(absl::StrCat(w.origin(), ": tensor '", name, "': ", ExceptionText(e)));
   }
@@ -33,6 +34,26 @@ const at::Tensor& Params::operator[](std::string_view name) const {
   if (it == tensors_.end()) throw std::out_of_range("faceapi::Params: no tensor " + std::string(name));
   return it->second;
 }
+
+void Params::MakeContiguous() {
+  for (auto& [name, t] : tensors_) t = t.contiguous();
+  views_ = false;
+}
+
+at::Tensor Params::Release(std::string_view name) {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) throw std::out_of_range("faceapi::Params: no tensor " + std::string(name));
+  at::Tensor t = std::move(it->second);
+  tensors_.erase(it);
+  return t;
+}
+
+void Params::Drop(std::string_view name) {
+  auto it = tensors_.find(name);
+  if (it != tensors_.end()) tensors_.erase(it);
+}
+
+void Params::Put(const std::string& name, at::Tensor t) { tensors_[name] = t.contiguous().to(device_); }
 
 void Params::To(const c10::Device& device) {
   // To CUDA: staged through pinned (page-locked) host memory and copied without blocking the

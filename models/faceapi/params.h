@@ -3,7 +3,10 @@
 //
 // Layouts (TF.js -> LibTorch): kConv HWIO [kh,kw,I,O] -> OIHW; kDepthwise [kh,kw,C,1] -> [C,1,kh,kw]
 // (groups = C); kLinear [in,out] -> [out,in]; kAsIs unchanged (biases, per-channel scales).
-// Invariant: every tensor is contiguous fp32 on device(). DeviceBytes() = sum of nbytes.
+// Invariant: every tensor is contiguous fp32 on device(), except kConv/kDepthwise tensors taken
+// after KeepViews(): permuted views of the given weights (no copy) for a network that packs them
+// at Create (onednn::Program) and then drops them, so that the upload's peak stays the clone +
+// the packed copy. MakeContiguous() restores the invariant. DeviceBytes() = sum of nbytes.
 // Thread-safety: const methods are safe concurrently; To() must not run concurrently with use.
 #pragma once
 
@@ -32,6 +35,16 @@ class Params {
                     std::vector<int64_t> tf_shape, Layout layout);
   // The converted tensor; `name` must have been taken (a programming error otherwise: throws).
   const at::Tensor& operator[](std::string_view name) const;
+  // Keeps kConv/kDepthwise tensors as views from now on (see above); MakeContiguous() ends it.
+  void KeepViews() { views_ = true; }
+  void MakeContiguous();
+  // Removes tensor `name` and returns it (a network's fast path packs it: the packed copy replaces
+  // it); throws std::out_of_range when absent, as operator[].
+  at::Tensor Release(std::string_view name);
+  // Drops tensor `name` (a network's fast path holds it in another layout); no-op if absent.
+  void Drop(std::string_view name);
+  // Adds (or replaces) tensor `name`: contiguous fp32 on device() (the plain form given back).
+  void Put(const std::string& name, at::Tensor t);
   // Moves every tensor to `device` (e.g. CUDA after a CPU load).
   void To(const c10::Device& device);
   c10::Device device() const { return device_; }
@@ -41,6 +54,7 @@ class Params {
  private:
   std::map<std::string, at::Tensor, std::less<>> tensors_;
   c10::Device device_ = c10::Device(c10::kCPU);
+  bool views_ = false;
 };
 
 // The weights of catalogue model `name`: its files verified (sha256) and its first file (the

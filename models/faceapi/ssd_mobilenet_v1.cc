@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "models/faceapi/image.h"
 #include "models/faceapi/ops.h"
+#include "models/onednn/program.h"
 
 namespace fusion::faceapi {
 namespace {
@@ -31,6 +32,8 @@ absl::StatusOr<std::unique_ptr<SsdMobilenetV1>> SsdMobilenetV1::Create(const tfj
   std::unique_ptr<SsdMobilenetV1> net(new SsdMobilenetV1(options));
   Params& p = net->params_;
   absl::Status s;
+  const bool fast = onednn::Enabled();  // the CPU fast path packs the conv weights
+  if (fast) p.KeepViews();
   s.Update(p.Take(w, "MobilenetV1/Conv2d_0_pointwise/weights", {3, 3, 3, 32}, Layout::kConv));
   s.Update(p.Take(w, "MobilenetV1/Conv2d_0_pointwise/convolution_bn_offset", {32}, Layout::kAsIs));
   for (int i = 1; i <= 13; ++i) {
@@ -59,7 +62,90 @@ absl::StatusOr<std::unique_ptr<SsdMobilenetV1>> SsdMobilenetV1::Create(const tfj
   }
   s.Update(p.Take(w, "Output/extra_dim", {1, 5118, 4}, Layout::kAsIs));
   if (!s.ok()) return s;
+  net->param_bytes_ = p.DeviceBytes();
+  if (fast) {
+    if (absl::Status c = net->Compile(); !c.ok()) return c;
+    p.MakeContiguous();
+  }
   return net;
+}
+
+SsdMobilenetV1::SsdMobilenetV1(Options options) : options_(options) {}
+SsdMobilenetV1::~SsdMobilenetV1() = default;
+
+absl::Status SsdMobilenetV1::Compile() {
+  using onednn::Activation;
+  using onednn::Padding;
+  const Params& p = params_;
+  auto pointwise = [&](onednn::Program::Builder& b, int x, const std::string& prefix, int stride) {
+    return b.Conv(x, {.name = prefix + "/weights", .weight = params_.Release(prefix + "/weights"),
+                      .bias = p[prefix + "/convolution_bn_offset"], .stride = stride, .padding = Padding::kSame,
+                      .act = Activation::kClip, .alpha = 6.f});
+  };
+  // The depthwise layers' batch norm as a per-channel scale/shift post-op, computed per call from
+  // the statistics (BatchNormArgs; as the at:: path does), so nothing beyond them is resident.
+  auto layer = [&](onednn::Program::Builder& b, int x, int i) {
+    const std::string d = absl::StrCat("MobilenetV1/Conv2d_", i, "_depthwise");
+    x = b.Conv(x, {.name = d + "/depthwise_weights", .weight = params_.Release(d + "/depthwise_weights"),
+                   .stride = StrideTwo(i) ? 2 : 1, .depthwise = true, .padding = Padding::kSame,
+                   .act = Activation::kClip, .alpha = 6.f, .affine_arg = 2 * (i <= kStemLayers ? i - 1 : i - 1 - kStemLayers)});
+    return pointwise(b, x, absl::StrCat("MobilenetV1/Conv2d_", i, "_pointwise"), 1);
+  };
+  onednn::Program::Builder stem, head;
+  int x = pointwise(stem, stem.input(), "MobilenetV1/Conv2d_0_pointwise", 2);
+  for (int i = 1; i <= kStemLayers; ++i) x = layer(stem, x, i);
+  stem.MarkOutput(x);
+  int y = head.input(), conv11 = -1;
+  for (int i = kStemLayers + 1; i <= 13; ++i) {
+    y = layer(head, y, i);
+    if (i == 11) conv11 = y;
+  }
+  int feats[8];
+  int f = y;
+  for (int k = 0; k < 8; ++k) f = feats[k] = pointwise(head, f, absl::StrCat("Prediction/Conv2d_", k, "_pointwise"), k % 2 ? 2 : 1);
+  const int inputs[6] = {conv11, y, feats[1], feats[3], feats[5], feats[7]};
+  for (int k = 0; k < 6; ++k) {
+    for (const char* kind : {"BoxEncodingPredictor", "ClassPredictor"}) {
+      const std::string b = absl::StrCat("Prediction/BoxPredictor_", k, "/", kind);
+      head.MarkOutput(head.Conv(inputs[k], {.name = b + "/weights", .weight = params_.Release(b + "/weights"), .bias = p[b + "/biases"]}));
+    }
+  }
+  auto built_stem = std::move(stem).Build(3, kInputSize, kInputSize);
+  if (!built_stem.ok()) return built_stem.status();
+  auto built_head = std::move(head).Build(kBackbone[kStemLayers], kInputSize / kStemStride, kInputSize / kStemStride);
+  if (!built_head.ok()) return built_head.status();
+  stem_ = *std::move(built_stem);
+  head_ = *std::move(built_head);
+  for (const auto* prog : {stem_.get(), head_.get()}) {
+    for (const std::string& name : prog->packed_names()) params_.Drop(name);
+  }
+  return absl::OkStatus();
+}
+
+void SsdMobilenetV1::To(const c10::Device& device) {
+  if (!device.is_cpu() && stem_) {  // the plain weights back, for the at:: path there
+    for (const auto* prog : {stem_.get(), head_.get()}) {
+      for (auto& [name, t] : prog->PlainWeights()) params_.Put(name, t);
+    }
+    stem_.reset();
+    head_.reset();
+  }
+  params_.To(device);
+}
+
+uint64_t SsdMobilenetV1::ResidentBytes() const {
+  return params_.DeviceBytes() + (stem_ ? stem_->PackedBytes() + head_->PackedBytes() : 0);
+}
+
+std::vector<at::Tensor> SsdMobilenetV1::BatchNormArgs(int first, int last) const {
+  std::vector<at::Tensor> args;
+  for (int i = first; i <= last; ++i) {
+    const std::string d = absl::StrCat("MobilenetV1/Conv2d_", i, "_depthwise/BatchNorm/");
+    const at::Tensor scale = params_[d + "gamma"] / at::sqrt(params_[d + "moving_variance"] + kBnEpsilon);
+    args.push_back(scale);
+    args.push_back(params_[d + "beta"] - params_[d + "moving_mean"] * scale);
+  }
+  return args;
 }
 
 absl::StatusOr<std::unique_ptr<SsdMobilenetV1>> SsdMobilenetV1::Load(const models::ModelCatalogue& catalogue,
@@ -93,6 +179,7 @@ std::pair<at::Tensor, at::Tensor> SsdMobilenetV1::BoxPredictor(const at::Tensor&
 
 // Conv2d_0 .. Conv2d_5: stride 8, where the activations are largest.
 at::Tensor SsdMobilenetV1::Stem(const at::Tensor& input) const {
+  if (stem_ && onednn::Usable(input)) return stem_->Run(input / 127.5 - 1.0, BatchNormArgs(1, kStemLayers))[0];
   at::Tensor x = Pointwise(input / 127.5 - 1.0, "MobilenetV1/Conv2d_0_pointwise", 2);
   for (int i = 1; i <= kStemLayers; ++i) x = Layer(x, i);
   return x;
@@ -107,6 +194,16 @@ std::pair<at::Tensor, at::Tensor> SsdMobilenetV1::Forward(const at::Tensor& inpu
   at::Tensor x = tile_px > 0 ? ops::TiledPrefix(input, [this](const at::Tensor& t) { return Stem(t); }, kStemStride,
                                                 kStemHaloPx, tile_px)
                              : Stem(input);
+  if (head_ && onednn::Usable(x)) {
+    const std::vector<at::Tensor> outs = head_->Run(x, BatchNormArgs(kStemLayers + 1, 13));
+    std::vector<at::Tensor> enc, cls;
+    const int64_t n = x.size(0);
+    for (int k = 0; k < 6; ++k) {  // TF reshapes NHWC outputs (see BoxPredictor)
+      enc.push_back(outs[2 * k].permute({0, 2, 3, 1}).reshape({n, -1, 4}));
+      cls.push_back(outs[2 * k + 1].permute({0, 2, 3, 1}).reshape({n, -1, 3}));
+    }
+    return Decode(enc, cls);
+  }
   at::Tensor conv11;
   for (int i = kStemLayers + 1; i <= 13; ++i) {
     x = Layer(x, i);
@@ -122,6 +219,11 @@ std::pair<at::Tensor, at::Tensor> SsdMobilenetV1::Forward(const at::Tensor& inpu
     enc.push_back(e);
     cls.push_back(c);
   }
+  return Decode(enc, cls);
+}
+
+std::pair<at::Tensor, at::Tensor> SsdMobilenetV1::Decode(const std::vector<at::Tensor>& enc,
+                                                         const std::vector<at::Tensor>& cls) const {
   const at::Tensor t = at::cat(enc, 1);                       // [N,5118,4]: ty, tx, th, tw
   const at::Tensor prior = params_["Output/extra_dim"];       // [1,5118,4]: ymin, xmin, ymax, xmax
   const at::Tensor ph = prior.select(2, 2) - prior.select(2, 0), pw = prior.select(2, 3) - prior.select(2, 1);

@@ -14,6 +14,13 @@
 // Tiles: Forward(x, tile_px > 0) runs the stride-8 stem (Conv2d_0-Conv2d_5, where the largest
 // activations are) in tile_px windows with a 32-px halo (ops::TiledPrefix; the stem's receptive
 // field is 43 px) and the rest whole: the same output up to float order.
+// CPU fast path (issue #12): Create on the CPU compiles the stem and the rest (backbone,
+// prediction layers, box predictors) as two onednn::Programs (weights packed once; bias, the
+// depthwise layers' batch norm as a per-channel scale/shift and the ReLU6 fused; activations
+// NHWC); Forward runs them for a float32 CPU input (else, and after To() another device, the
+// at:: path). The batch norms' scale/shift are computed per call (as the at:: path does).
+// ResidentBytes() is what the copy holds (the packed weights replace the plain ones, unpadded:
+// equal to DeviceBytes(), the fp32 parameters + prior boxes).
 // Thread-safety: see FaceDetector.
 #pragma once
 
@@ -27,6 +34,10 @@
 #include "models/faceapi/detector.h"
 #include "models/faceapi/params.h"
 
+namespace fusion::onednn {
+class Program;
+}
+
 namespace fusion::faceapi {
 
 class SsdMobilenetV1 : public FaceDetector {
@@ -38,6 +49,7 @@ class SsdMobilenetV1 : public FaceDetector {
   };
   static constexpr char kModelName[] = "ssd_mobilenetv1";
   static constexpr int kInputSize = 512;
+  ~SsdMobilenetV1() override;
 
   static absl::StatusOr<std::unique_ptr<SsdMobilenetV1>> Create(const tfjs::WeightMap& weights, Options options);
   static absl::StatusOr<std::unique_ptr<SsdMobilenetV1>> Load(const models::ModelCatalogue& catalogue,
@@ -52,14 +64,17 @@ class SsdMobilenetV1 : public FaceDetector {
   bool FreeInputSize() const override { return false; }
   DetectorTraits Traits() const override { return kSsdMobilenetV1Traits; }
 
-  void To(const c10::Device& device) { params_.To(device); }
-  uint64_t DeviceBytes() const { return params_.DeviceBytes(); }
+  void To(const c10::Device& device);
+  uint64_t DeviceBytes() const { return param_bytes_; }
+  uint64_t ResidentBytes() const;
   static InputContract Input() { return {{-1, 3, kInputSize, kInputSize}, "float32", "0..255", "RGB"}; }
   static constexpr bool kTileable = true;
 
  private:
   static constexpr int kStemLayers = 5, kStemStride = 8, kStemHaloPx = 32;
-  explicit SsdMobilenetV1(Options options) : options_(options) {}
+  explicit SsdMobilenetV1(Options options);
+  absl::Status Compile();  // the CPU fast path
+  std::pair<at::Tensor, at::Tensor> Decode(const std::vector<at::Tensor>& enc, const std::vector<at::Tensor>& cls) const;
   at::Tensor Stem(const at::Tensor& x) const;          // [N,3,512,512] -> [N,256,64,64]
   at::Tensor Layer(const at::Tensor& x, int i) const;  // depthwise + pointwise layer i
   at::Tensor Pointwise(const at::Tensor& x, const std::string& prefix, int stride) const;
@@ -67,6 +82,9 @@ class SsdMobilenetV1 : public FaceDetector {
   std::pair<at::Tensor, at::Tensor> BoxPredictor(const at::Tensor& x, int index) const;
   Params params_;
   const Options options_;
+  uint64_t param_bytes_ = 0;
+  std::unique_ptr<onednn::Program> stem_, head_;  // null: the at:: path
+  std::vector<at::Tensor> BatchNormArgs(int first, int last) const;  // per call, layers first..last
 };
 
 }  // namespace fusion::faceapi

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "models/faceapi/image.h"
 #include "models/faceapi/ops.h"
+#include "models/onednn/program.h"
 
 namespace fusion::faceapi {
 namespace {
@@ -30,6 +31,8 @@ absl::StatusOr<std::unique_ptr<TinyFaceDetector>> TinyFaceDetector::Create(const
   std::unique_ptr<TinyFaceDetector> net(new TinyFaceDetector(options));
   Params& p = net->params_;
   absl::Status s;
+  const bool fast = onednn::Enabled();  // the CPU fast path packs the conv weights
+  if (fast) p.KeepViews();
   s.Update(p.Take(w, "conv0/filters", {3, 3, 3, 16}, Layout::kConv));
   s.Update(p.Take(w, "conv0/bias", {16}, Layout::kAsIs));
   for (int i = 1; i <= 5; ++i) {
@@ -42,7 +45,70 @@ absl::StatusOr<std::unique_ptr<TinyFaceDetector>> TinyFaceDetector::Create(const
   s.Update(p.Take(w, "conv8/filters", {1, 1, 512, 25}, Layout::kConv));
   s.Update(p.Take(w, "conv8/bias", {25}, Layout::kAsIs));
   if (!s.ok()) return s;
+  net->param_bytes_ = p.DeviceBytes();
+  if (fast) {
+    if (absl::Status c = net->Compile(); !c.ok()) return c;
+    p.MakeContiguous();
+  }
   return net;
+}
+
+TinyFaceDetector::TinyFaceDetector(Options options) : options_(options) {}
+TinyFaceDetector::~TinyFaceDetector() = default;
+
+absl::Status TinyFaceDetector::Compile() {
+  using onednn::Activation;
+  const Params& p = params_;
+  auto block = [&](onednn::Program::Builder& b, int x, int i) {
+    const std::string c = absl::StrCat("conv", i);
+    x = b.Conv(x, {.name = c + "/depthwise_filter", .weight = params_.Release(c + "/depthwise_filter"), .depthwise = true,
+                   .padding = onednn::Padding::kExplicit, .pad = 1});
+    x = b.Conv(x, {.name = c + "/pointwise_filter", .weight = params_.Release(c + "/pointwise_filter"), .bias = p[c + "/bias"],
+                   .act = Activation::kLeakyRelu, .alpha = 0.1f});
+    // i < 5: 2x2/2 "SAME" (ceil_mode); 5: 2x2/1 "SAME" (a -inf row/column at the bottom/right).
+    return b.Pool(x, i < 5 ? onednn::PoolSpec{.k = 2, .stride = 2, .ceil_mode = true}
+                           : onednn::PoolSpec{.k = 2, .stride = 1, .same = true});
+  };
+  onednn::Program::Builder stem, head;
+  int x = stem.Conv(stem.input(), {.name = "conv0/filters", .weight = params_.Release("conv0/filters"), .bias = p["conv0/bias"],
+                                   .act = Activation::kLeakyRelu, .alpha = 0.1f});
+  x = stem.Pool(x, {.k = 2, .stride = 2, .ceil_mode = true});
+  for (int i = 1; i <= 2; ++i) x = block(stem, x, i);
+  stem.MarkOutput(x);
+  int y = head.input();
+  for (int i = 3; i <= 5; ++i) y = block(head, y, i);
+  head.MarkOutput(head.Conv(y, {.name = "conv8/filters", .weight = params_.Release("conv8/filters"), .bias = p["conv8/bias"]}));
+  const int s = options_.input_size;
+  auto built_stem = std::move(stem).Build(3, s, s);
+  if (!built_stem.ok()) return built_stem.status();
+  auto built_head = std::move(head).Build(kChannels[2], s / kStemStride, s / kStemStride);
+  if (!built_head.ok()) return built_head.status();
+  stem_ = *std::move(built_stem);
+  head_ = *std::move(built_head);
+  for (const auto* prog : {stem_.get(), head_.get()}) {
+    for (const std::string& name : prog->packed_names()) params_.Drop(name);
+  }
+  return absl::OkStatus();
+}
+
+void TinyFaceDetector::To(const c10::Device& device) {
+  if (!device.is_cpu() && stem_) {  // the plain weights back, for the at:: path there
+    for (const auto* prog : {stem_.get(), head_.get()}) {
+      for (auto& [name, t] : prog->PlainWeights()) params_.Put(name, t);
+    }
+    stem_.reset();
+    head_.reset();
+  }
+  params_.To(device);
+}
+
+std::string TinyFaceDetector::FastPathKernels(int s) const {
+  if (!stem_) return "";
+  return stem_->Describe({1, 3, s, s}) + " | " + head_->Describe({1, kChannels[2], s / kStemStride, s / kStemStride});
+}
+
+uint64_t TinyFaceDetector::ResidentBytes() const {
+  return params_.DeviceBytes() + (stem_ ? stem_->PackedBytes() + head_->PackedBytes() : 0);
 }
 
 absl::StatusOr<std::unique_ptr<TinyFaceDetector>> TinyFaceDetector::Load(
@@ -67,6 +133,7 @@ at::Tensor TinyFaceDetector::Block(const at::Tensor& x, int i) const {
 at::Tensor TinyFaceDetector::Stem(const at::Tensor& input) const {
   const at::Tensor mean = at::tensor({117.001f, 114.697f, 97.404f}, input.options()).view({1, 3, 1, 1});
   at::Tensor x = (input - mean) / 255.f;
+  if (stem_ && onednn::Usable(x)) return stem_->Run(x)[0];
   x = at::leaky_relu(ops::Conv(x, params_["conv0/filters"], params_["conv0/bias"], 1, /*same=*/false), 0.1);
   // 2x2/2 "SAME" max pool: pads bottom/right with -inf on odd sizes, which ceil_mode reproduces.
   x = ops::MaxPool(x, 2, 2, /*ceil_mode=*/true);
@@ -78,6 +145,7 @@ at::Tensor TinyFaceDetector::Forward(const at::Tensor& input, int tile_px) const
   at::Tensor x = tile_px > 0 ? ops::TiledPrefix(input, [this](const at::Tensor& t) { return Stem(t); }, kStemStride,
                                                 kStemHaloPx, tile_px)
                              : Stem(input);
+  if (head_ && onednn::Usable(x)) return head_->Run(x)[0].contiguous();
   for (int i = 3; i <= 5; ++i) x = Block(x, i);
   return ops::Conv2d(x, params_["conv8/filters"], params_["conv8/bias"]);
 }

@@ -13,6 +13,11 @@
 // bytes at S = 416) in tile_px windows with a 32-px halo (ops::TiledPrefix; the stem's
 // receptive field is 22 px) and the rest whole: the same output up to float order.
 // Device bytes: 773,284 (193,321 fp32 parameters). Tileable: yes (a fully convolutional net).
+// CPU fast path (issue #12): Create on the CPU compiles the stem and the rest as two
+// onednn::Programs (weights packed once, activations NHWC, bias + leaky ReLU fused); Forward
+// runs them for a float32 CPU input (else, and after To() another device, the at:: path).
+// ResidentBytes() is what the copy holds (the packed weights replace the plain ones, unpadded:
+// equal to DeviceBytes(), the fp32 parameters).
 // Thread-safety: see FaceDetector.
 #pragma once
 
@@ -25,6 +30,10 @@
 #include "models/faceapi/detector.h"
 #include "models/faceapi/params.h"
 
+namespace fusion::onednn {
+class Program;
+}
+
 namespace fusion::faceapi {
 
 class TinyFaceDetector : public FaceDetector {
@@ -35,6 +44,7 @@ class TinyFaceDetector : public FaceDetector {
     int input_size = 416;          // multiple of 32
   };
   static constexpr char kModelName[] = "tiny_face_detector";
+  ~TinyFaceDetector() override;
 
   // From decoded weights; INVALID_ARGUMENT/NOT_FOUND naming a missing or misshapen tensor.
   static absl::StatusOr<std::unique_ptr<TinyFaceDetector>> Create(const tfjs::WeightMap& weights,
@@ -51,18 +61,25 @@ class TinyFaceDetector : public FaceDetector {
   bool FreeInputSize() const override { return true; }
   DetectorTraits Traits() const override { return kTinyFaceDetectorTraits; }
 
-  void To(const c10::Device& device) { params_.To(device); }
-  uint64_t DeviceBytes() const { return params_.DeviceBytes(); }
+  void To(const c10::Device& device);
+  uint64_t DeviceBytes() const { return param_bytes_; }
+  uint64_t ResidentBytes() const;
+  // The oneDNN kernels the fast path runs for an input [1,3,S,S] (stem and head; empty on the
+  // at:: path): tests check none is a reference kernel.
+  std::string FastPathKernels(int input_size) const;
   static InputContract Input();
   static constexpr bool kTileable = true;
 
  private:
   static constexpr int kStemStride = 8, kStemHaloPx = 32;
-  explicit TinyFaceDetector(Options options) : options_(options) {}
+  explicit TinyFaceDetector(Options options);
+  absl::Status Compile();  // the CPU fast path
   at::Tensor Stem(const at::Tensor& x) const;           // [N,3,S,S] -> [N,64,S/8,S/8]
   at::Tensor Block(const at::Tensor& x, int i) const;   // separable conv i + its pool
   Params params_;
   const Options options_;
+  uint64_t param_bytes_ = 0;
+  std::unique_ptr<onednn::Program> stem_, head_;  // null: the at:: path
 };
 
 // Decodes a Forward() output [1,25,g,g] into boxes relative to the image (0..1), before NMS.

@@ -4,13 +4,16 @@
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <fstream>
 #include <sstream>
 
 #include "models/common/exception_text.h"
 #include "absl/strings/str_cat.h"
 #include "models/keras/keras_topology.h"
+#include "models/onednn/program.h"
 #include "models/tfjs/weights.h"
 
 namespace fusion::keras {
@@ -42,7 +45,9 @@ absl::Status BindConv(const tfjs::WeightMap& w, std::string_view origin, Layer* 
       kernel->size(3) != l->filters) {
     return LayerError(origin, l->name, "kernel shape does not match kernel_size/filters");
   }
-  l->weight = kernel->permute({3, 2, 0, 1}).contiguous();  // HWIO -> OIHW
+  // HWIO -> OIHW; a view (no copy) when the CPU fast path packs it right away (FromJson).
+  l->weight = kernel->permute({3, 2, 0, 1});
+  if (!onednn::Enabled()) l->weight = l->weight.contiguous();
   if (l->use_bias) {
     auto bias = w.Get(l->name + "/bias", {l->filters});
     if (!bias.ok()) return LayerError(origin, l->name, std::string(bias.status().message()));
@@ -51,7 +56,10 @@ absl::Status BindConv(const tfjs::WeightMap& w, std::string_view origin, Layer* 
   return absl::OkStatus();
 }
 
-at::Tensor RunConv(const Layer& l, const at::Tensor& x) {
+using PlainWeights = std::map<std::string, at::Tensor>;
+
+at::Tensor RunConv(const Layer& l, const at::Tensor& x, const PlainWeights& plain) {
+  const at::Tensor& weight = l.weight.defined() ? l.weight : plain.at(l.name);
   at::Tensor in = x;
   if (l.same && l.kernel > 1) {
     const auto [top, bottom] = SamePad(x.size(2), l.kernel, l.stride);
@@ -65,17 +73,18 @@ at::Tensor RunConv(const Layer& l, const at::Tensor& x) {
     // Debian's LibTorch has no optimised BLAS and at::conv2d takes its slow BLAS path for batch-1
     // CPU convolutions; oneDNN directly is several times faster (fusion_bench).
     const c10::optional<at::Tensor> bias = l.bias.defined() ? c10::optional<at::Tensor>(l.bias) : c10::nullopt;
-    y = at::mkldnn_convolution(in.contiguous(), l.weight, bias, {0, 0}, {l.stride, l.stride}, {1, 1}, 1);
+    y = at::mkldnn_convolution(in.contiguous(), weight, bias, {0, 0}, {l.stride, l.stride}, {1, 1}, 1);
   } else {
-    y = at::conv2d(in, l.weight, l.bias, {l.stride, l.stride});
+    y = at::conv2d(in, weight, l.bias, {l.stride, l.stride});
   }
   return l.relu ? at::relu(y) : y;
 }
 
-at::Tensor RunLayer(const Layer& l, const std::vector<at::Tensor>& in, const at::Tensor& x) {
+at::Tensor RunLayer(const Layer& l, const std::vector<at::Tensor>& in, const at::Tensor& x,
+                    const PlainWeights& plain) {
   switch (l.op) {
     case Op::kInput: return x;
-    case Op::kConv: return RunConv(l, in[0]);
+    case Op::kConv: return RunConv(l, in[0], plain);
     case Op::kRelu: return at::relu(in[0]);
     case Op::kConcat: return at::cat(in, 1);
     case Op::kAdd: {
@@ -100,6 +109,7 @@ at::Tensor RunLayer(const Layer& l, const std::vector<at::Tensor>& in, const at:
 
 }  // namespace
 
+KerasModel::KerasModel() = default;
 KerasModel::~KerasModel() = default;
 
 absl::StatusOr<std::unique_ptr<KerasModel>> KerasModel::Load(const std::filesystem::path& model_json) {
@@ -137,20 +147,103 @@ absl::StatusOr<std::unique_ptr<KerasModel>> KerasModel::FromJson(std::string_vie
   const Layer& out = *m->layers_[m->output_layer_];
   m->scale_ = out.scale;
   m->halo_px_ = static_cast<int>(std::ceil(out.halo));
+  for (const auto& l : m->layers_) {
+    if (l->weight.defined()) m->parameter_bytes_ += l->weight.numel() * 4;
+    if (l->bias.defined()) m->parameter_bytes_ += l->bias.numel() * 4;
+  }
+  const bool on_cpu = std::all_of(m->layers_.begin(), m->layers_.end(),
+                                  [](const auto& l) { return !l->weight.defined() || l->weight.is_cpu(); });
+  if (on_cpu && onednn::Enabled()) {
+    if (absl::Status s = m->Compile(); !s.ok() && !absl::IsUnimplemented(s)) return s;
+  }
+  for (auto& l : m->layers_) {  // the at:: path (not compiled) wants them contiguous
+    if (l->weight.defined()) l->weight = l->weight.contiguous();
+  }
   return m;
+}
+
+absl::Status KerasModel::Compile() {
+  const int n = static_cast<int>(layers_.size());
+  for (const auto& l : layers_) {
+    if (l->op == Op::kMultiplyBeta || l->op == Op::kPixelShuffle) {
+      return absl::UnimplementedError(absl::StrCat(origin_, ": layer '", l->name, "' has no oneDNN form"));
+    }
+  }
+  std::vector<std::vector<int>> readers(n);
+  for (int i = 0; i < n; ++i) {
+    for (int k : layers_[i]->inputs) readers[k].push_back(i);
+  }
+  std::vector<int> value(n, -1);
+  onednn::Program::Builder b;
+  for (int i = 0; i < n; ++i) {
+    const Layer& l = *layers_[i];
+    std::vector<int> in;
+    for (int k : l.inputs) in.push_back(value[k]);
+    switch (l.op) {
+      case Op::kInput: value[i] = b.input(); break;
+      case Op::kConv: {
+        // The spec takes the only reference: each plain weight is freed once packed (Build).
+        onednn::ConvSpec c{.name = l.name, .weight = std::move(layers_[i]->weight), .bias = l.bias, .stride = l.stride,
+                           .padding = l.same && l.kernel > 1 ? onednn::Padding::kSame : onednn::Padding::kValid,
+                           .act = l.relu ? onednn::Activation::kRelu : onednn::Activation::kNone};
+        // conv + other -> one conv that adds `other` in its buffer, when the Add is the conv's
+        // only reader and the last of `other`'s (and nothing reads `other` in between).
+        int add = -1;
+        if (!l.relu && readers[i].size() == 1 && i != output_layer_) {
+          const int j = readers[i][0];
+          const Layer& a = *layers_[j];
+          const int other = a.inputs.size() == 2 ? (a.inputs[0] == i ? a.inputs[1] : a.inputs[0]) : -1;
+          if (a.op == Op::kAdd && other >= 0 && other != i && other < i && layers_[other]->op != Op::kInput &&
+              other != output_layer_ &&
+              std::all_of(readers[other].begin(), readers[other].end(), [&](int r) { return r < i || r == j; })) {
+            c.sum = value[other];
+            add = j;
+          }
+        }
+        value[i] = b.Conv(in[0], std::move(c));
+        if (add >= 0) value[add] = value[i];
+        break;
+      }
+      case Op::kRelu: value[i] = b.Relu(in[0]); break;
+      case Op::kConcat: value[i] = b.Concat(in); break;
+      case Op::kAdd:
+        if (value[i] < 0) value[i] = b.Add(in);
+        break;
+      case Op::kUpsample: value[i] = b.Upsample(in[0], l.factor); break;
+      default: return absl::UnimplementedError(absl::StrCat(origin_, ": layer '", l.name, "' has no oneDNN form"));
+    }
+  }
+  b.MarkOutput(value[output_layer_]);
+  b.AllowPadding();  // ESRGAN's few-channel convs run faster padded (program.h)
+  auto built = std::move(b).Build(input_channels_, 64, 64);
+  if (!built.ok()) return built.status();
+  program_ = *std::move(built);
+  for (auto& l : layers_) l->weight = at::Tensor();  // the packed copies are the resident ones
+  return absl::OkStatus();
 }
 
 absl::StatusOr<at::Tensor> KerasModel::Forward(const at::Tensor& x) const {
   if (!x.defined() || x.dim() != 4 || x.size(1) != input_channels_ || x.scalar_type() != at::kFloat) {
     return absl::InvalidArgumentError(absl::StrCat(origin_, ": input must be [N,", input_channels_, ",H,W] float32"));
   }
+  if (program_ && onednn::Usable(x)) {
+    try {
+      return program_->Run(x)[0].contiguous();
+    } catch (const std::exception& e) {
+      return absl::InternalError(absl::StrCat(origin_, ": oneDNN forward failed: ", ExceptionText(e)));
+    }
+  }
   std::vector<at::Tensor> values(layers_.size());
   size_t i = 0;
   try {
+    PlainWeights plain;  // the packed weights, unpacked for this call (a bf16 copy's autocast)
+    if (program_) {
+      for (auto& [name, t] : program_->PlainWeights()) plain.emplace(name, t.to(x.device()));
+    }
     for (; i < layers_.size(); ++i) {
       std::vector<at::Tensor> in;
       for (int k : layers_[i]->inputs) in.push_back(values[k]);
-      values[i] = RunLayer(*layers_[i], in, x);
+      values[i] = RunLayer(*layers_[i], in, x, plain);
       // Drop activations nobody reads any more: the working set is the live frontier only.
       for (int k : layers_[i]->inputs) {
         if (last_use_[k] == static_cast<int>(i) && k != output_layer_) values[k] = at::Tensor();
@@ -168,6 +261,14 @@ absl::Status KerasModel::MoveTo(const at::Device& device) {
     auto move = [&](const at::Tensor& t) {
       return device.is_cuda() ? t.pin_memory().to(device, /*non_blocking=*/true) : t.to(device);
     };
+    if (!device.is_cpu() && program_) {  // the plain weights back, for the at:: path there
+      for (auto& [name, t] : program_->PlainWeights()) {
+        for (auto& l : layers_) {
+          if (l->name == name) l->weight = t;
+        }
+      }
+      program_.reset();
+    }
     for (auto& l : layers_) {
       if (l->weight.defined()) l->weight = move(l->weight);
       if (l->bias.defined()) l->bias = move(l->bias);
@@ -178,11 +279,11 @@ absl::Status KerasModel::MoveTo(const at::Device& device) {
   }
 }
 
-uint64_t KerasModel::parameter_bytes() const {
-  uint64_t bytes = 0;
+uint64_t KerasModel::resident_bytes() const {
+  uint64_t bytes = program_ ? program_->PackedBytes() : 0;
   for (const auto& l : layers_) {
-    if (l->weight.defined()) bytes += l->weight.numel() * 4;
-    if (l->bias.defined()) bytes += l->bias.numel() * 4;
+    if (l->weight.defined()) bytes += l->weight.nbytes();
+    if (l->bias.defined()) bytes += l->bias.nbytes();
   }
   return bytes;
 }

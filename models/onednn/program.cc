@@ -1,0 +1,682 @@
+// onednn::Program (program.h): plans per input shape, weights packed once, one arena per run.
+#include "models/onednn/program.h"
+
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string_view>
+#include <list>
+#include <map>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace fusion::onednn {
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+using Dims = memory::dims;
+constexpr auto kF32 = memory::data_type::f32;
+
+dnnl::engine& Engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+// Output side and (before, after) padding of one spatial dimension.
+struct Geometry {
+  int64_t out, before, after;
+};
+
+Geometry ConvGeometry(int64_t in, int k, int s, Padding padding, int pad) {
+  switch (padding) {
+    case Padding::kValid: return {(in - k) / s + 1, 0, 0};
+    case Padding::kExplicit: return {(in + 2 * pad - k) / s + 1, pad, pad};
+    case Padding::kSame: break;
+  }
+  const int64_t out = (in + s - 1) / s, total = std::max<int64_t>((out - 1) * s + k - in, 0);
+  return {out, total / 2, total - total / 2};
+}
+
+Geometry PoolGeometry(int64_t in, const PoolSpec& p) {
+  if (p.same) return ConvGeometry(in, p.k, p.stride, Padding::kSame, 0);
+  if (!p.ceil_mode) return {(in - p.k) / p.stride + 1, 0, 0};
+  int64_t out = (in - p.k + p.stride - 1) / p.stride + 1;
+  if ((out - 1) * p.stride >= in) --out;  // the last window starts inside the input
+  return {out, 0, std::max<int64_t>(0, (out - 1) * p.stride + p.k - in)};
+}
+
+// The plain layouts oneDNN's blocked formats are compared with (ResidualDown keeps o's).
+constexpr Tag kLayouts[] = {Tag::nChw16c, Tag::nChw8c, Tag::nchw, Tag::nhwc};
+
+Tag LayoutOf(const memory::desc& md) {
+  for (Tag t : kLayouts) {
+    if (md == memory::desc(md.dims(), kF32, t)) return t;
+  }
+  throw std::runtime_error("onednn::Program: an activation in an unexpected layout");
+}
+
+// Element offset of (n,c,h,w) in a 4-D layout with at most one inner block, on channels.
+struct Indexer {
+  explicit Indexer(const memory::desc& md) {
+    const auto& b = md.data.format_desc.blocking;
+    for (int i = 0; i < 4; ++i) st[i] = b.strides[i];
+    blk = b.inner_nblks == 1 ? b.inner_blks[0] : 1;
+    off0 = md.data.offset0;
+  }
+  int64_t operator()(int64_t n, int64_t c, int64_t h, int64_t w) const {
+    return off0 + n * st[0] + (c / blk) * st[1] + h * st[2] + w * st[3] + c % blk;
+  }
+  int64_t st[4];
+  int64_t blk, off0;
+};
+
+}  // namespace
+
+bool Usable(const at::Tensor& x) {
+  return x.defined() && x.is_cpu() && x.layout() == at::kStrided && x.scalar_type() == at::kFloat &&
+         x.dim() == 4 && !at::autocast::is_cpu_enabled();
+}
+
+bool Enabled() {
+  const char* v = std::getenv("FUSION_ONEDNN");
+  return v == nullptr || std::string_view(v) != "0";
+}
+
+enum class Kind { kConv, kPool, kRelu, kResidualDown, kConcat, kAdd, kUpsample };
+
+struct Program::Builder::Op {
+  Kind kind;
+  std::vector<int> in;  // values read; a conv's sum is in[1]
+  ConvSpec conv;
+  PoolSpec pool;
+  at::Tensor packed;  // the weight in packed_md (after Build)
+  memory::desc packed_md, plain_md, source_md;  // plain: dense OIHW (goihw); source: as given
+  int factor = 1;     // kUpsample
+};
+
+using Op = Program::Builder::Op;
+
+int Program::Builder::Push(Op op) {
+  ops_.push_back(std::make_shared<Op>(std::move(op)));
+  return static_cast<int>(ops_.size());
+}
+
+int Program::Builder::Conv(int x, ConvSpec spec) {
+  Op op{Kind::kConv, {x}, std::move(spec)};
+  if (op.conv.sum >= 0) op.in.push_back(op.conv.sum);
+  return Push(std::move(op));
+}
+int Program::Builder::Pool(int x, PoolSpec spec) { return Push(Op{Kind::kPool, {x}, {}, spec}); }
+int Program::Builder::Relu(int x) { return Push(Op{Kind::kRelu, {x}}); }
+int Program::Builder::ResidualDown(int o, int pooled) { return Push(Op{Kind::kResidualDown, {o, pooled}}); }
+int Program::Builder::Concat(std::vector<int> xs) { return Push(Op{Kind::kConcat, std::move(xs)}); }
+int Program::Builder::Add(std::vector<int> xs) { return Push(Op{Kind::kAdd, std::move(xs)}); }
+int Program::Builder::Upsample(int x, int factor) {
+  Op op{Kind::kUpsample, {x}};
+  op.factor = factor;
+  return Push(std::move(op));
+}
+void Program::Builder::MarkOutput(int v) { outputs_.push_back(v); }
+
+// Where an argument's memory comes from at run time.
+struct Arg {
+  enum Src { kValue, kConst, kTemp, kScratch, kRuntime } src;
+  int arg;                 // DNNL_ARG_*
+  int index = 0;           // kValue: value id; kTemp: temp id
+  const void* data = nullptr;  // kConst
+  memory::desc md;
+};
+
+struct Step {
+  dnnl::primitive prim;
+  std::vector<Arg> args;
+  bool residual_down = false;  // custom: args = {o, pooled, out}
+};
+
+struct Plan {
+  std::vector<memory::desc> value_md;  // per value; [0] = the input
+  std::vector<int64_t> value_offset;   // arena offset (-1: the input)
+  std::vector<memory::desc> temp_md;
+  std::vector<int64_t> temp_offset;
+  std::vector<Step> steps;
+  std::vector<std::pair<dnnl::reorder, memory::desc>> out_reorders;  // value md -> nchw
+  int64_t scratch_offset = 0, arena_bytes = 0;
+  std::vector<std::string> impls;
+};
+
+struct Program::Impl {
+  std::vector<std::shared_ptr<Op>> ops;
+  std::vector<int> outputs;
+  int channels = 0;
+  bool allow_padding = false;
+  std::string described;
+
+  mutable std::mutex mu;
+  mutable std::map<std::vector<int64_t>, std::shared_ptr<const Plan>> plans;
+  mutable std::list<std::vector<int64_t>> order;  // oldest first
+
+  std::shared_ptr<const Plan> MakePlan(const Dims& input, bool any_weights) const;
+  std::shared_ptr<const Plan> PlanFor(const Dims& input) const;
+};
+
+namespace {
+
+dnnl::primitive_attr UserScratch() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+// Lays buffers out in one arena: a buffer lives from its first definition to its last use;
+// buffers whose lives do not overlap may share bytes. Returns the arena size.
+int64_t LayOut(const std::vector<std::pair<int, int>>& life, const std::vector<int64_t>& bytes,
+               std::vector<int64_t>& offset) {
+  struct Live { int64_t begin, end; int last; };
+  std::vector<Live> live;
+  int64_t top = 0;
+  std::vector<size_t> order(life.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return life[a].first < life[b].first; });
+  offset.assign(life.size(), 0);
+  for (size_t i : order) {
+    const int64_t size = (bytes[i] + 63) / 64 * 64;
+    live.erase(std::remove_if(live.begin(), live.end(), [&](const Live& l) { return l.last < life[i].first; }),
+               live.end());
+    std::sort(live.begin(), live.end(), [](const Live& a, const Live& b) { return a.begin < b.begin; });
+    int64_t at = 0;
+    for (const Live& l : live) {
+      if (l.begin - at >= size) break;
+      at = std::max(at, l.end);
+    }
+    offset[i] = at;
+    live.push_back({at, at + size, life[i].second});
+    top = std::max(top, at + size);
+  }
+  return top;
+}
+
+}  // namespace
+
+std::shared_ptr<const Plan> Program::Impl::MakePlan(const Dims& key, bool any_weights) const {
+  auto plan = std::make_shared<Plan>();
+  Plan& p = *plan;
+  const size_t nv = ops.size() + 1;
+  p.value_md.resize(nv);
+  const Dims input(key.begin(), key.begin() + 4);  // key[4]: 1 = channels-last input
+  p.value_md[0] = memory::desc(input, kF32, key[4] ? Tag::nhwc : Tag::nchw);
+  std::vector<int> buffer_of(nv);  // values sharing a buffer (a conv summed in place)
+  for (size_t v = 0; v < nv; ++v) buffer_of[v] = static_cast<int>(v);
+  std::vector<std::pair<int, int>> temp_life;
+  int64_t scratch = 0;
+  auto note = [&](const auto& pd) {
+    scratch = std::max<int64_t>(scratch, pd.scratchpad_desc().get_size());
+    p.impls.push_back(pd.impl_info_str());
+  };
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = *ops[i];
+    const int v = static_cast<int>(i + 1);
+    const memory::desc& src = p.value_md[op.in[0]];
+    const Dims sd = src.dims();
+    if (op.kind == Kind::kConv) {
+      const ConvSpec& c = op.conv;
+      const int64_t out_c = c.depthwise ? sd[1] : op.plain_md.dims()[0];
+      const int k = static_cast<int>(op.plain_md.dims()[c.depthwise ? 3 : 2]);
+      const Geometry gh = ConvGeometry(sd[2], k, c.stride, c.padding, c.pad);
+      const Geometry gw = ConvGeometry(sd[3], k, c.stride, c.padding, c.pad);
+      const Dims dd = {sd[0], out_c, gh.out, gw.out};
+      memory::desc dst(dd, kF32, Tag::nhwc);
+      if (c.sum >= 0) {
+        dst = p.value_md[c.sum];
+        if (dst.dims() != dd) throw std::runtime_error(absl::StrCat("onednn::Program: conv '", c.name, "' sums a value of another shape"));
+        buffer_of[v] = buffer_of[c.sum];
+      }
+      const memory::desc wmd = any_weights ? memory::desc(op.plain_md.dims(), kF32, Tag::any) : op.packed_md;
+      const memory::desc bmd = c.bias.defined() ? memory::desc({out_c}, kF32, Tag::a) : memory::desc();
+      dnnl::post_ops po;
+      const memory::desc cmd({1, out_c, 1, 1}, kF32, Tag::nchw);
+      const bool affine = c.scale.defined() || c.affine_arg >= 0;
+      if (affine) {
+        po.append_binary(dnnl::algorithm::binary_mul, cmd);
+        po.append_binary(dnnl::algorithm::binary_add, cmd);
+      }
+      if (c.sum >= 0) po.append_sum(1.f);
+      if (c.act == Activation::kRelu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+      if (c.act == Activation::kLeakyRelu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, c.alpha, 0.f);
+      if (c.act == Activation::kClip) po.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, 0.f, c.alpha);
+      dnnl::primitive_attr attr = UserScratch();
+      attr.set_post_ops(po);
+      // Activations are NHWC: oneDNN 2.6's AVX-512 brgemm kernels want it, and take binary
+      // post-ops only there (measured: nChw16c + binary post-ops falls to ref:any). Should a
+      // JIT kernel refuse it anyway, the layout oneDNN wants, reordered into.
+      const memory::desc nhwc(sd, kF32, Tag::nhwc);
+      memory::desc conv_src = nhwc;
+      auto make = [&](const memory::desc& w) {
+        dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                          conv_src, w, bmd, dst, {c.stride, c.stride}, {gh.before, gw.before},
+                                          {gh.after, gw.after});
+        dnnl::convolution_forward::primitive_desc pd(d, attr, Engine());
+        if (conv_src == nhwc && std::string_view(pd.impl_info_str()).substr(0, 4) == "ref:") {
+          conv_src = memory::desc(sd, kF32, Tag::any);
+          dnnl::convolution_forward::desc any(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                              conv_src, w, bmd, dst, {c.stride, c.stride}, {gh.before, gw.before},
+                                              {gh.after, gw.after});
+          pd = dnnl::convolution_forward::primitive_desc(any, attr, Engine());
+          conv_src = pd.src_desc();
+        }
+        return pd;
+      };
+      dnnl::convolution_forward::primitive_desc pd;
+      int weight_temp = -1;
+      auto is_ref = [](const auto& d) { return std::string_view(d.impl_info_str()).substr(0, 4) == "ref:"; };
+      bool repack = false;  // the packed layout has no JIT kernel at this shape
+      try {
+        pd = make(wmd);
+        if (any_weights && !allow_padding && pd.weights_desc().get_size() > op.plain_md.get_size() &&
+            !c.depthwise) {
+          // Padded (output channels below the vector width): HWIO through oneDNN's JIT GEMM
+          // instead, when it has a kernel, so the packed bytes stay the parameters'.
+          const memory::desc hwio(op.plain_md.dims(), kF32, Tag::hwio);
+          try {
+            dnnl::convolution_forward::primitive_desc alt = make(hwio);
+            if (!is_ref(alt)) pd = alt;
+          } catch (const dnnl::error&) {
+          }
+        }
+        repack = !any_weights && is_ref(pd);
+      } catch (const dnnl::error&) {
+        repack = true;
+      }
+      if (repack) {
+        // oneDNN's brgemm kernels block the weights by shape (e.g. Acdb64a at 13x13, Acdb32a at
+        // 32x32) and fall to ref:any (100-1000x slower) for another blocking: reorder the
+        // packed weights per run into the layout this shape's kernel wants (a temp).
+        pd = make(memory::desc(op.plain_md.dims(), kF32, Tag::any));
+        weight_temp = static_cast<int>(p.temp_md.size());
+        p.temp_md.push_back(pd.weights_desc());
+        temp_life.push_back({v, v});
+        Step r{dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), op.packed_md, Engine(), pd.weights_desc())),
+               {{Arg::kConst, DNNL_ARG_FROM, 0, op.packed.data_ptr(), op.packed_md},
+                {Arg::kTemp, DNNL_ARG_TO, weight_temp, nullptr, pd.weights_desc()}}};
+        p.steps.push_back(std::move(r));
+        p.impls.push_back("reorder(weights)");
+      }
+      note(pd);
+      Arg src_arg{Arg::kValue, DNNL_ARG_SRC, op.in[0], nullptr, pd.src_desc()};
+      if (pd.src_desc() != src) {  // reorder the source into a temp first
+        const int t = static_cast<int>(p.temp_md.size());
+        p.temp_md.push_back(pd.src_desc());
+        temp_life.push_back({v, v});
+        p.steps.push_back({dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), src, Engine(), pd.src_desc())),
+                           {{Arg::kValue, DNNL_ARG_FROM, op.in[0], nullptr, src},
+                            {Arg::kTemp, DNNL_ARG_TO, t, nullptr, pd.src_desc()}}});
+        p.impls.push_back("reorder");
+        src_arg = {Arg::kTemp, DNNL_ARG_SRC, t, nullptr, pd.src_desc()};
+      }
+      p.value_md[v] = pd.dst_desc();
+      Step s{dnnl::convolution_forward(pd), {}};
+      s.args.push_back(src_arg);
+      if (weight_temp >= 0) {
+        s.args.push_back({Arg::kTemp, DNNL_ARG_WEIGHTS, weight_temp, nullptr, pd.weights_desc()});
+      } else {
+        s.args.push_back({Arg::kConst, DNNL_ARG_WEIGHTS, 0, any_weights ? nullptr : op.packed.data_ptr(), pd.weights_desc()});
+      }
+      if (c.bias.defined()) s.args.push_back({Arg::kConst, DNNL_ARG_BIAS, 0, c.bias.data_ptr(), bmd});
+      if (c.scale.defined()) {
+        s.args.push_back({Arg::kConst, DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, 0, c.scale.data_ptr(), cmd});
+        s.args.push_back({Arg::kConst, DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1, 0, c.shift.data_ptr(), cmd});
+      } else if (c.affine_arg >= 0) {
+        s.args.push_back({Arg::kRuntime, DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, c.affine_arg, nullptr, cmd});
+        s.args.push_back({Arg::kRuntime, DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1, c.affine_arg + 1, nullptr, cmd});
+      }
+      s.args.push_back({Arg::kValue, DNNL_ARG_DST, v, nullptr, pd.dst_desc()});
+      s.args.push_back({Arg::kScratch, DNNL_ARG_SCRATCHPAD, 0, nullptr, pd.scratchpad_desc()});
+      p.steps.push_back(std::move(s));
+    } else if (op.kind == Kind::kPool) {
+      const PoolSpec& ps = op.pool;
+      const Geometry gh = PoolGeometry(sd[2], ps), gw = PoolGeometry(sd[3], ps);
+      const memory::desc dst({sd[0], sd[1], gh.out, gw.out}, kF32, Tag::nhwc);
+      dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference,
+                                    ps.max ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding,
+                                    src, dst, {ps.stride, ps.stride}, {ps.k, ps.k}, {gh.before, gw.before},
+                                    {gh.after, gw.after});
+      dnnl::pooling_forward::primitive_desc pd(d, UserScratch(), Engine());
+      note(pd);
+      p.value_md[v] = pd.dst_desc();
+      p.steps.push_back({dnnl::pooling_forward(pd),
+                         {{Arg::kValue, DNNL_ARG_SRC, op.in[0], nullptr, pd.src_desc()},
+                          {Arg::kValue, DNNL_ARG_DST, v, nullptr, pd.dst_desc()},
+                          {Arg::kScratch, DNNL_ARG_SCRATCHPAD, 0, nullptr, pd.scratchpad_desc()}}});
+    } else if (op.kind == Kind::kRelu) {
+      dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::eltwise_relu, src, 0.f, 0.f);
+      dnnl::eltwise_forward::primitive_desc pd(d, UserScratch(), Engine());
+      note(pd);
+      p.value_md[v] = pd.dst_desc();
+      p.steps.push_back({dnnl::eltwise_forward(pd),
+                         {{Arg::kValue, DNNL_ARG_SRC, op.in[0], nullptr, pd.src_desc()},
+                          {Arg::kValue, DNNL_ARG_DST, v, nullptr, pd.dst_desc()},
+                          {Arg::kScratch, DNNL_ARG_SCRATCHPAD, 0, nullptr, pd.scratchpad_desc()}}});
+    } else if (op.kind == Kind::kConcat || op.kind == Kind::kAdd) {
+      std::vector<memory::desc> srcs;
+      int64_t channels = 0;
+      for (int r : op.in) {
+        srcs.push_back(p.value_md[r]);
+        channels += p.value_md[r].dims()[1];
+      }
+      Dims dd = sd;
+      if (op.kind == Kind::kConcat) dd[1] = channels;
+      const memory::desc dst(dd, kF32, Tag::nhwc);
+      Step s;
+      if (op.kind == Kind::kConcat) {
+        dnnl::concat::primitive_desc pd(dst, 1, srcs, Engine(), UserScratch());
+        note(pd);
+        s.prim = dnnl::concat(pd);
+        s.args.push_back({Arg::kScratch, DNNL_ARG_SCRATCHPAD, 0, nullptr, pd.scratchpad_desc()});
+      } else {
+        dnnl::sum::primitive_desc pd(dst, std::vector<float>(srcs.size(), 1.f), srcs, Engine(), UserScratch());
+        note(pd);
+        s.prim = dnnl::sum(pd);
+        s.args.push_back({Arg::kScratch, DNNL_ARG_SCRATCHPAD, 0, nullptr, pd.scratchpad_desc()});
+      }
+      for (size_t k = 0; k < op.in.size(); ++k) {
+        s.args.push_back({Arg::kValue, static_cast<int>(DNNL_ARG_MULTIPLE_SRC + k), op.in[k], nullptr, srcs[k]});
+      }
+      p.value_md[v] = dst;
+      s.args.push_back({Arg::kValue, DNNL_ARG_DST, v, nullptr, dst});
+      p.steps.push_back(std::move(s));
+    } else if (op.kind == Kind::kUpsample) {
+      const memory::desc dst({sd[0], sd[1], sd[2] * op.factor, sd[3] * op.factor}, kF32, Tag::nhwc);
+      const float f = static_cast<float>(op.factor);
+      dnnl::resampling_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::resampling_nearest,
+                                       {f, f}, src, dst);
+      dnnl::resampling_forward::primitive_desc pd(d, UserScratch(), Engine());
+      note(pd);
+      p.value_md[v] = dst;
+      p.steps.push_back({dnnl::resampling_forward(pd),
+                         {{Arg::kValue, DNNL_ARG_SRC, op.in[0], nullptr, src},
+                          {Arg::kValue, DNNL_ARG_DST, v, nullptr, dst},
+                          {Arg::kScratch, DNNL_ARG_SCRATCHPAD, 0, nullptr, pd.scratchpad_desc()}}});
+    } else {  // kResidualDown
+      const Dims od = src.dims(), pdims = p.value_md[op.in[1]].dims();
+      if (od[1] < pdims[1] || od[2] > pdims[2] || od[3] > pdims[3]) {
+        throw std::runtime_error("onednn::Program: ResidualDown shapes do not nest");
+      }
+      p.value_md[v] = memory::desc({od[0], od[1], pdims[2], pdims[3]}, kF32, LayoutOf(src));
+      LayoutOf(p.value_md[op.in[1]]);  // checks the layout is one Indexer reads
+      Step s;
+      s.residual_down = true;
+      s.args = {{Arg::kValue, 0, op.in[0], nullptr, src},
+                {Arg::kValue, 0, op.in[1], nullptr, p.value_md[op.in[1]]},
+                {Arg::kValue, 0, v, nullptr, p.value_md[v]}};
+      p.steps.push_back(std::move(s));
+      p.impls.push_back("residual_down:native");
+    }
+  }
+  // Buffers: live from their first definition to their last read (outputs to the end).
+  std::vector<std::pair<int, int>> life;
+  std::vector<int64_t> bytes;
+  std::map<int, size_t> slot;  // buffer id -> index in life
+  for (size_t v = 1; v < nv; ++v) {
+    const int b = buffer_of[v];
+    if (!slot.count(b)) {
+      slot[b] = life.size();
+      life.push_back({static_cast<int>(v), static_cast<int>(v)});
+      bytes.push_back(static_cast<int64_t>(p.value_md[b].get_size()));
+    }
+    life[slot[b]].second = std::max(life[slot[b]].second, static_cast<int>(v));
+  }
+  for (size_t i = 0; i < ops.size(); ++i) {
+    for (int r : ops[i]->in) {
+      if (r > 0) life[slot[buffer_of[r]]].second = std::max(life[slot[buffer_of[r]]].second, static_cast<int>(i + 1));
+    }
+  }
+  for (int out : outputs) life[slot[buffer_of[out]]].second = static_cast<int>(nv);
+  const size_t nbuf = life.size();
+  for (size_t t = 0; t < p.temp_md.size(); ++t) {
+    life.push_back(temp_life[t]);
+    bytes.push_back(static_cast<int64_t>(p.temp_md[t].get_size()));
+  }
+  std::vector<int64_t> offset;
+  p.scratch_offset = LayOut(life, bytes, offset);
+  p.arena_bytes = p.scratch_offset + (scratch + 63) / 64 * 64;
+  p.value_offset.assign(nv, -1);
+  for (size_t v = 1; v < nv; ++v) p.value_offset[v] = offset[slot[buffer_of[v]]];
+  for (size_t t = 0; t < p.temp_md.size(); ++t) p.temp_offset.push_back(offset[nbuf + t]);
+  for (int out : outputs) {
+    const memory::desc plain(p.value_md[out].dims(), kF32, Tag::nhwc);
+    p.out_reorders.push_back(
+        {dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), p.value_md[out], Engine(), plain)), plain});
+  }
+  return plan;
+}
+
+std::shared_ptr<const Plan> Program::Impl::PlanFor(const Dims& input) const {
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = plans.find(input);
+  if (it != plans.end()) return it->second;
+  std::shared_ptr<const Plan> plan = MakePlan(input, /*any_weights=*/false);
+  if (plans.size() >= static_cast<size_t>(kMaxPlans)) {
+    plans.erase(order.front());
+    order.pop_front();
+  }
+  plans.emplace(input, plan);
+  order.push_back(input);
+  return plan;
+}
+
+absl::StatusOr<std::unique_ptr<Program>> Program::Builder::Build(int c, int h, int w) && {
+  auto impl = std::make_unique<Program::Impl>();
+  impl->channels = c;
+  impl->outputs = outputs_;
+  impl->allow_padding = allow_padding_;
+  const int nv = static_cast<int>(ops_.size()) + 1;
+  std::vector<int> last_read(nv, -1);
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    for (int r : ops_[i]->in) {
+      if (r < 0 || r > static_cast<int>(i)) return absl::InvalidArgumentError("onednn::Program: a value read before it is made");
+      last_read[r] = static_cast<int>(i);
+    }
+  }
+  for (int out : outputs_) {
+    if (out <= 0 || out >= nv) return absl::InvalidArgumentError("onednn::Program: an output that is no op's value");
+  }
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    Op& op = *ops_[i];
+    if (op.kind != Kind::kConv) continue;
+    const ConvSpec& cs = op.conv;
+    if (cs.sum == 0 || (cs.sum > 0 && (last_read[cs.sum] != static_cast<int>(i) ||
+                                       std::count(outputs_.begin(), outputs_.end(), cs.sum)))) {
+      return absl::InvalidArgumentError(absl::StrCat("onednn::Program: conv '", cs.name,
+                                                     "' sums a value read later (or the input)"));
+    }
+    if (!cs.weight.defined() || cs.weight.dim() != 4 || cs.weight.scalar_type() != at::kFloat ||
+        !cs.weight.is_cpu()) {
+      return absl::InvalidArgumentError(absl::StrCat("onednn::Program: conv '", cs.name, "': weight is not OIHW fp32"));
+    }
+    const auto ws = cs.weight.sizes();
+    const auto st = cs.weight.strides();
+    op.plain_md = cs.depthwise ? memory::desc({ws[0], 1, 1, ws[2], ws[3]}, kF32, Tag::goihw)
+                               : memory::desc({ws[0], ws[1], ws[2], ws[3]}, kF32, Tag::oihw);
+    // Packed straight from the weight as given (e.g. a permuted view of the TF.js HWIO tensor).
+    op.source_md = cs.depthwise ? memory::desc({ws[0], 1, 1, ws[2], ws[3]}, kF32, Dims{st[0], st[1], st[1], st[2], st[3]})
+                                : memory::desc({ws[0], ws[1], ws[2], ws[3]}, kF32, Dims{st[0], st[1], st[2], st[3]});
+  }
+  impl->ops = std::move(ops_);
+  try {
+    // The layouts oneDNN picks at the usual shape; every later plan asks for exactly them.
+    std::shared_ptr<const Plan> probe = impl->MakePlan({1, c, h, w, 0}, /*any_weights=*/true);
+    dnnl::stream stream(Engine());
+    size_t step = 0;  // conv ops and the steps with weights come in the same order
+    for (auto& opp : impl->ops) {
+      Op& op = *opp;
+      if (op.kind != Kind::kConv) continue;
+      while (step < probe->steps.size() &&
+             std::none_of(probe->steps[step].args.begin(), probe->steps[step].args.end(),
+                          [](const Arg& a) { return a.arg == DNNL_ARG_WEIGHTS; })) {
+        ++step;
+      }
+      const Arg& wa = *std::find_if(probe->steps[step].args.begin(), probe->steps[step].args.end(),
+                                    [](const Arg& a) { return a.arg == DNNL_ARG_WEIGHTS; });
+      ++step;
+      op.packed_md = wa.md;
+      op.packed = at::empty({static_cast<int64_t>(op.packed_md.get_size())}, at::TensorOptions().dtype(at::kByte));
+      memory from(op.source_md, Engine(), op.conv.weight.data_ptr());
+      memory to(op.packed_md, Engine(), op.packed.data_ptr());
+      dnnl::reorder(from, to).execute(stream, from, to);
+      stream.wait();
+      op.conv.weight = at::Tensor();  // the packed copy is the resident one (freed as we go when
+                                      // the caller passed the only reference)
+    }
+    stream.wait();
+    impl->described = absl::StrJoin(probe->impls, " ");
+    impl->PlanFor({1, c, h, w, 0});
+  } catch (const dnnl::error& e) {
+    return absl::InvalidArgumentError(absl::StrCat("onednn::Program: ", e.what()));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("onednn::Program: ", e.what()));
+  }
+  return std::unique_ptr<Program>(new Program(std::move(impl)));
+}
+
+Program::Program(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Program::~Program() = default;
+
+namespace {
+
+void RunResidualDown(const Step& s, const std::vector<char*>& ptr) {
+  const memory::desc &om = s.args[0].md, &pm = s.args[1].md, &rm = s.args[2].md;
+  const Indexer oi(om), pi(pm), ri(rm);
+  const float* o = reinterpret_cast<const float*>(ptr[0]);
+  const float* pp = reinterpret_cast<const float*>(ptr[1]);
+  float* r = reinterpret_cast<float*>(ptr[2]);
+  std::fill(r, r + rm.get_size() / sizeof(float), 0.f);
+  const Dims od = om.dims(), pd = pm.dims(), rd = rm.dims();
+  for (int64_t n = 0; n < rd[0]; ++n) {
+    for (int64_t c = 0; c < rd[1]; ++c) {
+      for (int64_t h = 0; h < rd[2]; ++h) {
+        for (int64_t w = 0; w < rd[3]; ++w) {
+          const float a = h < od[2] && w < od[3] ? o[oi(n, c, h, w)] : 0.f;
+          const float b = c < pd[1] ? pp[pi(n, c, h, w)] : 0.f;
+          r[ri(n, c, h, w)] = std::max(a + b, 0.f);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<at::Tensor> Program::Run(const at::Tensor& input, const std::vector<at::Tensor>& args_in) const {
+  TORCH_CHECK(Usable(input), "onednn::Program: input must be a 4-D float32 CPU tensor, got ", input.sizes(), " ",
+              input.scalar_type());
+  TORCH_CHECK(input.size(1) == impl_->channels, "onednn::Program: input has ", input.size(1), " channels, not ",
+              impl_->channels);
+  // NCHW or channels-last (a Program's own output) as given; anything else made NCHW.
+  const bool nhwc = !input.is_contiguous() && input.is_contiguous(at::MemoryFormat::ChannelsLast);
+  const at::Tensor x = nhwc ? input : input.contiguous();
+  Dims key(x.sizes().begin(), x.sizes().end());
+  key.push_back(nhwc ? 1 : 0);
+  std::shared_ptr<const Plan> plan = impl_->PlanFor(key);
+  const Plan& p = *plan;
+  const at::Tensor arena = at::empty({std::max<int64_t>(p.arena_bytes, 1)}, x.options().dtype(at::kByte));
+  char* base = static_cast<char*>(arena.data_ptr());
+  dnnl::stream stream(Engine());
+  std::unordered_map<int, memory> args;
+  std::vector<char*> ptrs;
+  for (const Step& s : p.steps) {
+    args.clear();
+    ptrs.clear();
+    for (const Arg& a : s.args) {
+      char* ptr = nullptr;
+      switch (a.src) {
+        case Arg::kValue:
+          ptr = a.index == 0 ? static_cast<char*>(x.data_ptr()) : base + p.value_offset[a.index];
+          break;
+        case Arg::kConst: ptr = const_cast<char*>(static_cast<const char*>(a.data)); break;
+        case Arg::kTemp: ptr = base + p.temp_offset[a.index]; break;
+        case Arg::kScratch: ptr = base + p.scratch_offset; break;
+        case Arg::kRuntime: {
+          TORCH_CHECK(a.index < static_cast<int>(args_in.size()), "onednn::Program: Run lacks argument ", a.index);
+          const at::Tensor& t = args_in[a.index];
+          TORCH_CHECK(t.is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous() &&
+                          static_cast<size_t>(t.nbytes()) == a.md.get_size(),
+                      "onednn::Program: argument ", a.index, " is not a contiguous fp32 CPU tensor of ",
+                      a.md.get_size() / 4, " values");
+          ptr = static_cast<char*>(t.data_ptr());
+          break;
+        }
+      }
+      ptrs.push_back(ptr);
+      if (!s.residual_down) args.emplace(a.arg, memory(a.md, Engine(), ptr));
+    }
+    if (s.residual_down) {
+      RunResidualDown(s, ptrs);
+    } else {
+      s.prim.execute(stream, args);
+    }
+  }
+  std::vector<at::Tensor> outs;
+  for (size_t i = 0; i < impl_->outputs.size(); ++i) {
+    const int v = impl_->outputs[i];
+    const auto& [reorder, plain] = p.out_reorders[i];
+    const Dims d = plain.dims();
+    at::Tensor out = at::empty({d[0], d[1], d[2], d[3]}, x.options().memory_format(at::MemoryFormat::ChannelsLast));
+    memory from(p.value_md[v], Engine(), base + p.value_offset[v]);
+    memory to(plain, Engine(), out.data_ptr());
+    reorder.execute(stream, from, to);
+    outs.push_back(std::move(out));
+  }
+  stream.wait();
+  return outs;
+}
+
+std::vector<std::string> Program::packed_names() const {
+  std::vector<std::string> names;
+  for (const auto& op : impl_->ops) {
+    if (op->kind == Kind::kConv) names.push_back(op->conv.name);
+  }
+  return names;
+}
+
+uint64_t Program::PackedBytes() const {
+  uint64_t bytes = 0;
+  for (const auto& op : impl_->ops) {
+    if (op->packed.defined()) bytes += op->packed.nbytes();
+  }
+  return bytes;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> Program::PlainWeights() const {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  dnnl::stream stream(Engine());
+  for (const auto& op : impl_->ops) {
+    if (!op->packed.defined()) continue;
+    const Dims d = op->plain_md.dims();
+    at::Tensor w = op->conv.depthwise ? at::empty({d[0], 1, d[3], d[4]}) : at::empty({d[0], d[1], d[2], d[3]});
+    memory from(op->packed_md, Engine(), op->packed.data_ptr());
+    memory to(op->plain_md, Engine(), w.data_ptr());
+    dnnl::reorder(from, to).execute(stream, from, to);
+    out.emplace_back(op->conv.name, std::move(w));
+  }
+  stream.wait();
+  return out;
+}
+
+std::string Program::Describe() const { return impl_->described; }
+
+std::string Program::Describe(at::IntArrayRef sizes) const {
+  Dims key(sizes.begin(), sizes.end());
+  key.push_back(0);
+  return absl::StrJoin(impl_->PlanFor(key)->impls, " ");
+}
+
+}  // namespace fusion::onednn

@@ -1,0 +1,133 @@
+// onednn::Program: a small convolutional network compiled for oneDNN on the CPU (issue #12).
+//
+// Why: calling at::mkldnn_convolution per layer re-lays out every activation (NCHW -> blocked
+// -> NCHW) and every weight (OIHW -> blocked) on each call, with no fusion. A Program keeps the
+// activations in NHWC (what oneDNN 2.6's AVX-512 kernels want) from the input to the outputs, holds each weight
+// reordered once (at Build) into the layout its convolution wants, fuses bias, a per-channel
+// affine, a residual sum and the activation into the convolution (oneDNN post-ops), writes a
+// residual sum in place, and packs every activation of one run into one arena by liveness.
+// The oneDNN used is the one LibTorch links (Debian libdnnl2 2.6).
+//
+// Tensors: Run takes x [N,C,H,W] float32 CPU, NCHW-contiguous or channels-last (another
+// Program's output; anything else is made contiguous) and returns the marked outputs as dense
+// float32 [N,C',H',W'] CPU tensors in channels-last memory format (oneDNN's NHWC, which the
+// activations use throughout), in MarkOutput order.
+// Weights are packed in the layout oneDNN picks, unless that is larger than the plain weight
+// (output channels padded to its vector width): then HWIO (its JIT GEMM kernel), so that the
+// packed bytes equal the fp32 parameters (what the catalogue charges and the meter measures);
+// Builder::AllowPadding() keeps the padded layout instead.
+// Memory (DESIGN §3): the packed weights, the arena (activations of one run) and oneDNN's
+// scratchpad (user mode) are c10 CPU allocations, so the budget allocator charges them to the
+// caller's device scope: the weights to the model's scope at Build (a packed weight replaces
+// the plain one: the network drops it, see packed_names()), a run's buffers to the stage that
+// runs it (freed when Run returns). Not charged: oneDNN's primitive objects and JIT code
+// (library heap, tens of KB per layer and input shape; at most kMaxPlans shapes are kept).
+// Shapes: the convolution/pool geometry is computed per input shape (TF "SAME" padding depends
+// on the side); each new shape builds a plan (primitive descriptors, arena layout) once.
+// Errors: Build returns INVALID_ARGUMENT for an inconsistent graph; Run throws dnnl::error or
+// c10::Error (callers catch at their edge, as for LibTorch ops).
+// Thread-safety: Run is const and may run concurrently (plans are built under a mutex and
+// immutable after; each run has its own arena and scratchpad).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace fusion::onednn {
+
+// The CPU fast path is usable: fp32 input on the CPU, no CPU autocast active.
+bool Usable(const at::Tensor& x);
+// Networks compile Programs at Create unless the environment sets FUSION_ONEDNN=0 (the at::
+// path then: for A/B measurements in one process, and as a way out should oneDNN misbehave).
+bool Enabled();
+
+enum class Activation { kNone, kRelu, kLeakyRelu, kClip };  // kClip: min(max(x, 0), alpha)
+enum class Padding { kValid, kSame, kExplicit };            // kSame: TensorFlow's (asymmetric)
+
+struct ConvSpec {
+  std::string name;       // the weight's name (packed_names(), PlainWeights())
+  at::Tensor weight;      // OIHW fp32 contiguous CPU; depthwise: [C,1,k,k]
+  at::Tensor bias;        // [O] or undefined
+  at::Tensor scale;       // optional [O]: y = (conv + bias) * scale + shift
+  at::Tensor shift;       // optional [O] (with scale)
+  int stride = 1;
+  bool depthwise = false;
+  Padding padding = Padding::kValid;
+  int pad = 0;            // kExplicit: on every side
+  Activation act = Activation::kNone;
+  float alpha = 0;        // kLeakyRelu: slope; kClip: upper bound
+  int sum = -1;           // a value added before the activation; the conv writes into its buffer,
+                          // so this must be that value's last use (and not the input)
+  int affine_arg = -1;    // instead of scale/shift: Run's args[affine_arg], args[affine_arg + 1]
+                          // (computed per call, e.g. from batch-norm statistics: nothing resident)
+};
+
+struct PoolSpec {
+  bool max = true;        // else average (no padding)
+  int k = 2, stride = 2;
+  bool ceil_mode = false; // max: a last window starting inside the input (torch ceil_mode)
+  bool same = false;      // max: TF "SAME" (padded windows ignore the outside)
+};
+
+class Program {
+ public:
+  class Builder {
+   public:
+    int input() const { return 0; }
+    int Conv(int x, ConvSpec spec);
+    int Pool(int x, PoolSpec spec);
+    int Relu(int x);
+    int Concat(std::vector<int> xs);  // along channels
+    int Add(std::vector<int> xs);     // elementwise sum of equal shapes
+    int Upsample(int x, int factor);  // nearest, as at::upsample_nearest2d by an integer factor
+    // dlib's strided shortcut (FaceRecognitionNet ResidualDown): relu(o' + p') where o' is o
+    // zero-padded at the bottom/right to p's size and p' is p zero-extended to o's channels.
+    int ResidualDown(int o, int pooled);
+    void MarkOutput(int v);
+    // Keeps oneDNN's padded layouts (faster for convolutions with few output channels, e.g.
+    // ESRGAN's 64->4 and 48->3; measured 1.2-1.3x for the whole net): the packed bytes then
+    // exceed the parameters' (PackedBytes() says by how much; the budget's meter measures it).
+    void AllowPadding() { allow_padding_ = true; }
+    // Packs every convolution's weight for an input [1,c,h,w] (the network's usual size).
+    absl::StatusOr<std::unique_ptr<Program>> Build(int c, int h, int w) &&;
+
+    struct Op;  // program.cc
+
+   private:
+    int Push(Op op);
+    std::vector<std::shared_ptr<Op>> ops_;  // ops_[v - 1] produces value v
+    std::vector<int> outputs_;
+    bool allow_padding_ = false;
+  };
+
+  ~Program();
+  // args: the per-call [O] fp32 contiguous tensors that ConvSpec::affine_arg names.
+  std::vector<at::Tensor> Run(const at::Tensor& x, const std::vector<at::Tensor>& args = {}) const;
+
+  // Names of the weights held packed (no longer needed in their plain form), and their bytes.
+  std::vector<std::string> packed_names() const;
+  uint64_t PackedBytes() const;
+  // The packed weights back in OIHW (exact), by name: for moving a network off the CPU.
+  std::vector<std::pair<std::string, at::Tensor>> PlainWeights() const;
+  // A one-line summary of the implementations oneDNN chose at the Build shape (tests, bench).
+  std::string Describe() const;
+  // The same for the plan of an NCHW input of `sizes` (built if new): tests check that no
+  // shape falls to oneDNN's reference kernels ("ref:").
+  std::string Describe(at::IntArrayRef sizes) const;
+
+  static constexpr int kMaxPlans = 16;
+
+ private:
+  struct Impl;
+  explicit Program(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fusion::onednn

@@ -1,0 +1,200 @@
+// The CPU fast path (onednn::Program, issue #12): each op against its at:: meaning on random data,
+// the graph checks, the packed weights' round trip, and every face-api network's fast path
+// against its at:: path (FUSION_ONEDNN=0) with the real weights.
+#include "models/onednn/program.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#include "faceapi_fixture.h"
+#include "models/faceapi/ops.h"
+#include "models/faceapi/ssd_mobilenet_v1.h"
+
+namespace fusion::onednn {
+namespace {
+
+double MaxDiff(const at::Tensor& a, const at::Tensor& b) {
+  EXPECT_EQ(a.sizes(), b.sizes());
+  return (a - b).abs().max().item<double>();
+}
+
+std::unique_ptr<Program> BuildOrDie(Program::Builder b, int c, int h, int w) {
+  auto p = std::move(b).Build(c, h, w);
+  if (!p.ok()) throw std::runtime_error(p.status().ToString());
+  return *std::move(p);
+}
+
+TEST(OnednnProgram, SameStride2ConvWithAffineAndClipEqualsAtOpsOnOddAndEvenSides) {
+  at::manual_seed(1);
+  const at::Tensor w = at::randn({24, 8, 3, 3}), bias = at::randn({24}), scale = at::rand({24}) + 0.5,
+                   shift = at::randn({24});
+  Program::Builder b;
+  b.MarkOutput(b.Conv(b.input(), {.name = "w", .weight = w, .bias = bias, .scale = scale, .shift = shift,
+                                  .stride = 2, .padding = Padding::kSame, .act = Activation::kClip, .alpha = 0.5f}));
+  auto prog = BuildOrDie(std::move(b), 8, 20, 20);
+  for (int side : {20, 17, 9}) {  // the build shape, then new plans (TF padding differs on odd sides)
+    const at::Tensor x = at::randn({1, 8, side, side + 2});
+    const at::Tensor ref = at::clamp(
+        faceapi::ops::ChannelAffine(faceapi::ops::Conv(x, w, bias, 2, /*same=*/true), scale, shift), 0, 0.5);
+    EXPECT_LT(MaxDiff(prog->Run(x)[0], ref), 1e-4) << side;
+  }
+}
+
+TEST(OnednnProgram, DepthwisePointwiseLeakyPoolsAndInPlaceSumEqualAtOps) {
+  at::manual_seed(2);
+  const at::Tensor dw = at::randn({16, 1, 3, 3}), pw = at::randn({16, 16, 1, 1}), pb = at::randn({16});
+  Program::Builder b;
+  const int d = b.Conv(b.input(), {.name = "dw", .weight = dw, .depthwise = true, .padding = Padding::kExplicit, .pad = 1});
+  const int s = b.Conv(d, {.name = "pw", .weight = pw, .bias = pb, .act = Activation::kLeakyRelu, .alpha = 0.1f,
+                           .sum = d});  // relu'(pw(d) + d), written over d
+  b.MarkOutput(b.Pool(s, {.k = 2, .stride = 2, .ceil_mode = true}));
+  b.MarkOutput(b.Pool(s, {.k = 2, .stride = 1, .same = true}));
+  b.MarkOutput(b.Pool(b.Relu(s), {.max = false, .k = 2, .stride = 2}));
+  auto prog = BuildOrDie(std::move(b), 16, 13, 13);
+  const at::Tensor x = at::randn({1, 16, 13, 11});
+  const at::Tensor dref = faceapi::ops::Conv2d(at::constant_pad_nd(x, {1, 1, 1, 1}), dw, at::Tensor(), 1, 16);
+  const at::Tensor sref = at::leaky_relu(faceapi::ops::Conv2d(dref, pw, pb) + dref, 0.1);
+  const std::vector<at::Tensor> out = prog->Run(x);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_LT(MaxDiff(out[0], faceapi::ops::MaxPool(sref, 2, 2, /*ceil_mode=*/true)), 1e-4);
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_LT(MaxDiff(out[1], faceapi::ops::MaxPool(faceapi::ops::PadSame(sref, 2, 1, -inf), 2, 1)), 1e-4);
+  EXPECT_LT(MaxDiff(out[2], at::avg_pool2d(at::relu(sref), {2, 2}, {2, 2})), 1e-4);
+}
+
+TEST(OnednnProgram, ResidualDownPadsTheBranchAndWidensThePooledShortcut) {
+  at::manual_seed(3);
+  Program::Builder b;
+  const at::Tensor w = at::randn({32, 16, 3, 3});
+  const int o = b.Conv(b.input(), {.name = "w", .weight = w, .stride = 2});  // VALID: 8 -> 3
+  b.MarkOutput(b.ResidualDown(o, b.Pool(b.input(), {.max = false, .k = 2, .stride = 2})));  // pool: 8 -> 4
+  auto prog = BuildOrDie(std::move(b), 16, 8, 8);
+  const at::Tensor x = at::rand({1, 16, 8, 8});  // >= 0, as the ReLU outputs it follows in the net
+  at::Tensor branch = at::constant_pad_nd(faceapi::ops::Conv2d(x, w, at::Tensor(), 2), {0, 1, 0, 1}, 0.0);
+  at::Tensor pooled = at::avg_pool2d(x, {2, 2}, {2, 2});
+  pooled = at::cat({pooled, at::zeros_like(pooled)}, 1);
+  EXPECT_LT(MaxDiff(prog->Run(x)[0], at::relu(branch + pooled)), 1e-4);
+}
+
+TEST(OnednnProgram, SummingAValueReadLaterIsRefusedAtBuild) {
+  Program::Builder b;
+  const int a = b.Conv(b.input(), {.name = "a", .weight = at::randn({16, 16, 1, 1})});
+  const int s = b.Conv(a, {.name = "b", .weight = at::randn({16, 16, 1, 1}), .sum = a});
+  b.MarkOutput(s);
+  b.MarkOutput(a);  // read after the sum overwrote it
+  auto prog = std::move(b).Build(16, 4, 4);
+  EXPECT_EQ(prog.status().code(), absl::StatusCode::kInvalidArgument) << prog.status();
+}
+
+TEST(OnednnProgram, PackedWeightsComeBackExactly) {
+  at::manual_seed(4);
+  const at::Tensor w = at::randn({40, 24, 3, 3}), dw = at::randn({40, 1, 5, 5});
+  Program::Builder b;
+  b.MarkOutput(b.Conv(b.Conv(b.input(), {.name = "w", .weight = w, .padding = Padding::kSame}),
+                      {.name = "dw", .weight = dw, .depthwise = true, .padding = Padding::kSame}));
+  auto prog = BuildOrDie(std::move(b), 24, 16, 16);
+  EXPECT_EQ(prog->packed_names(), (std::vector<std::string>{"w", "dw"}));
+  EXPECT_GE(prog->PackedBytes(), static_cast<uint64_t>(w.nbytes() + dw.nbytes()));
+  for (const auto& [name, t] : prog->PlainWeights()) EXPECT_TRUE(at::equal(t, name == "w" ? w : dw)) << name;
+}
+
+// The face-api networks built twice: the at:: path (FUSION_ONEDNN=0) and the fast path.
+template <typename Net, typename... Args>
+std::unique_ptr<Net> LoadPath(bool fast, Args&&... args) {
+  setenv("FUSION_ONEDNN", fast ? "1" : "0", 1);
+  auto net = Net::Load(faceapi::Catalogue(), std::forward<Args>(args)...);
+  unsetenv("FUSION_ONEDNN");
+  if (!net.ok()) throw std::runtime_error(net.status().ToString());
+  return *std::move(net);
+}
+
+TEST(FastPath, EveryFaceApiNetworkMatchesItsAtPath) {
+  at::NoGradGuard no_grad;
+  const cv::Mat rgb = faceapi::Face("astronaut_eileen_collins_512.png");
+  {
+    auto a = LoadPath<faceapi::TinyFaceDetector>(false, faceapi::TinyFaceDetector::Options{});
+    auto b = LoadPath<faceapi::TinyFaceDetector>(true, faceapi::TinyFaceDetector::Options{});
+    for (int size : {416, 320, 608}) {  // 608: odd grids (19) below
+      const at::Tensor x = faceapi::ToBatchTensor(rgb, size, false);
+      const at::Tensor out = b->Forward(x);
+      EXPECT_TRUE(out.is_contiguous());
+      EXPECT_LT(MaxDiff(a->Forward(x), out), 1e-3) << size;
+      EXPECT_LT(MaxDiff(a->Forward(x, 128), b->Forward(x, 128)), 1e-3) << size << " tiled";
+    }
+  }
+  {
+    auto a = LoadPath<faceapi::SsdMobilenetV1>(false, faceapi::SsdMobilenetV1::Options{});
+    auto b = LoadPath<faceapi::SsdMobilenetV1>(true, faceapi::SsdMobilenetV1::Options{});
+    const at::Tensor x = faceapi::ToBatchTensor(rgb, 512, false);
+    const auto [ba, sa] = a->Forward(x);
+    const auto [bb, sb] = b->Forward(x);
+    EXPECT_LT(MaxDiff(ba, bb), 1e-4);
+    EXPECT_LT(MaxDiff(sa, sb), 1e-4);
+  }
+  {
+    auto a = LoadPath<faceapi::FaceLandmark68Net>(false);
+    auto b = LoadPath<faceapi::FaceLandmark68Net>(true);
+    const at::Tensor x = faceapi::ToBatchTensor(rgb, 112, true);
+    EXPECT_LT(MaxDiff(a->Forward(x), b->Forward(x)), 1e-4);
+    EXPECT_EQ(b->ResidentBytes(), a->ResidentBytes());  // packed in place, nothing padded
+  }
+  {
+    auto a = LoadPath<faceapi::FaceRecognitionNet>(false);
+    auto b = LoadPath<faceapi::FaceRecognitionNet>(true);
+    const at::Tensor x = faceapi::ToBatchTensor(rgb, 150, true);
+    EXPECT_LT(MaxDiff(a->Forward(x), b->Forward(x)), 1e-4);
+    EXPECT_EQ(b->ResidentBytes(), a->ResidentBytes());
+    EXPECT_EQ(a->ResidentBytes(), a->DeviceBytes());
+  }
+}
+
+TEST(FastPath, ResidentBytesCountThePackedWeightsOnce) {
+  auto a = LoadPath<faceapi::TinyFaceDetector>(false, faceapi::TinyFaceDetector::Options{});
+  auto b = LoadPath<faceapi::TinyFaceDetector>(true, faceapi::TinyFaceDetector::Options{});
+  EXPECT_EQ(a->ResidentBytes(), a->DeviceBytes());
+  EXPECT_EQ(b->DeviceBytes(), a->DeviceBytes());
+  // The packed copy replaces the plain one and is not padded (conv8's 25 outputs are HWIO), so
+  // the measured bytes stay the catalogue's: never a second copy, nothing per call kept.
+  EXPECT_EQ(b->ResidentBytes(), b->DeviceBytes());
+  auto ssd = LoadPath<faceapi::SsdMobilenetV1>(true, faceapi::SsdMobilenetV1::Options{});
+  EXPECT_EQ(ssd->ResidentBytes(), ssd->DeviceBytes());
+}
+
+// oneDNN's brgemm kernels block weights by shape; a packed layout another shape's kernel does
+// not take must be re-packed for it, not left to the reference kernel (1000x slower: the
+// multi-scale detector's 1024-px passes took minutes).
+TEST(FastPath, NoInputSizeFallsToAReferenceKernel) {
+  for (int size : {416, 160, 640, 1024, 1280}) {
+    const std::string kernels = faceapi::Tiny().FastPathKernels(size);
+    EXPECT_FALSE(kernels.empty());
+    EXPECT_EQ(kernels.find("ref:"), std::string::npos) << size << ": " << kernels;
+  }
+}
+
+TEST(FastPath, ConcurrentForwardsOfOneNetworkAgreeWithASerialRun) {
+  at::NoGradGuard no_grad;
+  const faceapi::TinyFaceDetector& net = faceapi::Tiny();
+  const cv::Mat rgb = faceapi::Face("grace_hopper_512x600.jpg");
+  const at::Tensor x416 = faceapi::ToBatchTensor(rgb, 416, false), x288 = faceapi::ToBatchTensor(rgb, 288, false);
+  const at::Tensor r416 = net.Forward(x416), r288 = net.Forward(x288);
+  std::vector<double> worst(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      at::NoGradGuard g;
+      for (int i = 0; i < 4; ++i) {
+        const bool big = (i + t) % 2 == 0;
+        worst[t] = std::max(worst[t], MaxDiff(net.Forward(big ? x416 : x288), big ? r416 : r288));
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (double w : worst) EXPECT_LT(w, 1e-4);
+}
+
+}  // namespace
+}  // namespace fusion::onednn
