@@ -225,8 +225,8 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
     });
     if (!http.ok()) return http.status();
     self->metrics_http_ = *std::move(http);
-    spdlog::info("metrics on http://{}{}{}:{}/metrics", self->metrics_http_->host().find(':') != std::string::npos ? "[" : "",
-                 self->metrics_http_->host(), self->metrics_http_->host().find(':') != std::string::npos ? "]" : "",
+    const std::string& host = self->metrics_http_->host();
+    spdlog::info("metrics on http://{}:{}/metrics", host.find(':') == std::string::npos ? host : "[" + host + "]",
                  self->metrics_http_->port());
   }
   spdlog::info("fusiond serving on {} (device {}, device limit {} bytes)", self->target(),

@@ -101,13 +101,13 @@ absl::Status FaceRecognitionNet::Compile() {
   auto built = std::move(b).Build(3, kInputSize, kInputSize);
   if (!built.ok()) return built.status();
   program_ = *std::move(built);
-  for (const std::string& name : program_->packed_names()) params_.Drop(name);
+  params_.DropPacked(*program_);
   return absl::OkStatus();
 }
 
 void FaceRecognitionNet::To(const c10::Device& device) {
   if (!device.is_cpu() && program_) {  // the plain weights back, for the at:: path there
-    for (auto& [name, t] : program_->PlainWeights()) params_.Put(name, t);
+    params_.PutPlain(*program_);
     program_.reset();
   }
   params_.To(device);

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "models/common/exception_text.h"
+#include "models/onednn/program.h"
 #include "absl/strings/str_cat.h"
 
 namespace fusion::faceapi {
@@ -54,6 +55,14 @@ void Params::Drop(std::string_view name) {
 }
 
 void Params::Put(const std::string& name, at::Tensor t) { tensors_[name] = t.contiguous().to(device_); }
+
+void Params::DropPacked(const onednn::Program& program) {
+  for (const std::string& name : program.packed_names()) Drop(name);
+}
+
+void Params::PutPlain(const onednn::Program& program) {
+  for (auto& [name, t] : program.PlainWeights()) Put(name, t);
+}
 
 void Params::To(const c10::Device& device) {
   // To CUDA: staged through pinned (page-locked) host memory and copied without blocking the

@@ -23,6 +23,10 @@
 #include "models/catalogue/catalogue.h"
 #include "models/tfjs/weights.h"
 
+namespace fusion::onednn {
+class Program;
+}
+
 namespace fusion::faceapi {
 
 enum class Layout { kAsIs, kConv, kDepthwise, kLinear };
@@ -45,6 +49,10 @@ class Params {
   void Drop(std::string_view name);
   // Adds (or replaces) tensor `name`: contiguous fp32 on device() (the plain form given back).
   void Put(const std::string& name, at::Tensor t);
+  // The fast path's side of both: Drop() every weight `program` packed (after Create built it),
+  // and Put() them back in plain form (before a non-CPU To(), where the at:: path runs).
+  void DropPacked(const onednn::Program& program);
+  void PutPlain(const onednn::Program& program);
   // Moves every tensor to `device` (e.g. CUDA after a CPU load).
   void To(const c10::Device& device);
   c10::Device device() const { return device_; }

@@ -116,17 +116,15 @@ absl::Status SsdMobilenetV1::Compile() {
   if (!built_head.ok()) return built_head.status();
   stem_ = *std::move(built_stem);
   head_ = *std::move(built_head);
-  for (const auto* prog : {stem_.get(), head_.get()}) {
-    for (const std::string& name : prog->packed_names()) params_.Drop(name);
-  }
+  params_.DropPacked(*stem_);
+  params_.DropPacked(*head_);
   return absl::OkStatus();
 }
 
 void SsdMobilenetV1::To(const c10::Device& device) {
   if (!device.is_cpu() && stem_) {  // the plain weights back, for the at:: path there
-    for (const auto* prog : {stem_.get(), head_.get()}) {
-      for (auto& [name, t] : prog->PlainWeights()) params_.Put(name, t);
-    }
+    params_.PutPlain(*stem_);
+    params_.PutPlain(*head_);
     stem_.reset();
     head_.reset();
   }

@@ -73,6 +73,14 @@ class SwapProcessTest : public ::testing::Test {
     args.insert(args.begin(), {FUSIONCTL_BIN, "--socket", socket_});
     return testing::RunProcess(args, dir_.path(), absl::Seconds(60));
   }
+  // fusionctl swap --json of the astronaut onto `target`, written to `out`, with `more` flags.
+  RunResult AstronautOnto(const std::string& target, const std::string& out, std::vector<std::string> more) {
+    std::vector<std::string> args = {"swap", "--source", FUSION_TEST_DATA_DIR "/faces/astronaut_eileen_collins_512.png",
+                                     "--target", target, "-o", out, "--json"};
+    args.insert(args.end(), more.begin(), more.end());
+    args.insert(args.begin(), {FUSIONCTL_BIN, "--socket", socket_});
+    return testing::RunProcess(args, dir_.path(), absl::Seconds(150));
+  }
   RunResult SwapJson(const std::string& out, const std::string& ratio = "1", bool simple = false) {
     std::vector<std::string> args = {"swap", "--source", FUSION_TEST_DATA_DIR "/faces/astronaut_eileen_collins_512.png",
                                      "--target", FUSION_TEST_DATA_DIR "/faces/grace_hopper_512x600.jpg",
@@ -380,15 +388,8 @@ TEST_F(SwapProcessTest, PeakRssStaysWithinBothTiersForUpscalesOfSmallAndElevenMe
   const std::string mosaic = FUSION_FETCHED_TESTDATA_DIR "/faces/mosaic_3840x2896.jpg";
   auto daemon = StartDaemon("", {"--host-memory-limit", "256MiB", "--max-concurrent-jobs", "3"}, "64MiB");
   ASSERT_TRUE(daemon->Running());
-  auto swap = [&](const std::string& tgt, const std::string& out, std::vector<std::string> more) {
-    std::vector<std::string> args = {FUSIONCTL_BIN, "--socket", socket_, "swap", "--source",
-                                     FUSION_TEST_DATA_DIR "/faces/astronaut_eileen_collins_512.png",
-                                     "--target", tgt, "-o", out, "--json"};
-    args.insert(args.end(), more.begin(), more.end());
-    return testing::RunProcess(args, dir_.path(), absl::Seconds(150));
-  };
   // Warm-up: the swap without options (models loaded, allocator pools grown).
-  const RunResult warm = swap(target, dir_.File("warm.png"), {});
+  const RunResult warm = AstronautOnto(target, dir_.File("warm.png"), {});
   ASSERT_EQ(warm.exit_code, 0) << warm.err;
   const uint64_t rss = ProcStatusBytes(daemon->pid(), "VmRSS");
   ASSERT_GT(rss, 0u);
@@ -410,7 +411,7 @@ TEST_F(SwapProcessTest, PeakRssStaysWithinBothTiersForUpscalesOfSmallAndElevenMe
   };
 
   const RunResult up = measure("upscale x4 of 640x427", {[&] {
-                                 return swap(target, dir_.File("up.png"), {"--upscale", "x4"});
+                                 return AstronautOnto(target, dir_.File("up.png"), {"--upscale", "x4"});
                                }})[0];
   std::printf("%s\n", up.exit_code == 0 ? up.out.c_str() : up.err.c_str());
   if (up.exit_code == 0) {
@@ -427,7 +428,7 @@ TEST_F(SwapProcessTest, PeakRssStaysWithinBothTiersForUpscalesOfSmallAndElevenMe
   }
 
   const RunResult big = measure("upscale x4 of 3840x2896", {[&] {
-                                  return swap(mosaic, dir_.File("big.png"), {"--upscale", "x4"});
+                                  return AstronautOnto(mosaic, dir_.File("big.png"), {"--upscale", "x4"});
                                 }})[0];
   EXPECT_EQ(big.exit_code, 1) << big.out;
   // 11,120,640 px * 15 + 177,930,240 px * 21 bytes (UpscaleHostBytes).
@@ -440,7 +441,7 @@ TEST_F(SwapProcessTest, PeakRssStaysWithinBothTiersForUpscalesOfSmallAndElevenMe
   std::vector<std::function<RunResult()>> enhances;
   for (int i = 0; i < 3; ++i) {
     enhances.push_back([&, i] {
-      return swap(target, dir_.File(absl::StrCat("enh", i, ".png")), {"--enhance", "x4", "--faces", "largest"});
+      return AstronautOnto(target, dir_.File(absl::StrCat("enh", i, ".png")), {"--enhance", "x4", "--faces", "largest"});
     });
   }
   for (const RunResult& e : measure("3 concurrent --enhance x4 of 640x427", enhances)) {
@@ -474,14 +475,7 @@ TEST_F(SwapProcessTest, MosaicCropWithEnhanceX4OnSixtyFourMiBGivesTheSameBytesAl
   ASSERT_FALSE(neighbour_target.empty());
   auto daemon = StartDaemon("", {"--max-concurrent-jobs", "4"}, "64MiB");
   ASSERT_TRUE(daemon->Running());
-  auto swap = [&](const std::string& tgt, const std::string& out, std::vector<std::string> more) {
-    std::vector<std::string> args = {FUSIONCTL_BIN, "--socket", socket_, "swap", "--source",
-                                     FUSION_TEST_DATA_DIR "/faces/astronaut_eileen_collins_512.png",
-                                     "--target", tgt, "-o", out, "--json"};
-    args.insert(args.end(), more.begin(), more.end());
-    return testing::RunProcess(args, dir_.path(), absl::Seconds(150));
-  };
-  const RunResult alone = swap(crop, dir_.File("alone.png"), {"--enhance", "x4"});
+  const RunResult alone = AstronautOnto(crop, dir_.File("alone.png"), {"--enhance", "x4"});
   ASSERT_EQ(alone.exit_code, 0) << alone.err;
 
   // Three neighbours swapping in a loop from before the crop's job starts until after it ends.
@@ -503,7 +497,7 @@ TEST_F(SwapProcessTest, MosaicCropWithEnhanceX4OnSixtyFourMiBGivesTheSameBytesAl
           n.first_start = start;
           ++started;
         }
-        const RunResult r = swap(neighbour_target, dir_.File(absl::StrCat("n", i, "-", k, ".png")), {});
+        const RunResult r = AstronautOnto(neighbour_target, dir_.File(absl::StrCat("n", i, "-", k, ".png")), {});
         n.last_end = absl::Now();
         if (r.exit_code != 0) n.failures.push_back(r.err);
         ++n.swaps;
@@ -513,7 +507,7 @@ TEST_F(SwapProcessTest, MosaicCropWithEnhanceX4OnSixtyFourMiBGivesTheSameBytesAl
   ASSERT_TRUE(testing::WaitFor([&] { return started.load() == 3; }, absl::Seconds(10)));
   absl::SleepFor(absl::Seconds(1));  // their jobs are submitted and running
   const absl::Time start = absl::Now();
-  const RunResult beside = swap(crop, dir_.File("beside.png"), {"--enhance", "x4"});
+  const RunResult beside = AstronautOnto(crop, dir_.File("beside.png"), {"--enhance", "x4"});
   const absl::Time end = absl::Now();
   stop = true;
   for (std::thread& t : threads) t.join();
