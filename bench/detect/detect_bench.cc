@@ -8,6 +8,10 @@
 //       A W x H collage of faces MIN..MAX_FACE px wide (log-spaced, 23 crops in turn) on clutter;
 //       DetectMultiScale; recall per size bin, false boxes, passes, largest pass input, ms.
 //   fusion_detect_bench photo tiny|ssd FILE...   boxes and ms for real photos (--png OUT).
+//   fusion_detect_bench sweep tiny|ssd W H MIN_FACE...
+//       One face per W x H clutter frame, for each MIN_FACE (--min-face-px) at widths MIN_FACE x
+//       1.0, 1.15, ... 4.0 (or up to the frame's short side / 1.3), 6 of the 23 crops each:
+//       recall per width, misses listed; the pyramid's scale-response holes show up here.
 #include <ATen/Parallel.h>
 
 #include <chrono>
@@ -18,6 +22,7 @@
 
 #include <opencv2/imgcodecs.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "collage.h"
 #include "models/faceapi/multiscale.h"
 #include "models/faceapi/ssd_mobilenet_v1.h"
@@ -53,7 +58,7 @@ void SavePng(const std::string& path, const Truth& t, const std::vector<FaceBox>
 int Curve(const std::string& which, int input) {
   const FaceDetector& det = Detector(which);
   const std::vector<FaceCrop> crops = FaceCrops(GroupPhotos());
-  for (int f : {12, 16, 20, 24, 28, 32, 36, 40, 48, 56, 64, 80, 96, 128, 160, 192, 224, 256, 288, 320, 352, 384, 416}) {
+  for (int f : {12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60, 64, 72, 80, 88, 96, 112, 128, 160, 192, 224, 256, 288, 320, 352, 384, 416}) {
     if (f > input) break;
     int found = 0, false_boxes = 0, poor = 0;
     float min_hit = 1, max_false = 0;
@@ -152,6 +157,44 @@ int Collage(const std::string& which, int w, int h, float lo, float hi, const Mu
   return 0;
 }
 
+int Sweep(const std::string& which, int w, int h, const std::vector<int>& min_faces, MultiScaleOptions o) {
+  const FaceDetector& det = Detector(which);
+  const std::vector<FaceCrop> crops = FaceCrops(GroupPhotos());
+  int total = 0, total_found = 0;
+  for (int min_face : min_faces) {
+    o.min_face_px = min_face;
+    const size_t passes = PlanPasses(det, w, h, o).size();
+    int found_here = 0, faces_here = 0;
+    std::string misses;
+    for (double m = 1.0; m <= 4.0 + 1e-9; m *= 1.15) {
+      const float f = static_cast<float>(min_face * m);
+      if (f > std::min(w, h) / 1.3) break;
+      int found = 0, n = 0;
+      for (size_t i = 0; i < crops.size(); i += 4, ++n) {
+        Truth t;
+        t.rgb = Clutter(w, h, 2000 + static_cast<uint32_t>(i));
+        const double k = f / crops[i].face.w;
+        const cv::Point at(static_cast<int>(w * 0.4 - (crops[i].face.x + crops[i].face.w / 2) * k),
+                           static_cast<int>(h * 0.45 - (crops[i].face.y + crops[i].face.h / 2) * k));
+        t.faces.push_back(Paste(t.rgb, crops[i], f, at));
+        const Run r = Detect(det, t.rgb, o);
+        const Score s = ScoreDetections(t, r.dets);
+        found += s.found;
+        if (!s.found) misses += absl::StrCat(" ", static_cast<int>(f), "px#", i);
+      }
+      std::printf("  min %4d face %5.0f px (x%.2f): %d/%d\n", min_face, f, m, found, n);
+      found_here += found;
+      faces_here += n;
+    }
+    std::printf("%s %dx%d --min-face-px %d: %d/%d found, %zu passes;%s\n", which.c_str(), w, h, min_face, found_here,
+                faces_here, passes, misses.empty() ? " no misses" : (" missed" + misses).c_str());
+    total += faces_here;
+    total_found += found_here;
+  }
+  std::printf("%s %dx%d sweep: %d/%d found\n", which.c_str(), w, h, total_found, total);
+  return 0;
+}
+
 int Photos(const std::string& which, const std::vector<std::string>& files, const MultiScaleOptions& o,
            const std::string& png) {
   for (const std::string& f : files) {
@@ -195,6 +238,11 @@ int main(int argc, char** argv) {
   if (args.size() >= 5 && args[0] == "collage") {
     return Collage(args[1], std::stoi(args[2]), std::stoi(args[3]), std::stof(args[4]),
                    args.size() > 5 ? std::stof(args[5]) : std::min(std::stoi(args[2]), std::stoi(args[3])) * 0.8f, o, png);
+  }
+  if (args.size() >= 5 && args[0] == "sweep") {
+    std::vector<int> mins;
+    for (size_t i = 4; i < args.size(); ++i) mins.push_back(std::stoi(args[i]));
+    return Sweep(args[1], std::stoi(args[2]), std::stoi(args[3]), mins, o);
   }
   if (args.size() >= 3 && args[0] == "photo") return Photos(args[1], {args.begin() + 2, args.end()}, o, png);
   std::fprintf(stderr, "usage: see the header of bench/detect/detect_bench.cc\n");

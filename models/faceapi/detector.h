@@ -23,6 +23,10 @@ struct DetectorTraits {
   int face_min_px = 0, face_max_px = 0;
   // multiscale.h: a merged box scoring below this needs a second pass's box (0 = off).
   float confirm_below = 0;
+  // Fixed-input detectors: > 0 adds one more whole-image pass whose image fills this fraction of
+  // the input side (zero-padded), so a face in a gap of the single-pass response at the
+  // coarsest level is seen at another width as well (multiscale.h). 0 = none.
+  float second_look = 0;
 };
 
 // Measured with `fusion_detect_bench curve tiny 416` (recall per face width): 12-24 px 0/23,
@@ -32,9 +36,15 @@ struct DetectorTraits {
 // left with 0.72), and its false boxes score up to 0.99 - confirmation cannot separate them.
 inline constexpr DetectorTraits kTinyFaceDetectorTraits{true, 0, 48, 96, 0};
 // Measured with `fusion_detect_bench curve ssd` at its fixed 512 input.
-// SSD at 512: 12-24 px 5-16/23, 32 px 19/23, 36 px 21/23, 40-56 px 23/23, 64 px 22/23, 80-96 px
-// 18-19/23, 128-288 px 21-23/23. Confirmation below 0.72: see multiscale.h.
-inline constexpr DetectorTraits kSsdMobilenetV1Traits{false, 512, 40, 80, 0.72f};
+// SSD at 512: 12-24 px 5-16/23, 32 px 19/23, 36 px 21/23, 40-60 px 23/23, 64-72 px 21/23, 80 px
+// 18/23, 88 px 14/23, 96 px 18/23, 112 px 21/23, 128-288 px 21-23/23, 320-416 px 20-16/23: two
+// bands (its anchors of two feature maps) with a gap at 64-96 px. The coarsest level gets a
+// second look at 0.6x, which puts the gap at 38-58 px (a face in the gap at a finer level is at
+// 32-48 px one level coarser). Keeping boxes up to 288 px below the coarsest level as well found
+// no more faces (bench/detect `sweep`) and changed the group photos' boxes (squarer, from the
+// 200-px view), so the 2 * face_max_px cap stays.
+// Confirmation below 0.72: see multiscale.h.
+inline constexpr DetectorTraits kSsdMobilenetV1Traits{false, 512, 40, 80, 0.72f, 0.6f};
 // By catalogue model name ("tiny_face_detector", "ssd_mobilenetv1"); NOT_FOUND otherwise.
 absl::StatusOr<DetectorTraits> DetectorTraitsOf(const std::string& model);
 

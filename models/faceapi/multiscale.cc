@@ -116,6 +116,10 @@ std::vector<DetectionPass> PlanPasses(const DetectorTraits& d, int w, int h, con
     s /= 2;
   }
   passes.back().coarsest = true;
+  if (!d.free_input && d.second_look > 0 && d.second_look < 1) {
+    const int level = passes.back().level + 1;
+    passes.push_back({cv::Rect(0, 0, w, h), d.fixed_input, level, true, d.second_look});
+  }
   return passes;
 }
 
@@ -145,10 +149,15 @@ absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detect
     }
     // The region resized so its longer side is exactly the input: the detector's own square
     // padding then needs no further resize, and INTER_AREA averages the pixels a downscale drops.
-    const double k = static_cast<double>(p.input_size) / std::max(p.region.width, p.region.height);
+    const double k = p.input_size * static_cast<double>(p.fill) / std::max(p.region.width, p.region.height);
     const cv::Size size(std::clamp(static_cast<int>(std::lround(p.region.width * k)), 1, p.input_size),
                         std::clamp(static_cast<int>(std::lround(p.region.height * k)), 1, p.input_size));
     cv::resize(rgb(p.region), scaled, size, 0, 0, cv::INTER_AREA);
+    if (p.fill < 1) {  // top-left in a zero square of the input: box coordinates stay the image's
+      cv::Mat square = cv::Mat::zeros(p.input_size, p.input_size, CV_8UC3);
+      scaled.copyTo(square(cv::Rect(0, 0, size.width, size.height)));
+      scaled = square;
+    }
     absl::StatusOr<std::vector<FaceBox>> found = detector.Detect(scaled, p.input_size, options.tile_px, options.min_score);
     if (!found.ok()) {
       return absl::Status(found.status().code(),

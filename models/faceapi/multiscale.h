@@ -17,6 +17,10 @@
 // neighbour). Each pass cuts its region from the full-resolution image and resizes it with
 // INTER_AREA to the pass's input: passes run one at a time, and a pass never holds more than
 // max_input^2 network pixels, whatever the image size.
+// A fixed-input detector whose response has a gap (SSD: DetectorTraits::second_look) gets one
+// more whole-image pass after the coarsest level, the image filling second_look of the input
+// (zero-padded): otherwise a face in the gap at the coarsest level, with no finer level (a small
+// frame at a large min_face_px: one pass) or too wide for the finer level's cap, is looked at once.
 // Boxes narrower than face_min_px / 2 network pixels are dropped at every level (the detector is
 // unreliable there: a face that small is in the band at a finer level, or below min_face_px), as
 // are boxes wider than 2 * face_max_px at a level that is not the coarsest (such a face is in
@@ -26,7 +30,7 @@
 // level with another extent); a weak box (score < confirm_below) must be seen by a second pass
 // as well.
 // Cost: about (face_min_px / min_face_px)^2 * W * H * 4/3 network pixels plus the tile overlap;
-// e.g. ssd at 40 px: 22 passes for 1920x1280 (~6 s on one core), ~700 for 80 MP (~10 min).
+// e.g. ssd at 40 px: 23 passes for 1920x1280 (~6 s on one core), ~700 for 80 MP (~10 min).
 // Thread-safety: stateless functions; the detector must be safe for concurrent const use.
 #pragma once
 
@@ -63,6 +67,9 @@ struct DetectionPass {
   int input_size = 0;
   int level = 0;        // pyramid level, 0 = finest
   bool coarsest = false;
+  // The region's longer side fills this fraction of input_size; the rest of the input is zero
+  // (DetectorTraits::second_look). 1 = the region is resized to the whole input.
+  float fill = 1.0f;
 };
 
 // The passes for an image of w x h pixels, finest level first.

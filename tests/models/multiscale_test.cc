@@ -100,7 +100,13 @@ TEST(MultiScaleDetection, SsdTilesCoverTheImageAtTheFixedInput) {
     if (p.level == 0) covered(p.region).setTo(1);
   }
   EXPECT_EQ(cv::countNonZero(covered), 3840 * 2896);
-  EXPECT_EQ(PlanPasses(Ssd(), 512, 512, {}).size(), 1u);
+  // A 512-px image: the whole image at the input, then the second look (SSD's 64-96 px gap).
+  const std::vector<DetectionPass> small = PlanPasses(Ssd(), 512, 512, {});
+  ASSERT_EQ(small.size(), 2u);
+  EXPECT_EQ(small[0].fill, 1.0f);
+  EXPECT_TRUE(small[1].coarsest);
+  EXPECT_EQ(small[1].region, cv::Rect(0, 0, 512, 512));
+  EXPECT_FLOAT_EQ(small[1].fill, kSsdMobilenetV1Traits.second_look);
 }
 
 TEST(SsdMobilenetV1, FindsTheAstronautAndGraceHopperWhereTinyDoes) {

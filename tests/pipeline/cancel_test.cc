@@ -79,12 +79,13 @@ TEST(Cancel, CancelBetweenFacesEndsThePerFaceStageEarly) {
 }
 
 TEST(Cancel, CancelBetweenDetectionPassesNamesTheImageAndPass) {
-  // Images this small take one pass each (multiscale.h: S_lo == S_hi == 416): the source's ran.
-  CancelInStage rec("detect", 2);
+  // Images this small take two SSD passes each (the whole image, and the second look at 0.6x:
+  // multiscale.h): the source's two ran, the target's first is where the cancel is seen.
+  CancelInStage rec("detect", 3);
   auto out = Swap(Ratio(1), SmallGrace(), &rec);
   EXPECT_EQ(out.status().code(), absl::StatusCode::kCancelled) << out.status();
-  EXPECT_EQ(out.status().message(), "job cancelled during stage 'detect' (target image, pass 1 of 1)");
-  EXPECT_EQ(rec.looks, 2);
+  EXPECT_EQ(out.status().message(), "job cancelled during stage 'detect' (target image, pass 1 of 2)");
+  EXPECT_EQ(rec.looks, 3);
   EXPECT_EQ(rec.started, std::vector<std::string>{"detect"});
   ExpectAtRest();
 }
