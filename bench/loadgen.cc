@@ -211,11 +211,13 @@ int main(int argc, char** argv) {
         peak_host = std::max(peak_host, m->host.used_bytes + m->host.reserved_bytes);
         ++samples;
         if (timeline.is_open()) {
+          uint64_t oom = 0;
+          for (const auto& [k, v] : m->counters.oom_recovered) oom += v;
           json models = json::object();
           for (const auto& x : m->models) models[x.name] = {{"tier", x.tier}, {"bytes", x.bytes}, {"host_bytes", x.host_bytes}};
           timeline << json{{"t_ms", MsSince(t0)}, {"device_budget", m->device.budget_bytes},
                            {"device_used", m->device.used_bytes}, {"device_reserved", m->device.reserved_bytes},
-                           {"host_used", m->host.used_bytes}, {"evictions", m->counters.evictions},
+                           {"host_used", m->host.used_bytes}, {"evictions", m->counters.evictions}, {"oom_recovered", oom},
                            {"models", models}}.dump() << "\n";
         }
       }

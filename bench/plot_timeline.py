@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Renders a loadgen memory timeline (loadgen --timeline T.jsonl) as SVG or PNG with gnuplot.
+"""Renders a memory timeline as SVG or PNG with gnuplot: fusiond's own (GET /timeline on its
+metrics endpoint, memory_timeline.h) or loadgen's sampled one (loadgen --timeline T.jsonl).
 
   bench/plot_timeline.py T.jsonl OUT.svg|OUT.png [--title TEXT]
 
@@ -29,6 +30,9 @@ def main():
     if not rows:
         print(f"plot_timeline: {a.timeline} has no samples", file=sys.stderr)
         return 2
+    if "t_ms" not in rows[0]:  # the daemon's GET /timeline: unix_ms, from its first sample
+        for r in rows:
+            r["t_ms"] = r["unix_ms"] - rows[0]["unix_ms"]
     names = sorted({m for r in rows for m, v in r["models"].items() if v["tier"] == "device"})
     with tempfile.TemporaryDirectory() as t:
         data = pathlib.Path(t) / "d.dat"
