@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Renders a memory timeline as SVG or PNG with gnuplot: fusiond's own (GET /timeline on its
-metrics endpoint, memory_timeline.h) or loadgen's sampled one (loadgen --timeline T.jsonl).
+metrics endpoint, memory_timeline.h), the states `fusionctl mem --watch --json` prints (one per
+line; redirect them to a file), or loadgen's sampled one (loadgen --timeline T.jsonl).
 
   bench/plot_timeline.py T.jsonl OUT.svg|OUT.png [--title TEXT]
 
@@ -30,6 +31,12 @@ def main():
     if not rows:
         print(f"plot_timeline: {a.timeline} has no samples", file=sys.stderr)
         return 2
+    if isinstance(rows[0].get("device"), dict):  # `fusionctl mem --watch --json`: full states
+        rows = [{"unix_ms": r["unix_ms"], "device_budget": r["device"]["budget_bytes"],
+                 "device_used": r["device"]["used_bytes"], "device_reserved": r["device"]["reserved_bytes"],
+                 "evictions": r["counters"]["evictions"],
+                 "oom_recovered": sum(v for k, v in r["counters"].get("oom_recovered", {}).items() if k != "failed"),
+                 "models": {m["name"]: {"tier": m["tier"], "bytes": m["bytes"]} for m in r["models"]}} for r in rows]
     if "t_ms" not in rows[0]:  # the daemon's GET /timeline: unix_ms, from its first sample
         for r in rows:
             r["t_ms"] = r["unix_ms"] - rows[0]["unix_ms"]
