@@ -2,11 +2,14 @@
 #include "rpc/memory_timeline.h"
 
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <atomic>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "rpc/metrics_http.h"
 
 namespace fusion {
 namespace {
@@ -81,6 +84,35 @@ TEST(MemoryTimelineTest, StartSamplesPeriodicallyUntilStop) {
   absl::SleepFor(absl::Milliseconds(30));
   EXPECT_EQ(calls, after_stop);
   EXPECT_EQ(t.size(), static_cast<size_t>(after_stop - 1));
+}
+
+}  // namespace
+}  // namespace fusion
+
+namespace fusion {
+namespace {
+
+TEST(MemoryTimelineTest, MetricsEndpointServesTheTimelineSinceAGivenTime) {
+  MemoryTimeline t(10);
+  t.Record(State(100, 1));
+  t.Record(State(200, 2));
+  auto http = MetricsHttpServer::Start(
+      "127.0.0.1:0", [] { return absl::StatusOr<std::string>("# metrics\n"); },
+      [&t](int64_t since) { return t.JsonLines(since); });
+  ASSERT_TRUE(http.ok()) << http.status();
+  httplib::Client c("127.0.0.1", (*http)->port());
+  auto all = c.Get("/timeline");
+  ASSERT_TRUE(all);
+  EXPECT_EQ(all->status, 200);
+  EXPECT_EQ(Lines(all->body).size(), 2u);
+  auto since = c.Get("/timeline?since=100");
+  ASSERT_TRUE(since);
+  ASSERT_EQ(Lines(since->body).size(), 1u);
+  EXPECT_EQ(since->body.rfind("{\"unix_ms\":200,", 0), 0u);
+  auto bad = c.Get("/timeline?since=yesterday");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_NE(bad->body.find("since must be a unix time in ms"), std::string::npos);
 }
 
 }  // namespace
