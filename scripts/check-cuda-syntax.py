@@ -64,16 +64,20 @@ def main():
         if r.returncode != 0:
             failed.append(src.name)
             sys.stderr.write(f"--- {src}\n{r.stderr}\n")
-    # The CUDA-only TU is not in the CPU build; check it with the flags of its library's sibling.
-    extra = [e for e in entries if e["file"].endswith("daemon/device/cpu_device_memory.cc")]
-    for name in ("cuda_device_meter.cc",):
-        src = pathlib.Path(extra[0]["file"]).with_name(name) if extra else None
-        if src is None or not src.exists():
+    # The CUDA-only TUs are not in the CPU build; check each with the flags of a sibling that is.
+    siblings = {"daemon/device/cuda_device_meter.cc": "daemon/device/cpu_device_memory.cc",
+                "tests/gpu/cuda_memory_test.cc": "tests/device/cpu_device_memory_test.cc"}
+    root = pathlib.Path(__file__).resolve().parent.parent
+    for rel, sib in siblings.items():
+        name, src = pathlib.Path(rel).name, root / rel
+        extra = [e for e in entries if e["file"].endswith(sib)]
+        if not extra or not src.exists():
             failed.append(name)
-            sys.stderr.write(f"--- {name}: no compile flags found in {build}/compile_commands.json\n")
+            sys.stderr.write(f"--- {name}: no compile flags of {sib} in {build}/compile_commands.json\n")
             continue
         args = compile_args(dict(extra[0], command=extra[0]["command"]), macros_dir)
-        args = [str(src) if a.endswith("cpu_device_memory.cc") else a for a in args]
+        args = [str(src) if a.endswith(pathlib.Path(sib).name) else a for a in args]
+        args.insert(1, "-I" + str(root / "daemon"))
         r = subprocess.run(args, cwd=extra[0]["directory"], capture_output=True, text=True)
         checked.append(name)
         if r.returncode != 0:

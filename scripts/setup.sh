@@ -15,6 +15,8 @@ PACKAGES=(
   systemd  # systemd-socket-activate (the socket-activation test)
   prometheus  # promtool (the metrics test checks the exposition with it)
   libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg  # video targets; ffmpeg makes the test clips
+  gnuplot-nox  # bench/plot_timeline.py renders loadgen's memory timeline (SVG/PNG)
+  xz-utils dpkg-dev  # scripts/gpu-check --pack: dpkg-deb -x, xz of the bundle
   clang libclang-rt-14-dev  # the fuzz build (scripts/fuzz.sh): clang with libFuzzer and sanitizers
 )
 

@@ -1,6 +1,7 @@
 #include "device/cpu_device_memory.h"
 
 #include "device/device_meter.h"
+#include "device/torch_compat.h"
 
 #include <algorithm>
 #include <atomic>
@@ -27,7 +28,7 @@ class BudgetAllocator final : public c10::Allocator {
 
   // Context == data (what raw_allocate, used by oneDNN/mkldnn, requires): the bookkeeping of a
   // scoped allocation lives in `owned`, keyed by its pointer.
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) FUSION_C10_ALLOCATE_CONST override {
     const ScopeId scope = tls_scope;
     if (scope == kNoScope) return base_->allocate(n);
     const bool host = Reserve(scope, n);
@@ -50,6 +51,7 @@ class BudgetAllocator final : public c10::Allocator {
     return c10::DataPtr(data, data, &Delete, device);
   }
   c10::DeleterFnPtr raw_deleter() const override { return &Delete; }
+  FUSION_C10_COPY_DATA
 
   struct Owned {
     size_t bytes;

@@ -1,32 +1,25 @@
 // MakeCudaDeviceMeter: compiled only with a CUDA LibTorch (FUSION_WITH_CUDA). Never built on
 // the CPU-only machine this was written on; see device_meter.h.
-#include <c10/cuda/CUDACachingAllocator.h>
-
 #include "device/device_meter.h"
+#include "device/torch_compat.h"
 
 namespace fusion {
 namespace {
 
-namespace cca = c10::cuda::CUDACachingAllocator;
-constexpr size_t kAggregate = static_cast<size_t>(cca::StatType::AGGREGATE);
+namespace tc = torch_compat;
 
 class CudaDeviceMeter final : public DeviceMeter {
  public:
   explicit CudaDeviceMeter(int device) : device_(device) {}
-  void ResetPeak(ScopeId) override { cca::resetPeakStats(device_); }
+  void ResetPeak(ScopeId) override { tc::CudaResetPeak(device_); }
   ScopeUsage Usage(ScopeId) const override {
-    const cca::DeviceStats s = cca::getDeviceStats(device_);
-    return {static_cast<uint64_t>(s.allocated_bytes[kAggregate].current),
-            static_cast<uint64_t>(s.allocated_bytes[kAggregate].peak)};
+    const tc::CudaStats s = tc::CudaAllocatorStats(device_);
+    return {s.allocated_bytes, s.peak_allocated_bytes};
   }
   void Forget(ScopeId) override {}
-  void ReleaseCache() override { cca::emptyCache(); }
-  uint64_t AllocatedBytes() const override {
-    return static_cast<uint64_t>(cca::getDeviceStats(device_).allocated_bytes[kAggregate].current);
-  }
-  uint64_t ReservedBytes() const override {
-    return static_cast<uint64_t>(cca::getDeviceStats(device_).reserved_bytes[kAggregate].current);
-  }
+  void ReleaseCache() override { tc::CudaEmptyCache(); }
+  uint64_t AllocatedBytes() const override { return tc::CudaAllocatorStats(device_).allocated_bytes; }
+  uint64_t ReservedBytes() const override { return tc::CudaAllocatorStats(device_).reserved_bytes; }
 
  private:
   const int device_;

@@ -4,11 +4,30 @@
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 
+#include "device/torch_compat.h"
 #include "models/common/exception_text.h"
 #include "absl/strings/str_cat.h"
 #include "models/keras/keras_model.h"
 
 namespace fusion {
+namespace {
+// LibTorch 2.4 deprecated the CUDA-/CPU-named autocast calls (torch_compat.h).
+#if FUSION_TORCH_AT_LEAST(2, 4)
+bool CpuAutocast() { return at::autocast::is_autocast_enabled(at::kCPU); }
+void SetCpuAutocast(bool on) { at::autocast::set_autocast_enabled(at::kCPU, on); }
+at::ScalarType CpuAutocastDtype() { return at::autocast::get_autocast_dtype(at::kCPU); }
+void SetCpuAutocastDtype(at::ScalarType t) { at::autocast::set_autocast_dtype(at::kCPU, t); }
+bool CudaAutocast() { return at::autocast::is_autocast_enabled(at::kCUDA); }
+void SetCudaAutocast(bool on) { at::autocast::set_autocast_enabled(at::kCUDA, on); }
+#else
+bool CpuAutocast() { return at::autocast::is_cpu_enabled(); }
+void SetCpuAutocast(bool on) { at::autocast::set_cpu_enabled(on); }
+at::ScalarType CpuAutocastDtype() { return at::autocast::get_autocast_cpu_dtype(); }
+void SetCpuAutocastDtype(at::ScalarType t) { at::autocast::set_autocast_cpu_dtype(t); }
+bool CudaAutocast() { return at::autocast::is_enabled(); }
+void SetCudaAutocast(bool on) { at::autocast::set_enabled(on); }
+#endif
+}  // namespace
 
 absl::StatusOr<bool> PrecisionScope::Needed(const std::string& precision, const std::string& device) {
   const bool cpu = device == "cpu";
@@ -24,23 +43,23 @@ absl::StatusOr<bool> PrecisionScope::Needed(const std::string& precision, const 
 PrecisionScope::PrecisionScope(bool on, const std::string& device) : on_(on), cpu_(device == "cpu") {
   if (!on_) return;
   if (cpu_) {
-    was_ = at::autocast::is_cpu_enabled();
-    dtype_ = static_cast<int>(at::autocast::get_autocast_cpu_dtype());
-    at::autocast::set_cpu_enabled(true);
-    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    was_ = CpuAutocast();
+    dtype_ = static_cast<int>(CpuAutocastDtype());
+    SetCpuAutocast(true);
+    SetCpuAutocastDtype(at::kBFloat16);
   } else {
-    was_ = at::autocast::is_enabled();
-    at::autocast::set_enabled(true);  // CUDA autocast: fp16
+    was_ = CudaAutocast();
+    SetCudaAutocast(true);  // CUDA autocast: fp16
   }
 }
 
 PrecisionScope::~PrecisionScope() {
   if (!on_) return;
   if (cpu_) {
-    at::autocast::set_cpu_enabled(was_);
-    at::autocast::set_autocast_cpu_dtype(static_cast<at::ScalarType>(dtype_));
+    SetCpuAutocast(was_);
+    SetCpuAutocastDtype(static_cast<at::ScalarType>(dtype_));
   } else {
-    at::autocast::set_enabled(was_);
+    SetCudaAutocast(was_);
   }
   at::autocast::clear_cache();
 }

@@ -3,12 +3,14 @@
 #include <httplib.h>
 
 #include "config/config.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 
 namespace fusion {
 
-absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(const std::string& listen, Body body) {
+absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(const std::string& listen, Body body,
+                                                                              TimelineBody timeline) {
   auto address = ParseListenAddress(listen);
   if (!address.ok()) return address.status();
   std::unique_ptr<MetricsHttpServer> self(new MetricsHttpServer());
@@ -28,6 +30,17 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(cons
     }
     res.set_content(*std::move(text), "text/plain; version=0.0.4; charset=utf-8");
   });
+  if (timeline) {
+    s.Get("/timeline", [timeline](const httplib::Request& req, httplib::Response& res) {
+      int64_t since = 0;
+      if (req.has_param("since") && !absl::SimpleAtoi(req.get_param_value("since"), &since)) {
+        res.status = 400;
+        res.set_content("fusiond: /timeline: since must be a unix time in ms\n", "text/plain; charset=utf-8");
+        return;
+      }
+      res.set_content(timeline(since), "application/x-ndjson");
+    });
+  }
   const auto& [host, port] = *address;
   self->host_ = host;
   self->port_ = port == 0 ? s.bind_to_any_port(host) : (s.bind_to_port(host, port) ? port : -1);

@@ -25,6 +25,7 @@
 #include "rpc/fusion_service.h"
 #include "rpc/memfd_registry.h"
 #include "rpc/metrics.h"
+#include "rpc/memory_timeline.h"
 #include "rpc/metrics_http.h"
 #include "rpc/memory_state.h"
 #include "rpc/socket_activation.h"
@@ -218,11 +219,18 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
     if (self->metrics_ == nullptr) self->metrics_ = std::make_unique<Metrics>();  // no job queue: no job counts
     Metrics* metrics = self->metrics_.get();
     MemoryStateSource* memory = self->memory_.get();
-    auto http = MetricsHttpServer::Start(config.metrics_listen, [metrics, memory]() -> absl::StatusOr<std::string> {
-      auto state = memory->Snapshot();
-      if (!state.ok()) return state.status();
-      return metrics->Exposition(*state);
-    });
+    // The memory timeline: a sample every 250 ms, the last 15 minutes (memory_timeline.h).
+    self->timeline_ = std::make_unique<MemoryTimeline>(3600);
+    self->timeline_->Start(absl::Milliseconds(250), [memory] { return memory->Snapshot(); });
+    MemoryTimeline* timeline = self->timeline_.get();
+    auto http = MetricsHttpServer::Start(
+        config.metrics_listen,
+        [metrics, memory]() -> absl::StatusOr<std::string> {
+          auto state = memory->Snapshot();
+          if (!state.ok()) return state.status();
+          return metrics->Exposition(*state);
+        },
+        [timeline](int64_t since) { return timeline->JsonLines(since); });
     if (!http.ok()) return http.status();
     self->metrics_http_ = *std::move(http);
     const std::string& host = self->metrics_http_->host();
@@ -267,6 +275,7 @@ void DaemonServer::Shutdown(absl::Duration drain) {
   if (listener_) listener_->Stop();  // no new connections; socket file removed
   if (fd_exchange_) fd_exchange_->Stop();
   if (metrics_http_) metrics_http_->Stop();
+  if (timeline_) timeline_->Stop();
   if (service_) service_->BeginShutdown();  // WatchMemory streams end at their next interval
   if (server_) server_->GetHealthCheckService()->Shutdown();  // every service NOT_SERVING
   // No queued job starts; running ones may finish until the deadline (calls are still served,

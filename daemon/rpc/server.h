@@ -50,6 +50,7 @@ class MemfdRegistry;
 class ConnectionLimiter;
 class Metrics;
 class MetricsHttpServer;
+class MemoryTimeline;
 
 // How the LibTorch part (models, pipeline; built outside fusiond_core) attaches to the server.
 struct ServerHooks {
@@ -115,6 +116,7 @@ class DaemonServer {
   std::unique_ptr<UdsListener> listener_;
   std::unique_ptr<MemfdRegistry> memfds_;
   std::unique_ptr<FdExchange> fd_exchange_;
+  std::unique_ptr<MemoryTimeline> timeline_;         // sampled while the metrics endpoint is on
   std::unique_ptr<MetricsHttpServer> metrics_http_;  // last: stopped first
   bool shut_down_ = false;
 };
