@@ -97,6 +97,20 @@ absl::Status SizeFlag(const std::string& flag, const std::string& text, uint64_t
 
 }  // namespace
 
+const std::vector<std::string>& DaemonConfigKeys() {
+  static const std::vector<std::string> kKeys = {
+      "socket", "socket_group", "allowed_uids", "admin_uids", "admin_group",
+      "max_connections_per_uid", "max_connections", "fd_max_connections_per_uid",
+      "fd_max_connections", "max_queued_jobs_per_uid", "max_watch_streams_per_uid",
+      "grpc_memory_quota", "max_message_bytes", "stalled_connection_timeout_ms",
+      "device", "device_memory_limit", "device_memory_reserve", "host_memory_limit",
+      "one_shot_pressure", "one_shot_min_free", "models_dir", "manifest", "pin_models",
+      "max_concurrent_jobs", "max_pixels", "min_face_px", "min_face_score", "result_retention",
+      "result_retention_bytes", "state_dir", "log_level", "drain_ms", "watchdog_stall_ms",
+      "metrics_listen"};
+  return kKeys;
+}
+
 absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
                        DaemonConfig& config) {
   toml::table table;
@@ -109,6 +123,8 @@ absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
   }
   for (const auto& [k, node] : table) {
     const std::string key(k.str());
+    const auto& keys = DaemonConfigKeys();
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) return KeyError(origin, key, "unknown key");
     absl::Status st;
     if (key == "socket") st = ReadString(node, origin, key, config.socket);
     else if (key == "device") st = ReadString(node, origin, key, config.device);
@@ -171,7 +187,7 @@ absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
     }
     else if (key == "min_face_score") {
       auto d = node.value<double>();
-      if (!d || !(*d > 0 && *d < 1)) st = KeyError(origin, key, "must be a number in (0, 1)");
+      if (!d || !(*d >= 0 && *d < 1)) st = KeyError(origin, key, "must be a number in [0, 1) (0 = the detector's own)");
       else config.min_face_score = *d;
     }
     else if (key == "drain_ms") {

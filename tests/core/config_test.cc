@@ -6,6 +6,9 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
 
 #include "temp_dir.h"
 
@@ -263,7 +266,7 @@ TEST_F(ConfigTest, DetectionDefaultsFromFileAndFlagsWithinRange) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->min_face_px, 100u);
   EXPECT_EQ(c->min_face_score, 0.8);
-  for (const char* bad : {"min_face_px = 4\n", "min_face_px = 0.5\n", "min_face_score = 1\n", "min_face_score = 0\n"}) {
+  for (const char* bad : {"min_face_px = 4\n", "min_face_px = 0.5\n", "min_face_score = 1\n", "min_face_score = -0.1\n"}) {
     DaemonConfig d;
     const absl::Status st = ApplyToml(bad, "f.toml", d);
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << bad;
@@ -308,6 +311,61 @@ TEST_F(ConfigTest, UnknownFlagIsAnError) {
   auto c = Parse({"--gpu-memory", "1GiB"});
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// packaging/fusiond.toml (installed as /etc/fusiond/fusiond.toml) documents every key as a
+// commented-out "#key = default" line. Uncommented, it must parse to exactly DaemonConfig{}, and
+// its keys must be exactly DaemonConfigKeys(): a key or default changed in the code without the
+// file fails here.
+struct ExampleConfig {
+  std::map<std::string, int> keys;  // key -> times listed
+  std::string uncommented;          // the "#key = value" lines without their '#'
+};
+
+ExampleConfig ReadExampleConfig() {
+  std::ifstream in(FUSION_EXAMPLE_CONFIG);
+  EXPECT_TRUE(in) << FUSION_EXAMPLE_CONFIG;
+  ExampleConfig out;
+  const std::regex setting(R"(^#([a-z_]+) = (.*)$)");
+  std::string line;
+  std::smatch m;
+  while (std::getline(in, line)) {
+    if (!std::regex_match(line, m, setting)) continue;
+    ++out.keys[m[1]];
+    out.uncommented += line.substr(1) + "\n";
+  }
+  return out;
+}
+
+TEST(ExampleConfigTest, ListsEveryKeyOnce) {
+  const ExampleConfig example = ReadExampleConfig();
+  for (const std::string& key : DaemonConfigKeys()) {
+    auto it = example.keys.find(key);
+    EXPECT_TRUE(it != example.keys.end()) << key << " is not in " << FUSION_EXAMPLE_CONFIG;
+    if (it != example.keys.end()) {
+      EXPECT_EQ(it->second, 1) << key;
+    }
+  }
+  EXPECT_EQ(example.keys.size(), DaemonConfigKeys().size());
+  EXPECT_GE(example.keys.size(), 34u);
+}
+
+TEST(ExampleConfigTest, ValuesAreTheDefaults) {
+  const ExampleConfig example = ReadExampleConfig();
+  DaemonConfig parsed;
+  const absl::Status st = ApplyToml(example.uncommented, FUSION_EXAMPLE_CONFIG, parsed);
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_TRUE(parsed == DaemonConfig{});
+  // The comparison sees a changed value (it is not vacuous).
+  DaemonConfig changed = parsed;
+  changed.drain_ms += 1;
+  EXPECT_FALSE(changed == DaemonConfig{});
+}
+
+TEST(ExampleConfigTest, UnlistedKeyIsUnknown) {
+  DaemonConfig c;
+  const absl::Status st = ApplyToml("gpu_memory = 1\n", "f.toml", c);
+  EXPECT_NE(st.message().find("'gpu_memory': unknown key"), std::string::npos) << st;
 }
 
 }  // namespace
