@@ -103,6 +103,7 @@ TEST_F(DaemonProcessTest, ServesMemJsonWithBudgetAndStopsCleanlyOnSigterm) {
   EXPECT_FALSE(Exists(socket_ + ".fd"));
   // Started without fetched weights: said once at start-up, with the command that fetches them.
   EXPECT_NE(stopped.err.find("models are missing in " + dir_.File("no-models")), std::string::npos) << stopped.err;
+  EXPECT_NE(stopped.err.find("fusiond-fetch-models --models-dir " + dir_.File("no-models")), std::string::npos);
   EXPECT_NE(stopped.err.find("scripts/fetch-models.sh " + dir_.File("no-models")), std::string::npos);
 }
 
