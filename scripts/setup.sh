@@ -14,6 +14,7 @@ PACKAGES=(
   libcpp-httplib-dev  # the Prometheus /metrics endpoint
   systemd  # systemd-socket-activate (the socket-activation test)
   prometheus  # promtool (the metrics test checks the exposition with it)
+  help2man lintian curl  # the .deb (scripts/package.sh): man pages from --help, its lintian check; fusiond-fetch-models
   libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg  # video targets; ffmpeg makes the test clips
   clang libclang-rt-14-dev  # the fuzz build (scripts/fuzz.sh): clang with libFuzzer and sanitizers
 )
