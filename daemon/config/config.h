@@ -128,6 +128,13 @@ struct DaemonConfig {
 // Every TOML key ApplyToml accepts (any other is "unknown key"), in the example file's order.
 const std::vector<std::string>& DaemonConfigKeys();
 
+// The keys (DaemonConfigKeys() names, in that order) whose values differ between `a` and `b`.
+std::vector<std::string> ChangedKeys(const DaemonConfig& a, const DaemonConfig& b);
+
+// The keys a SIGHUP reload applies to the running daemon (main.cc): log_level. A change to any
+// other key is logged as needing a restart and not applied.
+const std::vector<std::string>& LiveReloadKeys();
+
 // Applies a TOML document to `config`. `origin` names the document in errors (a file path).
 absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
                        DaemonConfig& config);

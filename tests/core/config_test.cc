@@ -368,5 +368,54 @@ TEST(ExampleConfigTest, UnlistedKeyIsUnknown) {
   EXPECT_NE(st.message().find("'gpu_memory': unknown key"), std::string::npos) << st;
 }
 
+// ChangedKeys (the SIGHUP reload) compares every key: a TOML changing all of them reports all.
+TEST(ChangedKeysTest, NamesEveryChangedKeyAndNothingElse) {
+  EXPECT_TRUE(ChangedKeys(DaemonConfig{}, DaemonConfig{}).empty());
+  DaemonConfig all;
+  const absl::Status st = ApplyToml(R"(
+socket = "/tmp/x.sock"
+socket_group = "video"
+allowed_uids = [1000]
+admin_uids = [1000]
+admin_group = "adm"
+max_connections_per_uid = 10
+max_connections = 100
+fd_max_connections_per_uid = 4
+fd_max_connections = 32
+max_queued_jobs_per_uid = 5
+max_watch_streams_per_uid = 50
+grpc_memory_quota = "128MiB"
+max_message_bytes = "16MiB"
+stalled_connection_timeout_ms = 1000
+device = "cuda:0"
+device_memory_limit = "1GiB"
+device_memory_reserve = "1GiB"
+host_memory_limit = "2GiB"
+one_shot_pressure = 0.5
+one_shot_min_free = "1GiB"
+models_dir = "/m"
+manifest = "/m.json"
+pin_models = ["face_recognition"]
+max_concurrent_jobs = 3
+max_pixels = 1000
+min_face_px = 20
+min_face_score = 0.7
+result_retention = "1h"
+result_retention_bytes = "2GiB"
+state_dir = "/s"
+log_level = "debug"
+drain_ms = 1
+watchdog_stall_ms = 2000
+metrics_listen = "127.0.0.1:1"
+)", "all.toml", all);
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_EQ(ChangedKeys(DaemonConfig{}, all), DaemonConfigKeys());
+  DaemonConfig one;
+  one.log_level = "warn";
+  one.max_connections = 7;
+  EXPECT_EQ(ChangedKeys(DaemonConfig{}, one), (std::vector<std::string>{"max_connections", "log_level"}));
+  EXPECT_EQ(LiveReloadKeys(), std::vector<std::string>{"log_level"});
+}
+
 }  // namespace
 }  // namespace fusion

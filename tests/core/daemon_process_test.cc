@@ -289,6 +289,46 @@ TEST_F(DaemonProcessTest, ServesTheSocketsASocketUnitPassesAndLeavesTheirFiles) 
   EXPECT_TRUE(Exists(activated) && Exists(activated + ".fd")) << "inherited socket files are never unlinked";
 }
 
+// SIGHUP reloads --config: log_level is applied live (RELOADING=1 ... READY=1 around it), other
+// changed keys are named as needing a restart, and a file that does not parse changes nothing.
+TEST_F(DaemonProcessTest, SighupReloadsTheLogLevelAndNamesKeysNeedingARestart) {
+  testing::NotifySocket notify(dir_.File("notify"));
+  ASSERT_TRUE(notify.ok());
+  const std::string toml = dir_.File("fusiond.toml");
+  std::ofstream(toml) << "log_level = \"info\"\nmax_connections = 512\n";
+  Process daemon({FUSIOND_BIN, "--config", toml, "--socket", socket_, "--device", "cpu", "--device-memory-limit",
+                  "256MiB", "--models-dir", dir_.File("no-models"), "--state-dir", dir_.File("state")},
+                 dir_.path(), -1, {notify.Env()});
+  ASSERT_FALSE(notify.Receive(absl::Seconds(20), "READY=1").empty());
+
+  std::ofstream(toml, std::ios::trunc) << "log_level = \"warn\"\nmax_connections = 100\n";
+  daemon.Signal(SIGHUP);
+  std::vector<std::string> got = notify.Receive(absl::Seconds(10), "READY=1");
+  ASSERT_GE(got.size(), 2u);
+  EXPECT_EQ(got[got.size() - 2].rfind("RELOADING=1\nMONOTONIC_USEC=", 0), 0u) << got[got.size() - 2];
+  EXPECT_EQ(got.back(), "READY=1");
+  EXPECT_EQ(Ctl({"health"}).exit_code, 0);
+
+  std::ofstream(toml, std::ios::trunc) << "log_level = \"loud\"\n";
+  daemon.Signal(SIGHUP);
+  EXPECT_FALSE(notify.Receive(absl::Seconds(10), "READY=1").empty());
+  EXPECT_EQ(Ctl({"health"}).exit_code, 0);
+  daemon.Signal(SIGTERM);
+  const RunResult stopped = daemon.Wait(absl::Seconds(20));
+  EXPECT_EQ(stopped.exit_code, 0) << stopped.err;
+  EXPECT_NE(stopped.err.find("SIGHUP: configuration reloaded; applied: log_level; not applied, need a restart: "
+                             "max_connections"),
+            std::string::npos)
+      << stopped.err;
+  EXPECT_NE(stopped.err.find("SIGHUP: configuration not reloaded, the running one stays:"), std::string::npos)
+      << stopped.err;
+  EXPECT_NE(stopped.err.find("log_level: 'loud'"), std::string::npos) << stopped.err;
+  // Info lines before the reload, none after it (the stop's "received SIGTERM" is info).
+  EXPECT_NE(stopped.err.find("fusiond serving on"), std::string::npos) << stopped.err;
+  EXPECT_EQ(stopped.err.find("received SIGTERM"), std::string::npos) << "an info line after log_level = warn:\n"
+                                                                      << stopped.err;
+}
+
 // With a watchdog asked for (WATCHDOG_USEC), fusiond pings after each passing health check and
 // says what it does in a STATUS= line; READY=1 comes first.
 TEST_F(DaemonProcessTest, PingsTheWatchdogWithAStatusLineAfterReady) {

@@ -16,6 +16,12 @@ cp "$build/systemd/fusiond.service" "$src/systemd/fusiond.socket" "$units/"
 exec_start=$(sed -n 's/^ExecStart=\([^ ]*\).*/\1/p' "$units/fusiond.service")
 mkdir -p "$root$(dirname "$exec_start")"
 cp "$fusiond" "$root$exec_start"
+# Other Exec*= programs (ExecReload=/bin/kill) are the host's.
+for prog in $(sed -n 's/^Exec[A-Za-z]*=[-@:+!]*\(\/[^ ]*\).*/\1/p' "$units/fusiond.service" | sort -u); do
+  [ -e "$root$prog" ] && continue
+  mkdir -p "$root$(dirname "$prog")"
+  cp "$(readlink -f "$prog")" "$root$prog"
+done
 
 out=$(systemd-analyze verify --root="$root" /usr/lib/systemd/system/fusiond.socket \
         /usr/lib/systemd/system/fusiond.service 2>&1) || { echo "FAIL: verify: $out" >&2; exit 1; }
