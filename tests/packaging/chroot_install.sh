@@ -40,8 +40,8 @@ DEBIAN_FRONTEND=noninteractive in_root apt-get install -y -qq --no-install-recom
 echo "  installed in $(( $(date +%s) - start )) s"
 in_root getent passwd fusiond | grep -q ':/var/lib/fusiond:' || fail "no user fusiond"
 in_root getent group fusion >/dev/null || fail "no group fusion"
-[ "$(stat -c '%U:%G %a' "$root/var/lib/fusiond")" = "fusiond:fusion 750" ] || fail "/var/lib/fusiond: $(stat -c '%U:%G %a' "$root/var/lib/fusiond")"
-[ "$(stat -c '%U:%G %a' "$root/run/fusiond")" = "fusiond:fusion 750" ] || fail "/run/fusiond"
+[ "$(in_root stat -c "%U:%G %a" /var/lib/fusiond)" = "fusiond:fusion 750" ] || fail "/var/lib/fusiond: $(in_root stat -c "%U:%G %a" /var/lib/fusiond)"
+[ "$(in_root stat -c "%U:%G %a" /run/fusiond)" = "fusiond:fusion 750" ] || fail "/run/fusiond: $(in_root stat -c "%U:%G %a" /run/fusiond)"
 in_root dpkg-query -W -f='${Conffiles}\n' fusiond | grep -q /etc/fusiond/fusiond.toml || fail "conffile"
 echo "  user fusiond, group fusion, /var/lib/fusiond and /run/fusiond fusiond:fusion 0750"
 
@@ -51,8 +51,8 @@ in_root fusiond-fetch-models -q || fail "fusiond-fetch-models"
 in_root fusiond-fetch-models --check -q || fail "models do not verify"
 echo "  fusiond-fetch-models: $(find "$root/var/lib/fusiond/models" -type f | wc -l) files verify"
 
-in_root useradd -m -G fusion alice
-in_root useradd -m bob
+in_root id alice >/dev/null 2>&1 || in_root useradd -m -G fusion alice
+in_root id bob >/dev/null 2>&1 || in_root useradd -m bob
 cp "$testdata/faces/sample1.jpg" "$testdata/faces/sample2.jpg" "$root/home/alice/"
 in_root chown alice: /home/alice/sample1.jpg /home/alice/sample2.jpg
 exec_start=$(sed -n 's/^ExecStart=//p' "$root/usr/lib/systemd/system/fusiond.service")
