@@ -67,6 +67,16 @@ void ReloadConfiguration(int argc, char** argv, fusion::DaemonConfig& running) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Block the stop signals in every thread and wait for them in the loop below. First thing:
+  // a thread started before this (grpc_init's) would take a SIGHUP or SIGTERM with its default
+  // action and end the process (seen: exit 129 from a SIGHUP sent right after READY=1).
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
   auto config = fusion::ParseDaemonCommandLine(argc, argv);
   if (!config.ok()) {
     if (absl::IsCancelled(config.status())) {  // --help
@@ -82,15 +92,6 @@ int main(int argc, char** argv) {
   // released, so the library's teardown does not run at exit; everything fusiond must flush
   // (journal, sockets, jobs) is closed by DaemonServer's destructor before main returns.
   grpc_init();
-
-  // Block the stop signals in every thread (gRPC's included) and wait for them here.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
 
 #ifdef FUSION_WITH_PIPELINE
   // Models and the pipeline: jobs and model methods served (LibTorch build).
