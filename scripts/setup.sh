@@ -14,6 +14,7 @@ PACKAGES=(
   libcpp-httplib-dev  # the Prometheus /metrics endpoint
   systemd  # systemd-socket-activate (the socket-activation test)
   prometheus  # promtool (the metrics test checks the exposition with it)
+  help2man lintian curl  # the .deb (scripts/package.sh): man pages from --help, its lintian check; fusiond-fetch-models
   libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg  # video targets; ffmpeg makes the test clips
   gnuplot-nox  # bench/plot_timeline.py renders loadgen's memory timeline (SVG/PNG)
   xz-utils dpkg-dev  # scripts/gpu-check --pack: dpkg-deb -x, xz of the bundle

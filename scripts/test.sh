@@ -66,5 +66,11 @@ bash scripts/fuzz.sh
 # Pretrained weights and tier-B test photos (models tests need them; a no-op when verified).
 FUSION_TESTDATA_DIR=${FUSION_TESTDATA_DIR:-$BUILD_DIR/fetched/testdata} \
   bash scripts/fetch-models.sh "${FUSION_MODELS_DIR:-$BUILD_DIR/fetched/models}"
+# The .deb (scripts/package.sh: reconfigures the build for prefix /usr and /etc, ~20 s) and as
+# much of installing it as this machine allows (lintian, layout, sysusers/tmpfiles, the installed
+# fusiond socket-activated serving a swap to a member of group fusion; ~30 s).
+BUILD_DIR=$BUILD_DIR bash scripts/package.sh >/dev/null
+bash tests/packaging/package_test.sh "$BUILD_DIR"/package/fusiond_*.deb "$PWD" \
+  "${FUSION_TESTDATA_DIR:-$BUILD_DIR/fetched/testdata}"
 cd "$BUILD_DIR"
 ctest -j "${JOBS:-$(nproc)}" --output-on-failure "$@"

@@ -23,4 +23,8 @@ void InitLogging(const std::string& level) {
   spdlog::set_default_logger(logger);
 }
 
+void SetLogLevel(const std::string& level) {
+  spdlog::default_logger()->set_level(spdlog::level::from_str(level));
+}
+
 }  // namespace fusion

@@ -10,4 +10,7 @@ namespace fusion {
 // `level`: trace|debug|info|warn|error|critical|off (validated by the config).
 void InitLogging(const std::string& level);
 
+// Changes the level of the logger InitLogging made (a SIGHUP reload). Thread-safe.
+void SetLogLevel(const std::string& level);
+
 }  // namespace fusion

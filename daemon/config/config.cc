@@ -97,6 +97,75 @@ absl::Status SizeFlag(const std::string& flag, const std::string& text, uint64_t
 
 }  // namespace
 
+const std::vector<std::string>& DaemonConfigKeys() {
+  static const std::vector<std::string> kKeys = {
+      "socket", "socket_group", "allowed_uids", "admin_uids", "admin_group",
+      "max_connections_per_uid", "max_connections", "fd_max_connections_per_uid",
+      "fd_max_connections", "max_queued_jobs_per_uid", "max_watch_streams_per_uid",
+      "grpc_memory_quota", "max_message_bytes", "stalled_connection_timeout_ms",
+      "device", "device_memory_limit", "device_memory_reserve", "host_memory_limit",
+      "one_shot_pressure", "one_shot_min_free", "models_dir", "manifest", "pin_models",
+      "max_concurrent_jobs", "max_pixels", "min_face_px", "min_face_score", "result_retention",
+      "result_retention_bytes", "state_dir", "log_level", "drain_ms", "watchdog_stall_ms",
+      "metrics_listen"};
+  return kKeys;
+}
+
+namespace {
+
+using FieldEqual = bool (*)(const DaemonConfig&, const DaemonConfig&);
+#define FUSION_FIELD(key, field) \
+  { key, [](const DaemonConfig& x, const DaemonConfig& y) { return x.field == y.field; } }
+
+// One comparison per TOML key (config_test checks that every key has one).
+const std::vector<std::pair<std::string, FieldEqual>>& FieldComparisons() {
+  static const std::vector<std::pair<std::string, FieldEqual>> kFields = {
+      FUSION_FIELD("socket", socket), FUSION_FIELD("socket_group", socket_group),
+      FUSION_FIELD("allowed_uids", allowed_uids), FUSION_FIELD("admin_uids", admin_uids),
+      FUSION_FIELD("admin_group", admin_group),
+      FUSION_FIELD("max_connections_per_uid", max_connections_per_uid),
+      FUSION_FIELD("max_connections", max_connections),
+      FUSION_FIELD("fd_max_connections_per_uid", fd_max_connections_per_uid),
+      FUSION_FIELD("fd_max_connections", fd_max_connections),
+      FUSION_FIELD("max_queued_jobs_per_uid", max_queued_jobs_per_uid),
+      FUSION_FIELD("max_watch_streams_per_uid", max_watch_streams_per_uid),
+      FUSION_FIELD("grpc_memory_quota", grpc_memory_quota),
+      FUSION_FIELD("max_message_bytes", max_message_bytes),
+      FUSION_FIELD("stalled_connection_timeout_ms", stalled_connection_timeout_ms),
+      FUSION_FIELD("device", device), FUSION_FIELD("device_memory_limit", device_memory_limit),
+      FUSION_FIELD("device_memory_reserve", device_memory_reserve),
+      FUSION_FIELD("host_memory_limit", host_memory_limit),
+      FUSION_FIELD("one_shot_pressure", one_shot_pressure),
+      FUSION_FIELD("one_shot_min_free", one_shot_min_free), FUSION_FIELD("models_dir", models_dir),
+      FUSION_FIELD("manifest", manifest), FUSION_FIELD("pin_models", pin_models),
+      FUSION_FIELD("max_concurrent_jobs", max_concurrent_jobs), FUSION_FIELD("max_pixels", max_pixels),
+      FUSION_FIELD("min_face_px", min_face_px), FUSION_FIELD("min_face_score", min_face_score),
+      FUSION_FIELD("result_retention", result_retention_s),
+      FUSION_FIELD("result_retention_bytes", result_retention_bytes),
+      FUSION_FIELD("state_dir", state_dir), FUSION_FIELD("log_level", log_level),
+      FUSION_FIELD("drain_ms", drain_ms), FUSION_FIELD("watchdog_stall_ms", watchdog_stall_ms),
+      FUSION_FIELD("metrics_listen", metrics_listen)};
+  return kFields;
+}
+#undef FUSION_FIELD
+
+}  // namespace
+
+std::vector<std::string> ChangedKeys(const DaemonConfig& a, const DaemonConfig& b) {
+  std::vector<std::string> changed;
+  for (const std::string& key : DaemonConfigKeys()) {
+    for (const auto& [name, equal] : FieldComparisons()) {
+      if (name == key && !equal(a, b)) changed.push_back(key);
+    }
+  }
+  return changed;
+}
+
+const std::vector<std::string>& LiveReloadKeys() {
+  static const std::vector<std::string> kLive = {"log_level"};
+  return kLive;
+}
+
 absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
                        DaemonConfig& config) {
   toml::table table;
@@ -109,6 +178,8 @@ absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
   }
   for (const auto& [k, node] : table) {
     const std::string key(k.str());
+    const auto& keys = DaemonConfigKeys();
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) return KeyError(origin, key, "unknown key");
     absl::Status st;
     if (key == "socket") st = ReadString(node, origin, key, config.socket);
     else if (key == "device") st = ReadString(node, origin, key, config.device);
@@ -171,7 +242,7 @@ absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
     }
     else if (key == "min_face_score") {
       auto d = node.value<double>();
-      if (!d || !(*d > 0 && *d < 1)) st = KeyError(origin, key, "must be a number in (0, 1)");
+      if (!d || !(*d >= 0 && *d < 1)) st = KeyError(origin, key, "must be a number in [0, 1) (0 = the detector's own)");
       else config.min_face_score = *d;
     }
     else if (key == "drain_ms") {

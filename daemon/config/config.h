@@ -15,9 +15,11 @@
 //   max_queued_jobs_per_uid = 64             max_watch_streams_per_uid = 128
 //   grpc_memory_quota = "256MiB"             stalled_connection_timeout_ms = 15000
 //   max_pixels = 100000000
-//   min_face_px = 40                         min_face_score = 0.5
+//   min_face_px = 40                         min_face_score = 0 (the detector's own: 0.5)
 //   drain_ms = 5000                          watchdog_stall_ms = 300000
 //   metrics_listen = "127.0.0.1:9464"        (default: no metrics endpoint)
+// packaging/fusiond.toml (installed as /etc/fusiond/fusiond.toml) lists every key with its
+// default; config_test checks it against DaemonConfigKeys() and DaemonConfig{}.
 // Sizes are strings in ParseSize() syntax or integers (bytes). An unknown key, a wrong type or
 // a bad size is INVALID_ARGUMENT naming the key (and the file).
 // Thread-safety: plain value type.
@@ -119,7 +121,19 @@ struct DaemonConfig {
   // detector's score threshold ((0, 1); 0 = the detector's own, 0.5).
   uint32_t min_face_px = 40;
   double min_face_score = 0;
+
+  bool operator==(const DaemonConfig&) const = default;
 };
+
+// Every TOML key ApplyToml accepts (any other is "unknown key"), in the example file's order.
+const std::vector<std::string>& DaemonConfigKeys();
+
+// The keys (DaemonConfigKeys() names, in that order) whose values differ between `a` and `b`.
+std::vector<std::string> ChangedKeys(const DaemonConfig& a, const DaemonConfig& b);
+
+// The keys a SIGHUP reload applies to the running daemon (main.cc): log_level. A change to any
+// other key is logged as needing a restart and not applied.
+const std::vector<std::string>& LiveReloadKeys();
 
 // Applies a TOML document to `config`. `origin` names the document in errors (a file path).
 absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,

@@ -40,8 +40,10 @@ void WarnAboutMissingWeights(const models::ModelCatalogue& catalogue, const std:
   }
   if (missing.empty()) return;
   spdlog::warn("weights of {} of {} models are missing in {} ({}); jobs using them fail until "
-               "`scripts/fetch-models.sh {}` fetches them",
-               missing.size(), catalogue.models().size(), models_dir, absl::StrJoin(missing, ", "), models_dir);
+               "`sudo fusiond-fetch-models --models-dir {}` (installed with fusiond; in a source tree "
+               "`scripts/fetch-models.sh {}`) fetches them",
+               missing.size(), catalogue.models().size(), models_dir, absl::StrJoin(missing, ", "), models_dir,
+               models_dir);
 }
 
 }  // namespace

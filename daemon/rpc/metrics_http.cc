@@ -1,5 +1,7 @@
 #include "rpc/metrics_http.h"
 
+#include <cerrno>
+
 #include <httplib.h>
 
 #include "config/config.h"
@@ -45,8 +47,13 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(cons
   self->host_ = host;
   self->port_ = port == 0 ? s.bind_to_any_port(host) : (s.bind_to_port(host, port) ? port : -1);
   if (self->port_ <= 0) {
+    const int err = errno;
+    // Under fusiond.service (RestrictAddressFamilies=AF_UNIX) the socket itself is refused.
+    const char* hint = err == EAFNOSUPPORT || err == EPERM || err == EACCES
+                           ? "; under systemd, install the drop-in /usr/share/doc/fusiond/examples/metrics.conf"
+                           : "";
     return absl::UnavailableError(absl::StrCat("metrics_listen '", listen, "': cannot listen there (",
-                                               std::strerror(errno), ")"));
+                                               std::strerror(err), ")", hint));
   }
   self->thread_ = std::thread([srv = self->server_.get()] { srv->listen_after_bind(); });
   return self;

@@ -6,6 +6,9 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
 
 #include "temp_dir.h"
 
@@ -263,7 +266,7 @@ TEST_F(ConfigTest, DetectionDefaultsFromFileAndFlagsWithinRange) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->min_face_px, 100u);
   EXPECT_EQ(c->min_face_score, 0.8);
-  for (const char* bad : {"min_face_px = 4\n", "min_face_px = 0.5\n", "min_face_score = 1\n", "min_face_score = 0\n"}) {
+  for (const char* bad : {"min_face_px = 4\n", "min_face_px = 0.5\n", "min_face_score = 1\n", "min_face_score = -0.1\n"}) {
     DaemonConfig d;
     const absl::Status st = ApplyToml(bad, "f.toml", d);
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << bad;
@@ -308,6 +311,110 @@ TEST_F(ConfigTest, UnknownFlagIsAnError) {
   auto c = Parse({"--gpu-memory", "1GiB"});
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// packaging/fusiond.toml (installed as /etc/fusiond/fusiond.toml) documents every key as a
+// commented-out "#key = default" line. Uncommented, it must parse to exactly DaemonConfig{}, and
+// its keys must be exactly DaemonConfigKeys(): a key or default changed in the code without the
+// file fails here.
+struct ExampleConfig {
+  std::map<std::string, int> keys;  // key -> times listed
+  std::string uncommented;          // the "#key = value" lines without their '#'
+};
+
+ExampleConfig ReadExampleConfig() {
+  std::ifstream in(FUSION_EXAMPLE_CONFIG);
+  EXPECT_TRUE(in) << FUSION_EXAMPLE_CONFIG;
+  ExampleConfig out;
+  const std::regex setting(R"(^#([a-z_]+) = (.*)$)");
+  std::string line;
+  std::smatch m;
+  while (std::getline(in, line)) {
+    if (!std::regex_match(line, m, setting)) continue;
+    ++out.keys[m[1]];
+    out.uncommented += line.substr(1) + "\n";
+  }
+  return out;
+}
+
+TEST(ExampleConfigTest, ListsEveryKeyOnce) {
+  const ExampleConfig example = ReadExampleConfig();
+  for (const std::string& key : DaemonConfigKeys()) {
+    auto it = example.keys.find(key);
+    EXPECT_TRUE(it != example.keys.end()) << key << " is not in " << FUSION_EXAMPLE_CONFIG;
+    if (it != example.keys.end()) {
+      EXPECT_EQ(it->second, 1) << key;
+    }
+  }
+  EXPECT_EQ(example.keys.size(), DaemonConfigKeys().size());
+  EXPECT_GE(example.keys.size(), 34u);
+}
+
+TEST(ExampleConfigTest, ValuesAreTheDefaults) {
+  const ExampleConfig example = ReadExampleConfig();
+  DaemonConfig parsed;
+  const absl::Status st = ApplyToml(example.uncommented, FUSION_EXAMPLE_CONFIG, parsed);
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_TRUE(parsed == DaemonConfig{});
+  // The comparison sees a changed value (it is not vacuous).
+  DaemonConfig changed = parsed;
+  changed.drain_ms += 1;
+  EXPECT_FALSE(changed == DaemonConfig{});
+}
+
+TEST(ExampleConfigTest, UnlistedKeyIsUnknown) {
+  DaemonConfig c;
+  const absl::Status st = ApplyToml("gpu_memory = 1\n", "f.toml", c);
+  EXPECT_NE(st.message().find("'gpu_memory': unknown key"), std::string::npos) << st;
+}
+
+// ChangedKeys (the SIGHUP reload) compares every key: a TOML changing all of them reports all.
+TEST(ChangedKeysTest, NamesEveryChangedKeyAndNothingElse) {
+  EXPECT_TRUE(ChangedKeys(DaemonConfig{}, DaemonConfig{}).empty());
+  DaemonConfig all;
+  const absl::Status st = ApplyToml(R"(
+socket = "/tmp/x.sock"
+socket_group = "video"
+allowed_uids = [1000]
+admin_uids = [1000]
+admin_group = "adm"
+max_connections_per_uid = 10
+max_connections = 100
+fd_max_connections_per_uid = 4
+fd_max_connections = 32
+max_queued_jobs_per_uid = 5
+max_watch_streams_per_uid = 50
+grpc_memory_quota = "128MiB"
+max_message_bytes = "16MiB"
+stalled_connection_timeout_ms = 1000
+device = "cuda:0"
+device_memory_limit = "1GiB"
+device_memory_reserve = "1GiB"
+host_memory_limit = "2GiB"
+one_shot_pressure = 0.5
+one_shot_min_free = "1GiB"
+models_dir = "/m"
+manifest = "/m.json"
+pin_models = ["face_recognition"]
+max_concurrent_jobs = 3
+max_pixels = 1000
+min_face_px = 20
+min_face_score = 0.7
+result_retention = "1h"
+result_retention_bytes = "2GiB"
+state_dir = "/s"
+log_level = "debug"
+drain_ms = 1
+watchdog_stall_ms = 2000
+metrics_listen = "127.0.0.1:1"
+)", "all.toml", all);
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_EQ(ChangedKeys(DaemonConfig{}, all), DaemonConfigKeys());
+  DaemonConfig one;
+  one.log_level = "warn";
+  one.max_connections = 7;
+  EXPECT_EQ(ChangedKeys(DaemonConfig{}, one), (std::vector<std::string>{"max_connections", "log_level"}));
+  EXPECT_EQ(LiveReloadKeys(), std::vector<std::string>{"log_level"});
 }
 
 }  // namespace

@@ -8,8 +8,12 @@ build=$1 examples=$2
 tmp=$(mktemp -d)
 trap 'kill $pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
 pid=
-cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
-test -f "$tmp/prefix/lib/cmake/fusion_sdk/fusion_sdkConfig.cmake"
+# DESTDIR too: a build configured for the package (scripts/package.sh: CMAKE_INSTALL_SYSCONFDIR=/etc)
+# installs the example configuration to an absolute path, which must land in $tmp, not /etc.
+DESTDIR="$tmp/root" cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
+mv "$tmp/root$tmp/prefix" "$tmp/prefix"
+# lib/ or lib/<multiarch>/ (GNUInstallDirs picks the latter for a build configured with prefix /usr).
+find "$tmp/prefix" -path '*/cmake/fusion_sdk/fusion_sdkConfig.cmake' | grep -q .
 test -f "$tmp/prefix/include/fusion/client.h"
 # The public headers must not expose gRPC or protobuf.
 if grep -rlE '#include.*(grpc|google/protobuf|\.pb\.h)' "$tmp/prefix/include/fusion"; then
