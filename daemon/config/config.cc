@@ -154,6 +154,11 @@ absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
       if (!i || *i < 1 || *i > (int64_t{1} << 30)) st = KeyError(origin, key, "must be an integer in [1, 2^30] (pixels)");
       else config.max_pixels = static_cast<uint64_t>(*i);
     }
+    else if (key == "video_chunk_frames") {
+      auto i = node.value_exact<int64_t>();
+      if (!i || *i < 1 || *i > 100000) st = KeyError(origin, key, "must be an integer in [1, 100000] (frames)");
+      else config.video_chunk_frames = static_cast<uint32_t>(*i);
+    }
     else if (key == "max_concurrent_jobs") {
       auto i = node.value_exact<int64_t>();
       if (!i || *i < 1 || *i > 64) st = KeyError(origin, key, "must be an integer in [1, 64]");
@@ -283,6 +288,10 @@ absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const*
   uint32_t max_jobs = 0;
   app.add_option("--max-concurrent-jobs", max_jobs, "jobs running at once (default 2)")
       ->check(CLI::Range(1u, 64u));
+  uint32_t chunk_frames = 0;
+  app.add_option("--video-chunk-frames", chunk_frames,
+                 "frames per committed chunk of a video job, the resume unit after a crash (default 30)")
+      ->check(CLI::Range(1u, 100000u));
   uint64_t max_pixels = 0;
   app.add_option("--max-pixels", max_pixels, "largest image accepted, pixels (default 100000000)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
@@ -345,6 +354,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const*
   }
   if (max_jobs != 0) config.max_concurrent_jobs = max_jobs;
   if (max_pixels != 0) config.max_pixels = max_pixels;
+  if (chunk_frames != 0) config.video_chunk_frames = chunk_frames;
   if (min_face_px != 0) config.min_face_px = min_face_px;
   if (min_face_score != 0) {
     if (!(min_face_score > 0 && min_face_score < 1)) {

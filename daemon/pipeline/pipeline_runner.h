@@ -69,6 +69,10 @@ class PipelineRunner final : public jobs::JobRunner {
     uint32_t max_faces = 64;            // target faces swapped at most
     std::string results_dir;            // where video results are written; empty: no video jobs
     size_t video_queue_frames = 4;      // frames each of the two video queues holds at most
+    // Frames per chunk of a video job: each chunk is encoded to its own segment file and
+    // committed (video/segment_store.h), so a job interrupted by a crash resumes at its first
+    // uncommitted chunk; the result is the segments joined. 30 = one second at 30 fps.
+    size_t video_chunk_frames = 30;
     OomLadder::Options ladder;
   };
   // `store`, `residency`, `meter` must outlive the runner; `faults` may be null.

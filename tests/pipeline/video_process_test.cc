@@ -66,10 +66,13 @@ double MeanAbsDiff(const cv::Mat& a, const cv::Mat& b) {
 
 class VideoProcessTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { StartDaemon(); }
+  // Chunks of 8 frames: the clips' 24-30 frames make 3-4 committed segments.
+  void StartDaemon() {
     const std::vector<std::string> argv = {FUSIOND_BIN, "--socket", socket_, "--device", "cpu",
                                            "--device-memory-limit", "512MiB", "--state-dir", state_,
-                                           "--models-dir", FUSION_MODELS_DIR};
+                                           "--models-dir", FUSION_MODELS_DIR, "--video-chunk-frames", "8"};
+    unlink(socket_.c_str());  // a killed daemon leaves it behind
     daemon_ = std::make_unique<Process>(argv, dir_.path());
     ASSERT_TRUE(testing::WaitFor([&] { return access(socket_.c_str(), F_OK) == 0 || !daemon_->Running(); },
                                  absl::Seconds(20)));
@@ -123,10 +126,18 @@ TEST_F(VideoProcessTest, SwapKeepsFramesTimestampsAndAudioAndCountsFramesWithout
   EXPECT_EQ(j["height"].get<int>(), 282);
   EXPECT_NEAR(j["frame_rate"].get<double>(), 15.0, 1e-6);
   EXPECT_GT(j["frames_per_second"].get<double>(), 0.0);
+  EXPECT_EQ(j["chunk_frames"].get<int>(), 8);  // 3 segments joined
+  EXPECT_EQ(j["frames_resumed"].get<int>(), 0);
+  // Every swapped face re-described in its result frame: the source's identity (distance under
+  // face_recognition's 0.6 same-person threshold; the target photo's own face is far above it).
+  const double median = j["identity_distance_median"].get<double>(), worst = j["identity_distance_worst"].get<double>();
+  EXPECT_GT(median, 0.1);
+  EXPECT_GE(worst, median);
+  EXPECT_LT(worst, 0.6);
   EXPECT_TRUE(j["degradations"].empty()) << j["degradations"];
   std::set<std::string> stages;
   for (const auto& s : j["stages"]) stages.insert(s["name"]);
-  EXPECT_EQ(stages, (std::set<std::string>{"detect", "landmarks", "encode", "generate", "blend"}));
+  EXPECT_EQ(stages, (std::set<std::string>{"detect", "landmarks", "encode", "generate", "blend", "score"}));
   // Progress per frame on stderr (not a terminal: one line per report).
   EXPECT_TRUE(absl::StrContains(r.err, "frame 24 of 24")) << r.err;
 
@@ -146,6 +157,63 @@ TEST_F(VideoProcessTest, SwapKeepsFramesTimestampsAndAudioAndCountsFramesWithout
     }
   }
   EXPECT_EQ(ResultFiles(".mp4"), 1);
+  EXPECT_EQ(ResultFiles(".tmp"), 0);
+  ExpectAtRest();
+}
+
+// kill -9 in the middle of a video job; the next fusiond resumes it after its committed chunks
+// (segments of 8 frames) and the result has every frame with the input's timestamps, as an
+// uninterrupted run's (SwapKeepsFrames... above: equal to the input's).
+TEST_F(VideoProcessTest, KillNineMidVideoResumesAfterTheCommittedChunks) {
+  const std::string clip = testclips::ZoomPanMp4(dir_.path(), kPhoto);  // 30 frames, H.264 + AAC
+  ASSERT_FALSE(clip.empty());
+  const RunResult submitted = Ctl({"swap", "--source", kSource, "--target", clip, "--simple", "--no-wait"});
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
+  const std::string id(absl::StripAsciiWhitespace(submitted.out));
+  const std::string parts = state_ + "/results/" + id + ".parts";
+  auto committed = [&] {
+    int n = 0;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(parts, ec)) {
+      if (e.path().extension() == ".mp4") ++n;
+    }
+    return n;
+  };
+  // About half: two chunks (16 of 30 frames) committed.
+  ASSERT_TRUE(testing::WaitFor([&] { return committed() >= 2; }, absl::Seconds(90)));
+  daemon_->Signal(SIGKILL);
+  daemon_->Wait(absl::Seconds(10));
+  const int kept = committed();
+  ASSERT_GE(kept, 2);
+  ASSERT_LT(kept * 8, 30);
+  StartDaemon();
+  nlohmann::json job;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        absl::SleepFor(absl::Milliseconds(200));
+        const RunResult r = Ctl({"job", id, "--json"});
+        if (r.exit_code != 0) return false;
+        job = nlohmann::json::parse(r.out);
+        return job["state"] != "QUEUED" && job["state"] != "RUNNING";
+      },
+      absl::Seconds(90)));
+  ASSERT_EQ(job["state"], "SUCCEEDED") << job.dump();
+  const std::string out = dir_.File("resumed.mp4");
+  const RunResult result = Ctl({"result", id, "-o", out, "--json"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const nlohmann::json j = nlohmann::json::parse(result.out);
+  EXPECT_EQ(j["frames_total"].get<int>(), 30);
+  // The frames of the kept chunks were not processed again; the rest (< 30) were.
+  EXPECT_EQ(j["frames_resumed"].get<int>(), kept * 8);
+  EXPECT_EQ(j["frames_swapped"].get<int>() + j["frames_without_face"].get<int>(), 30);
+  EXPECT_EQ(j["faces_swapped"].get<int>(), j["frames_swapped"].get<int>());
+  const Decoded in = Decode(ReadFile(clip)), res = Decode(ReadFile(out));
+  ASSERT_EQ(in.times.size(), 30u);
+  ASSERT_EQ(res.times.size(), in.times.size());
+  for (size_t i = 0; i < in.times.size(); ++i) EXPECT_NEAR(res.times[i], in.times[i], 1e-4) << "frame " << i;
+  EXPECT_EQ(res.audio, in.audio);
+  for (size_t i = 0; i < 30; ++i) EXPECT_GT(MeanAbsDiff(res.frames[i], in.frames[i]), 1.5) << "frame " << i;
+  EXPECT_FALSE(std::filesystem::exists(parts));  // the segments go with the published result
   EXPECT_EQ(ResultFiles(".tmp"), 0);
   ExpectAtRest();
 }
