@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <set>
 #include <fstream>
+#include <iostream>
 
 #include <nlohmann/json.hpp>
 #include <opencv2/core.hpp>
@@ -66,12 +68,16 @@ double MeanAbsDiff(const cv::Mat& a, const cv::Mat& b) {
 
 class VideoProcessTest : public ::testing::Test {
  protected:
-  void SetUp() override { StartDaemon(); }
+  void SetUp() override {
+    // Another uid (nobody, in the socket's group) may submit: the fair-share test.
+    std::ofstream(toml_) << "socket_group = \"nogroup\"\nallowed_uids = [" << kOtherUid << "]\n";
+    StartDaemon();
+  }
   // Chunks of 8 frames: the clips' 24-30 frames make 3-4 committed segments.
   void StartDaemon() {
     const std::vector<std::string> argv = {FUSIOND_BIN, "--socket", socket_, "--device", "cpu",
                                            "--device-memory-limit", "512MiB", "--state-dir", state_,
-                                           "--models-dir", FUSION_MODELS_DIR, "--video-chunk-frames", "8"};
+                                           "--models-dir", FUSION_MODELS_DIR, "--video-chunk-frames", "8", "--config", toml_};
     unlink(socket_.c_str());  // a killed daemon leaves it behind
     daemon_ = std::make_unique<Process>(argv, dir_.path());
     ASSERT_TRUE(testing::WaitFor([&] { return access(socket_.c_str(), F_OK) == 0 || !daemon_->Running(); },
@@ -104,7 +110,9 @@ class VideoProcessTest : public ::testing::Test {
     for (const auto& m : j["models"]) EXPECT_EQ(m["leases"].get<int>(), 0) << m["name"];
   }
 
+  static constexpr int kOtherUid = 65534;  // nobody, primary group nogroup
   testing::TempDir dir_;
+  const std::string toml_ = dir_.File("fusiond.toml");
   const std::string socket_ = dir_.File("f.sock");
   const std::string state_ = dir_.File("state");
   std::unique_ptr<Process> daemon_;
@@ -216,6 +224,53 @@ TEST_F(VideoProcessTest, KillNineMidVideoResumesAfterTheCommittedChunks) {
   EXPECT_FALSE(std::filesystem::exists(parts));  // the segments go with the published result
   EXPECT_EQ(ResultFiles(".tmp"), 0);
   ExpectAtRest();
+}
+
+// Another uid's image job while a video runs: with max_concurrent_jobs 2 (the default) the fair
+// queue starts it at once beside the video (no chunk boundary to wait for); it completes while
+// the video is still running. Prints the latency it saw.
+TEST_F(VideoProcessTest, AnotherUidsImageJobRunsBesideAVideo) {
+  const std::string clip = testclips::ZoomPanMp4(dir_.path(), kPhoto);  // 30 frames
+  ASSERT_FALSE(clip.empty());
+  const RunResult submitted = Ctl({"swap", "--source", kSource, "--target", clip, "--simple", "--no-wait"});
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
+  const std::string id(absl::StripAsciiWhitespace(submitted.out));
+  auto video = [&] {
+    const RunResult r = Ctl({"job", id, "--json"});
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+  };
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        absl::SleepFor(absl::Milliseconds(100));
+        const nlohmann::json j = video();
+        return j.contains("frames_done") && j["frames_done"].get<uint64_t>() >= 2;
+      },
+      absl::Seconds(90)));
+  const std::string outdir = dir_.File("other");
+  mkdir(outdir.c_str(), 0777);
+  chmod(outdir.c_str(), 0777);
+  const absl::Time asked = absl::Now();
+  const RunResult image = testing::RunProcess(
+      {FUSIONCTL_BIN, "--socket", socket_, "swap", "--source", kSource, "--target", kPhoto, "--simple", "-o",
+       outdir + "/image.png", "--json"},
+      dir_.path(), absl::Seconds(120), kOtherUid, {}, kOtherUid);
+  const absl::Duration latency = absl::Now() - asked;
+  ASSERT_EQ(image.exit_code, 0) << image.err;
+  EXPECT_EQ(nlohmann::json::parse(image.out)["faces_swapped"].get<int>(), 1);
+  const nlohmann::json v = video();
+  EXPECT_EQ(v["state"], "RUNNING") << "the image job waited for the video";
+  ASSERT_EQ(Ctl({"cancel", id}).exit_code, 0);
+  ASSERT_TRUE(testing::WaitFor([&] { return video()["state"] == "CANCELLED"; }, absl::Seconds(20)));
+  // The same image job on the idle daemon, for comparison.
+  const absl::Time idle_asked = absl::Now();
+  const RunResult idle = testing::RunProcess(
+      {FUSIONCTL_BIN, "--socket", socket_, "swap", "--source", kSource, "--target", kPhoto, "--simple", "-o",
+       outdir + "/idle.png"},
+      dir_.path(), absl::Seconds(120), kOtherUid, {}, kOtherUid);
+  ASSERT_EQ(idle.exit_code, 0) << idle.err;
+  std::cout << "image job of another uid: " << absl::ToDoubleMilliseconds(latency)
+            << " ms submit to result during a video (at frame " << v["frames_done"] << " of 30), "
+            << absl::ToDoubleMilliseconds(absl::Now() - idle_asked) << " ms on the idle daemon\n";
 }
 
 TEST_F(VideoProcessTest, BadVideoTargetsAreInvalidArgumentAndTheDaemonStaysUp) {
