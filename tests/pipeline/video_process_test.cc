@@ -73,10 +73,11 @@ class VideoProcessTest : public ::testing::Test {
     std::ofstream(toml_) << "socket_group = \"nogroup\"\nallowed_uids = [" << kOtherUid << "]\n";
     StartDaemon();
   }
-  // Chunks of 8 frames: the clips' 24-30 frames make 3-4 committed segments.
+  // Chunks of 8 frames: the clips' 24-30 frames make 3-4 committed segments. A 256 MiB device
+  // budget (issue #13: no frame in CPU fallback at it).
   void StartDaemon() {
     const std::vector<std::string> argv = {FUSIOND_BIN, "--socket", socket_, "--device", "cpu",
-                                           "--device-memory-limit", "512MiB", "--state-dir", state_,
+                                           "--device-memory-limit", "256MiB", "--state-dir", state_,
                                            "--models-dir", FUSION_MODELS_DIR, "--video-chunk-frames", "8", "--config", toml_};
     unlink(socket_.c_str());  // a killed daemon leaves it behind
     daemon_ = std::make_unique<Process>(argv, dir_.path());
@@ -100,6 +101,15 @@ class VideoProcessTest : public ::testing::Test {
       if (absl::EndsWith(e.path().string(), suffix)) ++n;
     }
     return n;
+  }
+  uint64_t RssKiB() const {
+    std::ifstream status("/proc/" + std::to_string(daemon_->pid()) + "/status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (absl::StartsWith(line, "VmRSS:")) return std::stoull(line.substr(6));
+    }
+    ADD_FAILURE() << "no VmRSS for fusiond";
+    return 0;
   }
   void ExpectAtRest() {
     const RunResult mem = Ctl({"mem", "--json"});
@@ -144,7 +154,10 @@ TEST_F(VideoProcessTest, SwapKeepsFramesTimestampsAndAudioAndCountsFramesWithout
   EXPECT_LT(worst, 0.6);
   EXPECT_TRUE(j["degradations"].empty()) << j["degradations"];
   std::set<std::string> stages;
-  for (const auto& s : j["stages"]) stages.insert(s["name"]);
+  for (const auto& s : j["stages"]) {
+    stages.insert(s["name"]);
+    EXPECT_EQ(s["mode"], "device") << s.dump();  // the most degraded frame's: none in CPU fallback at 256 MiB
+  }
   EXPECT_EQ(stages, (std::set<std::string>{"detect", "landmarks", "encode", "generate", "blend", "score"}));
   // Progress per frame on stderr (not a terminal: one line per report).
   EXPECT_TRUE(absl::StrContains(r.err, "frame 24 of 24")) << r.err;
@@ -280,19 +293,32 @@ TEST_F(VideoProcessTest, BadVideoTargetsAreInvalidArgumentAndTheDaemonStaysUp) {
   std::ofstream(truncated, std::ios::binary) << good.substr(0, good.size() / 2);
   std::ofstream(text) << "this is a text file named .mp4\n";
   const std::string audio = testclips::AudioOnlyM4a(dir_.path());
+  const std::string huge = testclips::Declares16KFramesMkv(dir_.path()), empty = testclips::NoFramesY4m(dir_.path());
+  ASSERT_FALSE(huge.empty());
+  ASSERT_FALSE(empty.empty());
   const std::vector<std::pair<std::string, std::string>> cases = {
       {truncated, "target video truncated"},
       // fusionctl sends what does not start like a video as an image target; fusiond tries both.
       {text, "target image: unknown image format (31 bytes, first bytes 74 68 69 73 20 69 73 20); fusiond "
              "accepts PNG, JPEG, WebP, TIFF and BMP; nor is it a video fusiond reads"},
       {audio, "target video: no video stream (the file holds audio aac)"},
+      // From the container header, before any decoder runs.
+      {huge, "target video: 16384x16384 frames (268435456 pixels) exceed the limit of 100000000 pixels"},
+      {empty, "target video: the video stream has no frames"},
   };
-  for (const auto& [target, message] : cases) {
-    const RunResult r = Ctl({"swap", "--source", kSource, "--target", target, "-o", dir_.File("x.mp4")});
-    EXPECT_EQ(r.exit_code, 1) << target << ": " << r.err;
-    EXPECT_TRUE(absl::StrContains(r.err, "INVALID_ARGUMENT")) << r.err;
-    EXPECT_TRUE(absl::StrContains(r.err, message)) << r.err;
+  // Three rounds; RSS after the third within 4 MiB of the first's (nothing kept per request:
+  // the first round's growth is the libraries' and allocator's one-time warm-up).
+  uint64_t rss_first = 0;
+  for (int round = 0; round < 3; ++round) {
+    for (const auto& [target, message] : cases) {
+      const RunResult r = Ctl({"swap", "--source", kSource, "--target", target, "-o", dir_.File("x.mp4")});
+      EXPECT_EQ(r.exit_code, 1) << target << ": " << r.err;
+      EXPECT_TRUE(absl::StrContains(r.err, "INVALID_ARGUMENT")) << r.err;
+      EXPECT_TRUE(absl::StrContains(r.err, message)) << r.err;
+    }
+    if (round == 0) rss_first = RssKiB();
   }
+  EXPECT_LT(RssKiB(), rss_first + 4 * 1024) << "after the first round " << rss_first << " KiB";
   // A video needs an .mp4 output: a usage error before anything is submitted.
   const RunResult png = Ctl({"swap", "--source", kSource, "--target", truncated, "-o", dir_.File("x.png")});
   EXPECT_EQ(png.exit_code, 2) << png.err;
