@@ -27,8 +27,10 @@
 // naming the stage, CANCELLED, INTERNAL naming the stage and model.
 // Video targets (the kind comes from the target's content, target_kind.h): video_job.cc runs
 // the same stages per frame (the source face detected, landmarked and encoded once), frames
-// streamed decode -> swap -> encode through bounded queues of video_queue_frames, and writes
-// the result MP4 into results_dir (temporary name, fsync, rename): Output::result_file.
+// streamed decode -> swap -> encode through bounded queues of video_queue_frames, encoded in
+// committed chunks of video_chunk_frames (segment files in results_dir/<job>.parts: a job run
+// again after a crash resumes after them), joined with the target's audio into the result MP4
+// in results_dir (temporary name, fsync, rename): Output::result_file.
 // Thread-safety: Run() and StageModels() may be called concurrently.
 #pragma once
 

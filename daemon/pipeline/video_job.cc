@@ -443,6 +443,8 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::SwapVideo(Execution& run
     ::unlink(tmp.c_str());
     return streamed;
   }
+  std::error_code ec;
+  std::filesystem::remove_all(parts, ec);  // published: also when the daemon is stopping meanwhile
   for (const std::string& d : dropped) {
     report.add_degradations(d);
     run.context().Degradation(d);
