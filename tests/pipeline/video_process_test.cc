@@ -70,15 +70,16 @@ class VideoProcessTest : public ::testing::Test {
  protected:
   void SetUp() override {
     // Another uid (nobody, in the socket's group) may submit: the fair-share test.
-    std::ofstream(toml_) << "socket_group = \"nogroup\"\nallowed_uids = [" << kOtherUid << "]\n";
+    // A SIGTERM interrupts a running job at once (no drain): the resume test.
+    std::ofstream(toml_) << "socket_group = \"nogroup\"\nallowed_uids = [" << kOtherUid << "]\ndrain_ms = 0\n";
     StartDaemon();
   }
-  // Chunks of 8 frames: the clips' 24-30 frames make 3-4 committed segments. A 256 MiB device
+  // Chunks of 6 frames: the clips' 24-30 frames make 4-5 committed segments. A 256 MiB device
   // budget (issue #13: no frame in CPU fallback at it).
   void StartDaemon() {
     const std::vector<std::string> argv = {FUSIOND_BIN, "--socket", socket_, "--device", "cpu",
                                            "--device-memory-limit", "256MiB", "--state-dir", state_,
-                                           "--models-dir", FUSION_MODELS_DIR, "--video-chunk-frames", "8", "--config", toml_};
+                                           "--models-dir", FUSION_MODELS_DIR, "--video-chunk-frames", "6", "--config", toml_};
     unlink(socket_.c_str());  // a killed daemon leaves it behind
     daemon_ = std::make_unique<Process>(argv, dir_.path());
     ASSERT_TRUE(testing::WaitFor([&] { return access(socket_.c_str(), F_OK) == 0 || !daemon_->Running(); },
@@ -144,7 +145,7 @@ TEST_F(VideoProcessTest, SwapKeepsFramesTimestampsAndAudioAndCountsFramesWithout
   EXPECT_EQ(j["height"].get<int>(), 282);
   EXPECT_NEAR(j["frame_rate"].get<double>(), 15.0, 1e-6);
   EXPECT_GT(j["frames_per_second"].get<double>(), 0.0);
-  EXPECT_EQ(j["chunk_frames"].get<int>(), 8);  // 3 segments joined
+  EXPECT_EQ(j["chunk_frames"].get<int>(), 6);  // 4 segments joined
   EXPECT_EQ(j["frames_resumed"].get<int>(), 0);
   // Every swapped face re-described in its result frame: the source's identity (distance under
   // face_recognition's 0.6 same-person threshold; the target photo's own face is far above it).
@@ -183,8 +184,10 @@ TEST_F(VideoProcessTest, SwapKeepsFramesTimestampsAndAudioAndCountsFramesWithout
 }
 
 // kill -9 in the middle of a video job; the next fusiond resumes it after its committed chunks
-// (segments of 8 frames) and the result has every frame with the input's timestamps, as an
-// uninterrupted run's (SwapKeepsFrames... above: equal to the input's).
+// (segments of 6 frames). Then a SIGTERM (no drain) interrupts the resumed run: it keeps its
+// segments too, and the third fusiond completes the job from them. The result has every frame
+// with the input's timestamps and audio, as an uninterrupted run's (SwapKeepsFrames... above:
+// equal to the input's).
 TEST_F(VideoProcessTest, KillNineMidVideoResumesAfterTheCommittedChunks) {
   const std::string clip = testclips::ZoomPanMp4(dir_.path(), kPhoto);  // 30 frames, H.264 + AAC
   ASSERT_FALSE(clip.empty());
@@ -200,13 +203,33 @@ TEST_F(VideoProcessTest, KillNineMidVideoResumesAfterTheCommittedChunks) {
     }
     return n;
   };
-  // About half: two chunks (16 of 30 frames) committed.
+  // About half: two chunks (12 of 30 frames) committed.
   ASSERT_TRUE(testing::WaitFor([&] { return committed() >= 2; }, absl::Seconds(90)));
   daemon_->Signal(SIGKILL);
   daemon_->Wait(absl::Seconds(10));
-  const int kept = committed();
-  ASSERT_GE(kept, 2);
-  ASSERT_LT(kept * 8, 30);
+  const int killed = committed();
+  ASSERT_GE(killed, 2);
+  ASSERT_LE(killed, 3);
+  // The kept chunks' files: the resumed run must not write them again.
+  auto stamps = [&](int n) {
+    std::vector<std::filesystem::file_time_type> t;
+    for (int i = 0; i < n; ++i) {
+      char name[16];
+      snprintf(name, sizeof name, "/%06d.mp4", i);
+      t.push_back(std::filesystem::last_write_time(parts + name));
+    }
+    return t;
+  };
+  const auto kept_stamps = stamps(killed);
+  StartDaemon();
+  // The resumed run commits one more chunk; SIGTERM before the last one.
+  ASSERT_TRUE(testing::WaitFor([&] { return committed() > killed; }, absl::Seconds(90)));
+  daemon_->Signal(SIGTERM);
+  EXPECT_EQ(daemon_->Wait(absl::Seconds(20)).exit_code, 0);
+  const int termed = committed();
+  ASSERT_GT(termed, killed);
+  ASSERT_LT(termed * 6, 30);
+  EXPECT_TRUE(stamps(killed) == kept_stamps) << "a chunk committed before the kill was written again";
   StartDaemon();
   nlohmann::json job;
   ASSERT_TRUE(testing::WaitFor(
@@ -224,10 +247,11 @@ TEST_F(VideoProcessTest, KillNineMidVideoResumesAfterTheCommittedChunks) {
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const nlohmann::json j = nlohmann::json::parse(result.out);
   EXPECT_EQ(j["frames_total"].get<int>(), 30);
-  // The frames of the kept chunks were not processed again; the rest (< 30) were.
-  EXPECT_EQ(j["frames_resumed"].get<int>(), kept * 8);
-  std::cout << "resumed after kill -9: " << j["frames_resumed"] << " of 30 frames kept from " << kept
-            << " committed chunks, " << 30 - j["frames_resumed"].get<int>() << " processed after the restart\n";
+  // The last run kept every chunk committed before the SIGTERM and processed only the rest.
+  EXPECT_EQ(j["frames_resumed"].get<int>(), termed * 6);
+  std::cout << "kill -9 with " << killed << " chunks of 6 committed, SIGTERM with " << termed
+            << "; the last run: " << j["frames_resumed"] << " of 30 frames kept, "
+            << 30 - j["frames_resumed"].get<int>() << " processed\n";
   EXPECT_EQ(j["frames_swapped"].get<int>() + j["frames_without_face"].get<int>(), 30);
   EXPECT_EQ(j["faces_swapped"].get<int>(), j["frames_swapped"].get<int>());
   const Decoded in = Decode(ReadFile(clip)), res = Decode(ReadFile(out));
