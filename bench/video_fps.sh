@@ -17,11 +17,12 @@ LENGTHS=${LENGTHS:-"$SECONDS_ $((SECONDS_ * 2))"}
 BUDGET=${BUDGET:-256MiB}
 W=$(mktemp -d); P=; trap '[ -n "$P" ] && kill $P 2>/dev/null; rm -rf "$W"' EXIT
 SRC=tests/data/faces/astronaut_eileen_collins_512.png
-clip() {  # $1 seconds -> $W/clip_$1.mp4: 30 fps, a pan over Grace (face ~ H/2.6 px wide) on a blurred copy of her
+clip() {  # $1 seconds -> $W/clip_$1.mp4: 30 fps, a pan over Grace (face ~ H/2.6 px wide) on a blurred copy of her,
+  # restarting every 10 s so that the face stays in the frame
   local fw=$((H_ * 480 / 720 / 2 * 2)) fh=$((H_ * 562 / 720 / 2 * 2))
   ffmpeg -hide_banner -loglevel error -nostdin -y -loop 1 -framerate 30 -t "$1" -i tests/data/faces/grace_hopper_512x600.jpg \
     -f lavfi -i "sine=frequency=440:sample_rate=48000:duration=$1" -filter_complex \
-    "[0:v]scale=$W_:$H_,boxblur=20[bg];[0:v]scale=$fw:$fh[fg];[bg][fg]overlay=x='$((W_ / 4))+$((W_ / 32))*t':y=$((H_ / 9)),format=yuv420p[v]" \
+    "[0:v]scale=$W_:$H_,boxblur=20[bg];[0:v]scale=$fw:$fh[fg];[bg][fg]overlay=x='$((W_ / 4))+$((W_ / 32))*mod(t\,10)':y=$((H_ / 9)),format=yuv420p[v]" \
     -map "[v]" -map 1:a -c:v libx264 -preset veryfast -crf 20 -c:a aac -b:a 96k "$W/clip_$1.mp4"
 }
 facts() {  # $1 file -> "frames fps duration audio-md5"
