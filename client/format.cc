@@ -147,6 +147,10 @@ nlohmann::json JobResultToJson(const JobResult& r) {
     j["frame_rate"] = r.frame_rate;
     j["duration_seconds"] = r.duration_seconds;
     j["frames_per_second"] = r.frames_per_second;
+    j["frames_resumed"] = r.frames_resumed;
+    j["chunk_frames"] = r.chunk_frames;
+    j["identity_distance_median"] = r.identity_distance_median;
+    j["identity_distance_worst"] = r.identity_distance_worst;
   }
   return j;
 }

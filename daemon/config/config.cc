@@ -105,7 +105,7 @@ const std::vector<std::string>& DaemonConfigKeys() {
       "grpc_memory_quota", "max_message_bytes", "stalled_connection_timeout_ms",
       "device", "device_memory_limit", "device_memory_reserve", "host_memory_limit",
       "one_shot_pressure", "one_shot_min_free", "models_dir", "manifest", "pin_models",
-      "max_concurrent_jobs", "max_pixels", "min_face_px", "min_face_score", "result_retention",
+      "max_concurrent_jobs", "max_pixels", "video_chunk_frames", "min_face_px", "min_face_score", "result_retention",
       "result_retention_bytes", "state_dir", "log_level", "drain_ms", "watchdog_stall_ms",
       "metrics_listen"};
   return kKeys;
@@ -139,6 +139,7 @@ const std::vector<std::pair<std::string, FieldEqual>>& FieldComparisons() {
       FUSION_FIELD("one_shot_min_free", one_shot_min_free), FUSION_FIELD("models_dir", models_dir),
       FUSION_FIELD("manifest", manifest), FUSION_FIELD("pin_models", pin_models),
       FUSION_FIELD("max_concurrent_jobs", max_concurrent_jobs), FUSION_FIELD("max_pixels", max_pixels),
+      FUSION_FIELD("video_chunk_frames", video_chunk_frames),
       FUSION_FIELD("min_face_px", min_face_px), FUSION_FIELD("min_face_score", min_face_score),
       FUSION_FIELD("result_retention", result_retention_s),
       FUSION_FIELD("result_retention_bytes", result_retention_bytes),
@@ -224,6 +225,11 @@ absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
       auto i = node.value_exact<int64_t>();
       if (!i || *i < 1 || *i > (int64_t{1} << 30)) st = KeyError(origin, key, "must be an integer in [1, 2^30] (pixels)");
       else config.max_pixels = static_cast<uint64_t>(*i);
+    }
+    else if (key == "video_chunk_frames") {
+      auto i = node.value_exact<int64_t>();
+      if (!i || *i < 1 || *i > 100000) st = KeyError(origin, key, "must be an integer in [1, 100000] (frames)");
+      else config.video_chunk_frames = static_cast<uint32_t>(*i);
     }
     else if (key == "max_concurrent_jobs") {
       auto i = node.value_exact<int64_t>();
@@ -354,6 +360,10 @@ absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const*
   uint32_t max_jobs = 0;
   app.add_option("--max-concurrent-jobs", max_jobs, "jobs running at once (default 2)")
       ->check(CLI::Range(1u, 64u));
+  uint32_t chunk_frames = 0;
+  app.add_option("--video-chunk-frames", chunk_frames,
+                 "frames per committed chunk of a video job, the resume unit after a crash (default 30)")
+      ->check(CLI::Range(1u, 100000u));
   uint64_t max_pixels = 0;
   app.add_option("--max-pixels", max_pixels, "largest image accepted, pixels (default 100000000)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
@@ -416,6 +426,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const*
   }
   if (max_jobs != 0) config.max_concurrent_jobs = max_jobs;
   if (max_pixels != 0) config.max_pixels = max_pixels;
+  if (chunk_frames != 0) config.video_chunk_frames = chunk_frames;
   if (min_face_px != 0) config.min_face_px = min_face_px;
   if (min_face_score != 0) {
     if (!(min_face_score > 0 && min_face_score < 1)) {

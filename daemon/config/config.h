@@ -14,7 +14,7 @@
 //   fd_max_connections_per_uid = 8           fd_max_connections = 64
 //   max_queued_jobs_per_uid = 64             max_watch_streams_per_uid = 128
 //   grpc_memory_quota = "256MiB"             stalled_connection_timeout_ms = 15000
-//   max_pixels = 100000000
+//   max_pixels = 100000000                   video_chunk_frames = 30
 //   min_face_px = 40                         min_face_score = 0 (the detector's own: 0.5)
 //   drain_ms = 5000                          watchdog_stall_ms = 300000
 //   metrics_listen = "127.0.0.1:9464"        (default: no metrics endpoint)
@@ -104,6 +104,9 @@ struct DaemonConfig {
   // Largest image accepted (source, target, reference), pixels as its header declares them;
   // checked at SubmitJob before anything is decoded. TOML max_pixels, flag --max-pixels.
   uint64_t max_pixels = 100'000'000;
+  // Frames per chunk of a video job (the resume unit after a crash: a chunk's segment file is
+  // committed when done). TOML video_chunk_frames, flag --video-chunk-frames.
+  uint32_t video_chunk_frames = 30;
   // Largest gRPC message accepted or sent, bytes.
   uint64_t max_message_bytes = 32ull << 20;
   // Time given to in-flight calls at SIGTERM before they are cancelled, milliseconds.

@@ -46,6 +46,7 @@ class JobManager::RunContext final : public JobRunner::Context {
     running_->alive_ms = NowMs();
     return running_->cancel || running_->interrupt;
   }
+  bool Interrupted() const override { return running_->interrupt && !running_->cancel; }
   void StageStarted(const std::string& stage, float progress) override {
     running_->alive_ms = NowMs();
     {

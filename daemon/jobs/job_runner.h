@@ -30,6 +30,9 @@ class JobRunner {
     virtual void Degradation(const std::string& what) = 0;
     // A video job: `done` of `total` frames encoded, `fps` frames processed per second so far.
     virtual void FramesDone(uint64_t done, uint64_t total, double fps) {}
+    // True when Cancelled() is the daemon stopping (not the owner's cancel): the job stays
+    // RUNNING and runs again at the next start, so it keeps what it can resume from.
+    virtual bool Interrupted() const { return false; }
   };
 
   struct Output {

@@ -27,8 +27,10 @@
 // naming the stage, CANCELLED, INTERNAL naming the stage and model.
 // Video targets (the kind comes from the target's content, target_kind.h): video_job.cc runs
 // the same stages per frame (the source face detected, landmarked and encoded once), frames
-// streamed decode -> swap -> encode through bounded queues of video_queue_frames, and writes
-// the result MP4 into results_dir (temporary name, fsync, rename): Output::result_file.
+// streamed decode -> swap -> encode through bounded queues of video_queue_frames, encoded in
+// committed chunks of video_chunk_frames (segment files in results_dir/<job>.parts: a job run
+// again after a crash resumes after them), joined with the target's audio into the result MP4
+// in results_dir (temporary name, fsync, rename): Output::result_file.
 // Thread-safety: Run() and StageModels() may be called concurrently.
 #pragma once
 
@@ -69,6 +71,10 @@ class PipelineRunner final : public jobs::JobRunner {
     uint32_t max_faces = 64;            // target faces swapped at most
     std::string results_dir;            // where video results are written; empty: no video jobs
     size_t video_queue_frames = 4;      // frames each of the two video queues holds at most
+    // Frames per chunk of a video job: each chunk is encoded to its own segment file and
+    // committed (video/segment_store.h), so a job interrupted by a crash resumes at its first
+    // uncommitted chunk; the result is the segments joined. 30 = one second at 30 fps.
+    size_t video_chunk_frames = 30;
     OomLadder::Options ladder;
   };
   // `store`, `residency`, `meter` must outlive the runner; `faults` may be null.

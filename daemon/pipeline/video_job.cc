@@ -2,9 +2,20 @@
 // DESIGN.md §5b). No LibTorch in this TU.
 //
 //   decode thread                    job thread                           encode thread
-//   VideoReader::Next --[queue N]--> detect/landmarks/generate/blend --[queue N]--> Mp4Writer
-//   (frames + audio/subtitle         per frame (Execution per-frame        (H.264; other streams
-//    packets, in file order)          mode); packets pass through)          copied) -> FramesDone
+//   VideoReader::Next --[queue N]--> detect/landmarks/generate/blend --[queue N]--> ChunkEncoder
+//   (the range's frames; frames      /score per frame (Execution           (H.264, one segment
+//    of committed chunks dropped)     per-frame mode)                       file per chunk)
+//
+// Chunks and resume: frames are encoded in chunks of video_chunk_frames, each chunk by its own
+// libx264 encoder into its own segment file, committed when the chunk is done
+// (video/segment_store.h: counts and file renamed into <results>/<job>.parts/). A job that
+// runs again after a crash (kill -9, power loss; the journal requeues it RUNNING -> QUEUED)
+// keeps the committed chunks and starts at the first frame after them: at most the one chunk
+// in flight is redone, never a committed frame. The frames before it are still decoded (cheap
+// next to a swap) but not swapped or encoded. At the end the segments are joined with the
+// target's audio/subtitle packets copied unchanged (video/segment_join.h): a remux.
+// Every chunk starts with an IDR frame (a new encoder), so an uninterrupted and a resumed run
+// encode exactly the same chunks: same frames, same timestamps.
 //
 // The source face is detected, landmarked and encoded once, before the first frame. Frames
 // without a face (or, for REFERENCE, none within the distance) pass through unchanged and are
@@ -12,17 +23,23 @@
 // and one frame's working copies are admitted on the host tier before the threads start
 // (FrameHostBytes), so RAM does not grow with the video's length. Cancellation is checked
 // before every frame and inside its stages (checkpoints), so a cancel ends within one frame.
-// The result is written to <results_dir>/<job>.mp4.tmp, fsynced and renamed to <job>.mp4.
+// The result is written to <results_dir>/<job>.mp4.tmp, fsynced and renamed to <job>.mp4; the
+// segments are removed then, and when the job fails or is cancelled by its owner (not when the
+// daemon stops: the job runs again and resumes).
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
+#include <algorithm>
 #include <functional>
+#include <filesystem>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "spdlog/spdlog.h"
 #include "common/bounded_queue.h"
 #include "common/mutex.h"
 #include "pipeline/execution.h"
@@ -30,12 +47,27 @@
 #include "pipeline/pipeline_runner.h"
 #include "pipeline/target_kind.h"
 #include "video/mp4_writer.h"
+#include "video/segment_join.h"
+#include "video/segment_store.h"
 #include "video/video_reader.h"
 
 namespace fusion {
 namespace {
 
 using video::Item;
+using video::SegmentCounts;
+
+// What the swap did to one frame, carried with it to the encode thread (a chunk's counts).
+struct FrameOutcome {
+  bool swapped = false;
+  uint32_t faces = 0;
+  std::vector<float> identity_distances;  // per swapped face: source vs result descriptor
+};
+
+struct SwappedFrame {
+  video::Frame frame;
+  FrameOutcome outcome;
+};
 
 // The first error of the job's three threads (later ones are consequences of it).
 class FirstError {
@@ -57,7 +89,9 @@ class FirstError {
 // Frames done / total / fps to the job's context, at most every 250 ms and for the last frame.
 class FrameProgress {
  public:
-  FrameProgress(jobs::JobRunner::Context& ctx, uint64_t total) : ctx_(ctx), total_(total), start_(absl::Now()) {}
+  // `resumed`: frames done before this run (committed chunks), not counted in the rate.
+  FrameProgress(jobs::JobRunner::Context& ctx, uint64_t total, uint64_t resumed)
+      : ctx_(ctx), total_(total), resumed_(resumed), start_(absl::Now()) {}
   void Done(uint64_t done) {
     const absl::Time now = absl::Now();
     if (done != total_ && now - last_ < absl::Milliseconds(250)) return;
@@ -66,12 +100,12 @@ class FrameProgress {
   }
   double Fps(uint64_t done) const {
     const double s = absl::ToDoubleSeconds(absl::Now() - start_);
-    return s > 0 ? static_cast<double>(done) / s : 0;
+    return s > 0 ? static_cast<double>(done - std::min(done, resumed_)) / s : 0;
   }
 
  private:
   jobs::JobRunner::Context& ctx_;
-  const uint64_t total_;
+  const uint64_t total_, resumed_;
   const absl::Time start_;
   absl::Time last_ = absl::InfinitePast();
 };
@@ -175,8 +209,10 @@ class FrameSwapper {
     return absl::OkStatus();
   }
 
-  // Replaces frame.bgr with the swapped frame (unchanged when it has no face).
-  absl::Status Swap(video::Frame& frame) {
+  // Replaces frame.bgr with the swapped frame (unchanged when it has no face); *out says what
+  // was done, with the identity distance of every swapped face (the score stage).
+  absl::Status Swap(video::Frame& frame, FrameOutcome* out) {
+    *out = FrameOutcome();
     const std::string what = absl::StrCat("target video frame ", frame.index + 1, " of ", total_);
     if (run_.context().Cancelled()) {
       return absl::CancelledError(absl::StrCat("job cancelled at frame ", frame.index + 1, " of ", total_));
@@ -190,26 +226,21 @@ class FrameSwapper {
                                    return DetectFaces(m, tile, detect_, pics[1], cp.Within(what));
                                  });
     if (!st.ok()) return st;
-    if (pics[1].faces.empty()) {
-      ++frames_without_face;
-      return absl::OkStatus();
-    }
+    if (pics[1].faces.empty()) return absl::OkStatus();
     if (o_.faces() == v1::LARGEST) pics[1].faces = {pics[1].faces[LargestFace(pics[1].faces)]};
     if (pics[1].faces.size() > opt_.max_faces) pics[1].faces.resize(opt_.max_faces);
     cv::Mat result;
-    st = SwapFaces(stages_, o_, pics, run_, report_, &result, FaceWork{.source_ready = true, .score = false});
+    report_.clear_faces();
+    st = SwapFaces(stages_, o_, pics, run_, report_, &result, FaceWork{.source_ready = true, .score = true});
+    for (const v1::FaceReport& f : report_.faces()) out->identity_distances.push_back(f.identity_distance());
+    report_.clear_faces();  // a video's result has no per-face reports
     if (!st.ok()) return st;
-    if (report_.faces_swapped() == 0) {  // none within the reference distance
-      ++frames_without_face;
-      return absl::OkStatus();
-    }
+    if (report_.faces_swapped() == 0) return absl::OkStatus();  // none within the reference distance
     frame.bgr = result;
-    ++frames_swapped;
-    faces_swapped += report_.faces_swapped();
+    out->swapped = true;
+    out->faces = report_.faces_swapped();
     return absl::OkStatus();
   }
-
-  uint64_t frames_swapped = 0, frames_without_face = 0, faces_swapped = 0;
 
  private:
   Execution& run_;
@@ -224,49 +255,97 @@ class FrameSwapper {
   std::string bucket_;
 };
 
-// decode thread -> [decoded] -> `swap` on this thread -> [swapped] -> encode thread. Returns
-// the first error of the three (CANCELLED included) or OK with every frame encoded and the
-// writer finished; frames still queued after an error are dropped unencoded.
-absl::Status Stream(video::VideoReader& reader, video::Mp4Writer& writer, size_t queue_frames, FrameProgress& progress,
-                    const std::function<absl::Status(video::Frame&)>& swap, uint64_t* encoded_frames) {
-  BoundedQueue<Item> decoded(queue_frames), swapped(queue_frames);
+// The encode thread's end: frames into chunk segments of `chunk` frames, each its own libx264
+// encoder and segment file, committed to `store` when full (the last one at Finish).
+class ChunkEncoder {
+ public:
+  ChunkEncoder(const video::VideoReader& reader, video::SegmentStore& store, video::EncodeOptions enc, size_t chunk)
+      : reader_(reader), store_(store), enc_(std::move(enc)), chunk_(chunk) {}
+
+  absl::Status Write(const SwappedFrame& f) {
+    if (writer_ == nullptr) {
+      auto w = video::Mp4Writer::CreateVideoOnly(reader_, store_.TempPath(store_.committed().size()), enc_);
+      if (!w.ok()) return w.status();
+      writer_ = *std::move(w);
+    }
+    if (absl::Status st = writer_->WriteFrame(f.frame); !st.ok()) return st;
+    ++counts_.frames;
+    if (f.outcome.swapped) {
+      ++counts_.frames_swapped;
+      counts_.faces_swapped += f.outcome.faces;
+    } else {
+      ++counts_.frames_without_face;
+    }
+    counts_.identity_distances.insert(counts_.identity_distances.end(), f.outcome.identity_distances.begin(),
+                                      f.outcome.identity_distances.end());
+    return counts_.frames == chunk_ ? Commit() : absl::OkStatus();
+  }
+  absl::Status Finish() { return writer_ != nullptr ? Commit() : absl::OkStatus(); }
+
+ private:
+  absl::Status Commit() {
+    absl::Status st = writer_->Finish();
+    writer_.reset();  // one encoder at a time (the host lease covers one)
+    if (st.ok()) st = store_.Commit(counts_);
+    counts_ = SegmentCounts();
+    return st;
+  }
+
+  const video::VideoReader& reader_;
+  video::SegmentStore& store_;
+  const video::EncodeOptions enc_;
+  const size_t chunk_;
+  std::unique_ptr<video::Mp4Writer> writer_;
+  SegmentCounts counts_;
+};
+
+// decode thread -> [decoded] -> `swap` on this thread -> [swapped] -> encode thread. Frames
+// before `first` (committed chunks of an earlier run) are dropped by the decode thread, and so
+// are the other streams' packets (the join copies them). Returns the first error of the three
+// (CANCELLED included) or OK with every frame encoded and the last chunk committed; frames
+// still queued after an error are dropped unencoded. *encoded: `first` + frames encoded.
+absl::Status Stream(video::VideoReader& reader, ChunkEncoder& sink, size_t queue_frames, uint64_t first,
+                    FrameProgress& progress, const std::function<absl::Status(video::Frame&, FrameOutcome*)>& swap,
+                    uint64_t* encoded_frames) {
+  BoundedQueue<video::Frame> decoded(queue_frames);
+  BoundedQueue<SwappedFrame> swapped(queue_frames);
   FirstError error;
-  std::atomic<uint64_t> encoded{0};
+  std::atomic<uint64_t> encoded{first};
   std::thread decoder([&] {
     for (;;) {
       Item item;
       auto more = reader.Next(&item);
       if (!more.ok()) error.Set(more.status());
-      if (!more.ok() || !*more || !decoded.Push(std::move(item))) break;
+      if (!more.ok() || !*more) break;
+      if (item.kind != Item::Kind::kFrame || static_cast<uint64_t>(item.frame.index) < first) continue;
+      if (!decoded.Push(std::move(item.frame))) break;
     }
     decoded.Close();
   });
   std::thread encoder([&] {
-    while (auto item = swapped.Pop()) {
-      absl::Status s = item->kind == Item::Kind::kFrame ? writer.WriteFrame(item->frame) : writer.WritePacket(item->packet);
-      if (!s.ok()) {
+    while (auto f = swapped.Pop()) {
+      if (absl::Status s = sink.Write(*f); !s.ok()) {
         error.Set(s);
         break;
       }
-      if (item->kind == Item::Kind::kFrame) progress.Done(++encoded);
+      progress.Done(++encoded);
     }
     if (error.Get().ok()) {
-      if (absl::Status s = writer.Finish(); !s.ok()) error.Set(s);
+      if (absl::Status s = sink.Finish(); !s.ok()) error.Set(s);
     }
     swapped.Cancel();  // a failed writer stops the job thread's pushes
     decoded.Cancel();
   });
-  while (auto item = decoded.Pop()) {
-    if (item->kind == Item::Kind::kFrame) {
-      if (absl::Status st = swap(item->frame); !st.ok()) {
-        error.Set(st);
-        break;
-      }
+  while (auto frame = decoded.Pop()) {
+    SwappedFrame out{.frame = *std::move(frame)};
+    if (absl::Status st = swap(out.frame, &out.outcome); !st.ok()) {
+      error.Set(st);
+      break;
     }
-    if (!swapped.Push(*std::move(item))) break;
+    if (!swapped.Push(std::move(out))) break;
   }
   if (error.Get().ok()) {
-    swapped.Close();  // the end of the stream: the encoder drains it and finishes the file
+    swapped.Close();  // the end of the stream: the encoder drains it and commits the last chunk
   } else {
     swapped.Cancel();
   }
@@ -288,6 +367,15 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::SwapVideo(Execution& run
     return absl::FailedPreconditionError("video target: this fusiond has no results directory for video results");
   }
   if (o.upscale() != 0) return absl::InvalidArgumentError("options: upscale applies to image targets only, not a video");
+  const std::string path = ResultPath(options_.results_dir, run.owner().job_id);
+  const std::string tmp = path + ".tmp";
+  const std::string parts = path.substr(0, path.size() - 4) + ".parts";
+  // The job's segments go when it ends here, whatever the end, except when the daemon is
+  // stopping (the job runs again at the next start and resumes from them). A crash skips this.
+  absl::Cleanup remove_parts = [&] {
+    std::error_code ec;
+    if (!run.context().Interrupted()) std::filesystem::remove_all(parts, ec);
+  };
   video::VideoInfo info;
   if (auto kind = ClassifyTarget(target, o, options_.max_pixels, &info); !kind.ok()) return kind.status();
   const DetectSettings detect = DetectSettingsFor(o);
@@ -307,47 +395,73 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::SwapVideo(Execution& run
   if (!encode_lease.ok()) return encode_lease.status();
   auto reader = video::VideoReader::Open(target, "target video", {.max_pixels = options_.max_pixels, .range = RangeOf(o)});
   if (!reader.ok()) return reader.status();
-  const std::string path = ResultPath(options_.results_dir, run.owner().job_id);
-  const std::string tmp = path + ".tmp";
-  std::vector<std::string> dropped;
-  auto writer = video::Mp4Writer::Create(**reader, tmp, enc, &dropped);
-  if (!writer.ok()) {
-    ::unlink(tmp.c_str());
-    return writer.status();
-  }
-  for (const std::string& d : dropped) {
-    report.add_degradations(d);
-    run.context().Degradation(d);
-  }
+  auto store = video::SegmentStore::Open(parts);
+  if (!store.ok()) return store.status();
   const uint64_t total = static_cast<uint64_t>(info.frames_in_range);
+  const uint64_t resumed = std::min<uint64_t>(store->frames_committed(), total);
+  if (resumed > 0) {
+    spdlog::info("job {}: resuming at frame {} of {} ({} committed chunks of an interrupted run)",
+                 run.owner().job_id, resumed + 1, total, store->committed().size());
+  }
   FrameSwapper swapper(run, options_, o, detect,
                        FaceStages{options_.landmarks, options_.encoder, options_.generator,
                                   o.enhance_scale() != 0 ? EnhancerFor(o, o.enhance_scale()) : "", options_.blender, ""},
                        source.pictures, total, report);
   if (absl::Status st = swapper.Init(info.width, info.height); !st.ok()) return st;
-  FrameProgress progress(run.context(), total);
+  FrameProgress progress(run.context(), total, resumed);
+  const size_t chunk = std::max<size_t>(options_.video_chunk_frames, 1);
+  ChunkEncoder sink(**reader, *store, enc, chunk);
   uint64_t encoded = 0;
   run.set_per_frame(true);
-  absl::Status streamed = Stream(**reader, **writer, options_.video_queue_frames, progress,
-                                 [&](video::Frame& f) { return swapper.Swap(f); }, &encoded);
+  absl::Status streamed = Stream(**reader, sink, options_.video_queue_frames, resumed, progress,
+                                 [&](video::Frame& f, FrameOutcome* out) { return swapper.Swap(f, out); }, &encoded);
   run.set_per_frame(false);
-  writer->reset();  // closes the file before it is renamed or removed
-  if (streamed.ok() && encoded != total) {
+  reader->reset();
+  SegmentCounts sum;
+  for (const SegmentCounts& c : store->committed()) {
+    sum.frames += c.frames;
+    sum.frames_swapped += c.frames_swapped;
+    sum.frames_without_face += c.frames_without_face;
+    sum.faces_swapped += c.faces_swapped;
+    sum.identity_distances.insert(sum.identity_distances.end(), c.identity_distances.begin(), c.identity_distances.end());
+  }
+  if (streamed.ok() && (encoded != total || sum.frames != total)) {
     streamed = absl::InvalidArgumentError(absl::StrCat("target video: ", encoded, " of ", total, " frames could be decoded"));
   }
-  if (streamed.ok() && swapper.frames_swapped == 0) {
+  if (streamed.ok() && sum.frames_swapped == 0) {
     streamed = absl::FailedPreconditionError(absl::StrCat("no face in any of the ", total, " frames of the target video"));
+  }
+  // The join: the segments and the target's other streams (their packets only, undecoded).
+  std::vector<std::string> dropped;
+  if (streamed.ok()) {
+    auto packets = video::VideoReader::Open(
+        target, "target video", {.max_pixels = options_.max_pixels, .range = RangeOf(o), .decode_video = false});
+    streamed = packets.ok() ? video::JoinSegments(store->Paths(), **packets, tmp, &dropped) : packets.status();
   }
   if (streamed.ok()) streamed = Publish(tmp, path, options_.results_dir);
   if (!streamed.ok()) {
     ::unlink(tmp.c_str());
     return streamed;
   }
+  std::error_code ec;
+  std::filesystem::remove_all(parts, ec);  // published: also when the daemon is stopping meanwhile
+  for (const std::string& d : dropped) {
+    report.add_degradations(d);
+    run.context().Degradation(d);
+  }
   report.set_state(v1::SUCCEEDED);
-  report.set_faces_swapped(static_cast<uint32_t>(swapper.faces_swapped));
+  report.set_faces_swapped(static_cast<uint32_t>(sum.faces_swapped));
   report.set_frames_total(total);
-  report.set_frames_swapped(swapper.frames_swapped);
-  report.set_frames_without_face(swapper.frames_without_face);
+  report.set_frames_swapped(sum.frames_swapped);
+  report.set_frames_without_face(sum.frames_without_face);
+  report.set_frames_resumed(resumed);
+  report.set_chunk_frames(chunk);
+  if (!sum.identity_distances.empty()) {
+    std::vector<float>& d = sum.identity_distances;
+    std::sort(d.begin(), d.end());
+    report.set_identity_distance_median(d[d.size() / 2]);
+    report.set_identity_distance_worst(d.back());
+  }
   report.set_frame_rate(info.fps);
   const double left = info.duration_s - o.start_seconds();
   report.set_duration_seconds(o.duration_seconds() > 0 ? std::min(o.duration_seconds(), left) : left);

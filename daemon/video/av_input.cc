@@ -49,6 +49,34 @@ bool Mp4Carries(AVCodecID codec) {
   }
 }
 
+absl::Status AddCopiedStreams(const MemoryDemuxer& demuxer, AVFormatContext* out, std::vector<int>* stream_map,
+                              std::vector<std::string>* degradations) {
+  const AVFormatContext* in = demuxer.ctx();
+  stream_map->assign(in->nb_streams, -1);
+  for (unsigned i = 0; i < in->nb_streams; ++i) {
+    if (static_cast<int>(i) == demuxer.video_index()) continue;
+    const AVStream* s = in->streams[i];
+    const AVMediaType type = s->codecpar->codec_type;
+    if (type == AVMEDIA_TYPE_VIDEO && (s->disposition & AV_DISPOSITION_ATTACHED_PIC)) continue;
+    const char* type_name = av_get_media_type_string(type);
+    if (!Mp4Carries(s->codecpar->codec_id)) {
+      degradations->push_back(absl::StrCat(type_name != nullptr ? type_name : "unknown", " stream ", i, " (",
+                                           avcodec_get_name(s->codecpar->codec_id),
+                                           "): dropped, MP4 cannot carry it unchanged"));
+      continue;
+    }
+    AVStream* o = avformat_new_stream(out, nullptr);
+    if (o == nullptr) return absl::ResourceExhaustedError("stage 'encode': no memory for a stream");
+    avcodec_parameters_copy(o->codecpar, s->codecpar);
+    o->codecpar->codec_tag = 0;
+    o->time_base = s->time_base;
+    o->disposition = s->disposition;
+    av_dict_copy(&o->metadata, s->metadata, 0);
+    (*stream_map)[i] = o->index;
+  }
+  return absl::OkStatus();
+}
+
 namespace {
 
 void LogLine(void* avcl, int level, const char* fmt, va_list args) {

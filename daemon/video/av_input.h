@@ -16,6 +16,7 @@ extern "C" {
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -76,6 +77,12 @@ class MemoryDemuxer {
 // FFmpeg's muxer would also store e.g. Vorbis (a private object type no player reads): those
 // are dropped instead, reported as a degradation.
 bool Mp4Carries(AVCodecID codec);
+
+// Adds to `out` (an MP4 muxer before its header) a copy of every stream of `in` other than the
+// video stream (and attached pictures) that Mp4Carries; the rest are named in `degradations`.
+// `stream_map` gets, per stream of `in`, its output index or -1. RESOURCE_EXHAUSTED: no memory.
+absl::Status AddCopiedStreams(const MemoryDemuxer& in, AVFormatContext* out, std::vector<int>* stream_map,
+                              std::vector<std::string>* degradations);
 
 // FFmpeg's own log lines go to the daemon's log at debug level (never to stderr, never into a
 // status message). Idempotent; called by every entry point of daemon/video.

@@ -47,6 +47,18 @@ Mp4Writer::~Mp4Writer() {
 absl::StatusOr<std::unique_ptr<Mp4Writer>> Mp4Writer::Create(const VideoReader& reader, const std::string& path,
                                                             const EncodeOptions& options,
                                                             std::vector<std::string>* degradations) {
+  return Create(reader, path, options, true, degradations);
+}
+
+absl::StatusOr<std::unique_ptr<Mp4Writer>> Mp4Writer::CreateVideoOnly(const VideoReader& reader,
+                                                                     const std::string& path,
+                                                                     const EncodeOptions& options) {
+  return Create(reader, path, options, false, nullptr);
+}
+
+absl::StatusOr<std::unique_ptr<Mp4Writer>> Mp4Writer::Create(const VideoReader& reader, const std::string& path,
+                                                            const EncodeOptions& options, bool copy_other_streams,
+                                                            std::vector<std::string>* degradations) {
   internal::RouteFfmpegLog();
   std::unique_ptr<Mp4Writer> w(new Mp4Writer());
   w->path_ = path;
@@ -86,32 +98,26 @@ absl::StatusOr<std::unique_ptr<Mp4Writer>> Mp4Writer::Create(const VideoReader& 
   vout->avg_frame_rate = w->enc_->framerate;
   w->video_out_ = vout->index;
   for (unsigned i = 0; i < in->nb_streams; ++i) {
-    const AVStream* s = in->streams[i];
-    w->in_tb_.emplace_back(s->time_base.num, s->time_base.den);
-    w->stream_map_.push_back(-1);
-    if (static_cast<int>(i) == reader.demuxer().video_index()) continue;
-    const AVMediaType type = s->codecpar->codec_type;
-    if (type == AVMEDIA_TYPE_VIDEO && (s->disposition & AV_DISPOSITION_ATTACHED_PIC)) continue;
-    const char* type_name = av_get_media_type_string(type);
-    if (!internal::Mp4Carries(s->codecpar->codec_id)) {
-      degradations->push_back(absl::StrCat(type_name != nullptr ? type_name : "unknown", " stream ", i, " (",
-                                           avcodec_get_name(s->codecpar->codec_id),
-                                           "): dropped, MP4 cannot carry it unchanged"));
-      continue;
+    w->in_tb_.emplace_back(in->streams[i]->time_base.num, in->streams[i]->time_base.den);
+  }
+  if (copy_other_streams) {
+    if (absl::Status st = internal::AddCopiedStreams(reader.demuxer(), w->out_, &w->stream_map_, degradations); !st.ok()) {
+      return st;
     }
-    AVStream* o = avformat_new_stream(w->out_, nullptr);
-    if (o == nullptr) return absl::ResourceExhaustedError("stage 'encode': no memory for a stream");
-    avcodec_parameters_copy(o->codecpar, s->codecpar);
-    o->codecpar->codec_tag = 0;
-    o->time_base = s->time_base;
-    o->disposition = s->disposition;
-    av_dict_copy(&o->metadata, s->metadata, 0);
-    w->stream_map_[i] = o->index;
+  } else {
+    w->stream_map_.assign(in->nb_streams, -1);
   }
   if (int rc = avio_open(&w->out_->pb, path.c_str(), AVIO_FLAG_WRITE); rc < 0) {
     return EncodeError(path, "cannot create the file", rc);
   }
-  if (int rc = avformat_write_header(w->out_, nullptr); rc < 0) return EncodeError(path, "cannot write the MP4 header", rc);
+  // The movie timescale (the edit list's unit) in the video's own time base: a segment whose
+  // first frame is not at 0 gets an empty edit of exactly that start (at the default 1000 it
+  // was rounded to ms: 0.533 s instead of 0.5333 s).
+  AVDictionary* mux_options = nullptr;
+  av_dict_set_int(&mux_options, "movie_timescale", vin->time_base.den, 0);
+  const int header_rc = avformat_write_header(w->out_, &mux_options);
+  av_dict_free(&mux_options);
+  if (header_rc < 0) return EncodeError(path, "cannot write the MP4 header", header_rc);
   w->header_written_ = true;
   w->yuv_->format = w->enc_->pix_fmt;
   w->yuv_->width = w->enc_->width;

@@ -42,6 +42,10 @@ class Mp4Writer {
   static absl::StatusOr<std::unique_ptr<Mp4Writer>> Create(const VideoReader& reader, const std::string& path,
                                                           const EncodeOptions& options,
                                                           std::vector<std::string>* degradations);
+  // The video stream alone (a chunk's segment file of a video job, video/segment_join.h):
+  // WritePacket drops every packet.
+  static absl::StatusOr<std::unique_ptr<Mp4Writer>> CreateVideoOnly(const VideoReader& reader, const std::string& path,
+                                                                   const EncodeOptions& options);
   ~Mp4Writer();
 
   absl::Status WriteFrame(const Frame& frame);  // frame.bgr: the reader's size, CV_8UC3
@@ -55,6 +59,9 @@ class Mp4Writer {
 
  private:
   Mp4Writer() = default;
+  static absl::StatusOr<std::unique_ptr<Mp4Writer>> Create(const VideoReader& reader, const std::string& path,
+                                                          const EncodeOptions& options, bool copy_other_streams,
+                                                          std::vector<std::string>* degradations);
   absl::Status Drain(bool flushing);
 
   std::string path_;

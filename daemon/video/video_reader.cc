@@ -172,11 +172,16 @@ absl::StatusOr<bool> VideoReader::Next(Item* item) {
     if (flushing_) continue;  // draining: ReceiveFrame ends with EOF
     const int rc = av_read_frame(demuxer_->ctx(), pkt_);
     if (rc == AVERROR_EOF) {
+      if (!options_.decode_video) return false;
       flushing_ = true;
       avcodec_send_packet(dec_, nullptr);
       continue;
     }
     if (rc < 0) return AvError(absl::StatusCode::kInvalidArgument, what_, "damaged: a packet cannot be read", rc);
+    if (pkt_->stream_index == demuxer_->video_index() && !options_.decode_video) {
+      av_packet_unref(pkt_);
+      continue;
+    }
     if (pkt_->stream_index == demuxer_->video_index()) {
       const int sent = avcodec_send_packet(dec_, pkt_);
       av_packet_unref(pkt_);

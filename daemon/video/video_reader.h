@@ -70,6 +70,9 @@ class VideoReader {
   struct Options {
     uint64_t max_pixels = 100'000'000;
     FrameRange range;
+    // false: the video stream's packets are dropped undecoded and Next returns only the other
+    // streams' packets (the remux of a video job's segments, video/segment_join.h).
+    bool decode_video = true;
   };
   // `bytes` must outlive the reader.
   static absl::StatusOr<std::unique_ptr<VideoReader>> Open(absl::string_view bytes, const std::string& what,

@@ -197,6 +197,10 @@ JobResult FromProto(const v1::JobResult& p) {
   r.frame_rate = p.frame_rate();
   r.duration_seconds = p.duration_seconds();
   r.frames_per_second = p.frames_per_second();
+  r.frames_resumed = p.frames_resumed();
+  r.chunk_frames = p.chunk_frames();
+  r.identity_distance_median = p.identity_distance_median();
+  r.identity_distance_worst = p.identity_distance_worst();
   return r;
 }
 

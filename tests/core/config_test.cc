@@ -243,6 +243,17 @@ TEST_F(ConfigTest, MaxConcurrentJobsFromFileAndFlagWithinRange) {
   EXPECT_FALSE(Parse({"--max-concurrent-jobs", "65"}).ok());
 }
 
+TEST_F(ConfigTest, VideoChunkFramesFromFileAndFlagWithinRange) {
+  const std::string path = WriteToml("video_chunk_frames = 60\n");
+  EXPECT_EQ(Parse({"--config", path})->video_chunk_frames, 60u);
+  EXPECT_EQ(Parse({"--config", path, "--video-chunk-frames", "8"})->video_chunk_frames, 8u);
+  EXPECT_EQ(Parse({})->video_chunk_frames, 30u);
+  DaemonConfig c;
+  EXPECT_NE(ApplyToml("video_chunk_frames = 0\n", "f.toml", c).message().find("'video_chunk_frames'"),
+            std::string::npos);
+  EXPECT_FALSE(Parse({"--video-chunk-frames", "0"}).ok());
+}
+
 TEST_F(ConfigTest, MaxPixelsFromFileAndFlagWithinRange) {
   const std::string path = WriteToml("max_pixels = 4000000\n");
   EXPECT_EQ(Parse({"--config", path})->max_pixels, 4000000u);

@@ -165,6 +165,7 @@ TEST_F(JobManagerTest, RunningJobCancelledInsideAStageSaysCancelRequestedAndEnds
   EXPECT_EQ(done->error_message(), "job cancelled during stage 'detect' (unit 2 of 1000)");
   EXPECT_FALSE(done->cancel_requested());  // only while RUNNING
   EXPECT_EQ(runner_.units_run.load(), 1);  // of the 2000 the job had
+  EXPECT_EQ(runner_.interrupted_seen.load(), 0);  // the owner's cancel: nothing to keep for a rerun
   EXPECT_TRUE(runner_.completed.empty());
 }
 
@@ -200,6 +201,7 @@ TEST_F(JobManagerTest, ShutdownPastTheDeadlineInterruptsTheRunningStageAndTheNex
     EXPECT_EQ(m->Get(id, 1)->state(), v1::RUNNING);
   }
   EXPECT_LT(runner_.units_run.load(), runner_.units);
+  EXPECT_EQ(runner_.interrupted_seen.load(), 1);  // Context::Interrupted: a video keeps its segments
   // Interrupted, not cancelled: the journal still says RUNNING (no error), so it runs again.
   auto record = journal_->Get(id);
   EXPECT_EQ(record->state, JobState::kRunning);

@@ -77,6 +77,7 @@ class ScriptedRunner : public JobRunner {
     for (int i = 0; i < units; ++i) {
       if (i == 0 && hold != nullptr) hold->WaitForNotification();
       if (i > 0 && ctx.Cancelled()) {
+        if (ctx.Interrupted()) ++interrupted_seen;
         return absl::CancelledError(absl::StrCat("job cancelled during stage '", stage, "' (unit ", i + 1,
                                                  " of ", units, ")"));
       }
@@ -88,6 +89,7 @@ class ScriptedRunner : public JobRunner {
   int stage_ms = 5;
   int units = 1;                        // per stage
   std::atomic<int> units_run{0};
+  std::atomic<int> interrupted_seen{0};  // cancellations the context called an interruption
   Notification* hold = nullptr;
   Notification* gate = nullptr;  // when set, runs wait for it (or a cancel) first
   std::atomic<int> running{0}, max_running{0};

@@ -62,4 +62,28 @@ std::string AudioOnlyM4a(const std::string& dir) {
   return Make(dir + "/tone.m4a", "-f lavfi -i sine=frequency=440:sample_rate=44100:duration=1 -c:a aac -b:a 64k");
 }
 
+std::string Declares16KFramesMkv(const std::string& dir, std::string* unpatched) {
+  const std::string small = Make(dir + "/small.mkv", "-f lavfi -i color=c=gray:s=320x256:r=10:d=1 -c:v libx264 -preset ultrafast");
+  if (unpatched != nullptr) *unpatched = small;
+  if (small.empty()) return "";
+  std::string mkv = ReadFile(small);
+  const std::string width("\xb0\x82\x01\x40", 4), height("\xba\x82\x01\x00", 4);
+  const size_t w = mkv.find(width), h = mkv.find(height);
+  if (w == std::string::npos || h == std::string::npos) {
+    ADD_FAILURE() << "no 320x256 PixelWidth/PixelHeight elements in " << small;
+    return "";
+  }
+  mkv.replace(w + 2, 2, std::string("\x40\x00", 2));
+  mkv.replace(h + 2, 2, std::string("\x40\x00", 2));
+  const std::string path = dir + "/declares_16k.mkv";
+  std::ofstream(path, std::ios::binary) << mkv;
+  return path;
+}
+
+std::string NoFramesY4m(const std::string& dir) {
+  const std::string path = dir + "/empty.y4m";
+  std::ofstream(path, std::ios::binary) << "YUV4MPEG2 W64 H64 F15:1 Ip A1:1 C420jpeg\n";
+  return path;
+}
+
 }  // namespace fusion::testclips

@@ -21,5 +21,13 @@ std::string ZoomPanWebm(const std::string& dir, const std::string& photo);
 std::string FaceThenGreyMp4(const std::string& dir, const std::string& photo);
 // The sine track alone in MP4 (no video stream).
 std::string AudioOnlyM4a(const std::string& dir);
+// A 1-s 320x256 H.264 MKV whose header is patched to declare 16384x16384 frames (PixelWidth,
+// EBML id 0xB0, and PixelHeight, 0xBA: 2-byte values rewritten in place). *unpatched (if not
+// null) gets the path of the file before the patch.
+std::string Declares16KFramesMkv(const std::string& dir, std::string* unpatched = nullptr);
+// A YUV4MPEG2 file with a valid 64x64 stream header and no FRAME: a video stream without frames.
+// (FFmpeg's own -frames:v 0 output is no valid file at all: MKV without tracks, MP4 without a
+// sample description.)
+std::string NoFramesY4m(const std::string& dir);
 
 }  // namespace fusion::testclips

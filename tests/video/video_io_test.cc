@@ -114,17 +114,10 @@ TEST_F(VideoIoTest, ProbeRefusesAFileWithoutAVideoStream) {
 TEST_F(VideoIoTest, ProbeRefusesA16KHeaderBeforeDecoding) {
   // A 320x256 MKV whose header is patched to declare 16384x16384 frames: PixelWidth (EBML id
   // 0xB0) and PixelHeight (0xBA) are 2-byte values, rewritten in place.
-  const std::string path = dir_.File("small.mkv");
-  ASSERT_TRUE(testclips::Ffmpeg("-f lavfi -i color=c=gray:s=320x256:r=10:d=1 -c:v libx264 -preset ultrafast '" +
-                                path + "'"));
-  std::string mkv = ReadFile(path);
-  const std::string width("\xb0\x82\x01\x40", 4), height("\xba\x82\x01\x00", 4);
-  const size_t w = mkv.find(width), h = mkv.find(height);
-  ASSERT_NE(w, std::string::npos);
-  ASSERT_NE(h, std::string::npos);
-  mkv.replace(w + 2, 2, std::string("\x40\x00", 2));
-  mkv.replace(h + 2, 2, std::string("\x40\x00", 2));
-  auto info = ProbeVideo(mkv, "target video", kMaxPixels);
+  std::string path;
+  const std::string patched = testclips::Declares16KFramesMkv(dir_.path(), &path);
+  ASSERT_FALSE(patched.empty());
+  auto info = ProbeVideo(ReadFile(patched), "target video", kMaxPixels);
   ASSERT_EQ(info.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(info.status().message(),
                                 "target video: 16384x16384 frames (268435456 pixels) exceed the limit of 100000000 pixels"))
@@ -134,11 +127,12 @@ TEST_F(VideoIoTest, ProbeRefusesA16KHeaderBeforeDecoding) {
 }
 
 TEST_F(VideoIoTest, ProbeRefusesAVideoWithoutFrames) {
-  const std::string path = dir_.File("empty.mkv");
-  ASSERT_TRUE(testclips::Ffmpeg("-f lavfi -i color=c=gray:s=64x64:r=15:d=1 -frames:v 0 -c:v libx264 '" + path + "'"));
+  const std::string path = testclips::NoFramesY4m(dir_.path());
+  ASSERT_FALSE(path.empty());
   auto info = ProbeVideo(ReadFile(path), "target video", kMaxPixels);
   ASSERT_EQ(info.status().code(), absl::StatusCode::kInvalidArgument) << info.status();
-  EXPECT_TRUE(absl::StrContains(info.status().message(), "target video")) << info.status();
+  EXPECT_TRUE(absl::StrContains(info.status().message(), "target video: the video stream has no frames"))
+      << info.status();
 }
 
 TEST_F(VideoIoTest, Mp4RoundTripKeepsFramesTimestampsAndAudioBytes) {

@@ -150,6 +150,10 @@ struct JobResult {
   double frame_rate = 0;            // the target's frame rate, frames per second
   double duration_seconds = 0;      // the result's duration
   double frames_per_second = 0;     // frames processed per second
+  uint64_t frames_resumed = 0;      // frames kept from an interrupted run's committed chunks
+  uint64_t chunk_frames = 0;        // frames per committed chunk (the resume unit)
+  double identity_distance_median = 0;  // source vs swapped face, over all swapped faces
+  double identity_distance_worst = 0;   // the largest of them
 };
 
 // One progress event of WatchJob.

@@ -1,0 +1,115 @@
+#include "video/segment_store.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace fusion::video {
+namespace {
+
+absl::Status OsError(absl::string_view doing, const std::string& path, int err) {
+  return absl::InternalError(absl::StrCat("stage 'encode': cannot ", doing, " ", path, ": ", std::strerror(err)));
+}
+
+absl::Status FsyncPath(const std::string& path, bool directory) {
+  const int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+  if (fd < 0) return OsError("open", path, errno);
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  return rc == 0 ? absl::OkStatus() : OsError("fsync", path, err);
+}
+
+bool ReadCounts(const std::string& path, SegmentCounts* c) {
+  std::ifstream f(path);
+  if (!f) return false;
+  const nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return false;
+  try {
+    c->frames = j.at("frames").get<uint64_t>();
+    c->frames_swapped = j.at("frames_swapped").get<uint64_t>();
+    c->frames_without_face = j.at("frames_without_face").get<uint64_t>();
+    c->faces_swapped = j.at("faces_swapped").get<uint64_t>();
+    c->identity_distances = j.at("identity_distances").get<std::vector<float>>();
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
+  return c->frames > 0;
+}
+
+}  // namespace
+
+std::string SegmentStore::Path(size_t index, const char* ext) const {
+  return absl::StrFormat("%s/%06d.%s", dir_, index, ext);
+}
+
+std::string SegmentStore::TempPath(size_t index) const { return Path(index, "mp4.tmp"); }
+
+absl::StatusOr<SegmentStore> SegmentStore::Open(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("stage 'encode': cannot create ", dir, ": ", ec.message()));
+  SegmentStore store(dir);
+  for (size_t i = 0;; ++i) {
+    SegmentCounts c;
+    if (!std::filesystem::exists(store.Path(i, "mp4"), ec) || !ReadCounts(store.Path(i, "json"), &c)) break;
+    store.committed_.push_back(std::move(c));
+  }
+  std::set<std::string> keep;
+  for (size_t i = 0; i < store.committed_.size(); ++i) {
+    keep.insert(store.Path(i, "mp4"));
+    keep.insert(store.Path(i, "json"));
+  }
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (keep.count(e.path().string()) == 0) std::filesystem::remove(e.path(), ec);
+  }
+  return store;
+}
+
+uint64_t SegmentStore::frames_committed() const {
+  uint64_t n = 0;
+  for (const SegmentCounts& c : committed_) n += c.frames;
+  return n;
+}
+
+std::vector<std::string> SegmentStore::Paths() const {
+  std::vector<std::string> paths;
+  for (size_t i = 0; i < committed_.size(); ++i) paths.push_back(Path(i, "mp4"));
+  return paths;
+}
+
+absl::Status SegmentStore::Commit(const SegmentCounts& counts) {
+  const size_t index = committed_.size();
+  const nlohmann::json j = {{"frames", counts.frames},
+                            {"frames_swapped", counts.frames_swapped},
+                            {"frames_without_face", counts.frames_without_face},
+                            {"faces_swapped", counts.faces_swapped},
+                            {"identity_distances", counts.identity_distances}};
+  const std::string json = Path(index, "json"), json_tmp = json + ".tmp";
+  {
+    std::ofstream f(json_tmp, std::ios::trunc);
+    f << j.dump();
+    f.close();
+    if (!f) return OsError("write", json_tmp, errno);
+  }
+  if (absl::Status st = FsyncPath(json_tmp, false); !st.ok()) return st;
+  if (std::rename(json_tmp.c_str(), json.c_str()) != 0) return OsError("rename", json_tmp, errno);
+  const std::string segment = Path(index, "mp4");
+  if (std::rename(TempPath(index).c_str(), segment.c_str()) != 0) return OsError("rename", TempPath(index), errno);
+  if (absl::Status st = FsyncPath(dir_, true); !st.ok()) return st;
+  committed_.push_back(counts);
+  return absl::OkStatus();
+}
+
+}  // namespace fusion::video
