@@ -409,6 +409,7 @@ manifest = "/m.json"
 pin_models = ["face_recognition"]
 max_concurrent_jobs = 3
 max_pixels = 1000
+video_chunk_frames = 7
 min_face_px = 20
 min_face_score = 0.7
 result_retention = "1h"
