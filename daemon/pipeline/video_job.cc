@@ -49,6 +49,7 @@
 #include "video/mp4_writer.h"
 #include "video/segment_join.h"
 #include "video/segment_store.h"
+#include "video/fsync_path.h"
 #include "video/video_reader.h"
 
 namespace fusion {
@@ -119,11 +120,7 @@ absl::Status Publish(const std::string& tmp, const std::string& path, const std:
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     return absl::InternalError(absl::StrCat("stage 'encode': cannot rename ", tmp, " to ", path));
   }
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
+  video::FsyncPath(dir, /*directory=*/true);  // best effort: the result is in place either way
   return absl::OkStatus();
 }
 

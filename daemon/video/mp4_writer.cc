@@ -12,6 +12,7 @@ extern "C" {
 
 #include "absl/strings/str_cat.h"
 #include "video/av_input.h"
+#include "video/fsync_path.h"
 
 namespace fusion::video {
 namespace {
@@ -183,13 +184,9 @@ absl::Status Mp4Writer::Finish() {
   if (absl::Status st = Drain(true); !st.ok()) return st;
   if (int rc = av_write_trailer(out_); rc < 0) return EncodeError(path_, "cannot write the MP4 index", rc);
   if (int rc = avio_closep(&out_->pb); rc < 0) return EncodeError(path_, "cannot close the file", rc);
-  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || ::fsync(fd) != 0) {
-    const int err = errno;
-    if (fd >= 0) ::close(fd);
+  if (const int err = FsyncPath(path_, /*directory=*/false); err != 0) {
     return EncodeError(path_, "cannot fsync the file", AVERROR(err));
   }
-  ::close(fd);
   return absl::OkStatus();
 }
 

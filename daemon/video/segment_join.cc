@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "video/av_input.h"
+#include "video/fsync_path.h"
 
 namespace fusion::video {
 namespace {
@@ -188,13 +189,9 @@ absl::Status JoinSegments(const std::vector<std::string>& segments, VideoReader&
   }
   if (int rc = av_write_trailer(out.ctx); rc < 0) return JoinError(out_path, "cannot write the MP4 index", rc);
   if (int rc = avio_closep(&out.ctx->pb); rc < 0) return JoinError(out_path, "cannot close the file", rc);
-  const int fd = ::open(out_path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || ::fsync(fd) != 0) {
-    const int err = errno;
-    if (fd >= 0) ::close(fd);
+  if (const int err = FsyncPath(out_path, /*directory=*/false); err != 0) {
     return JoinError(out_path, "cannot fsync the file", AVERROR(err));
   }
-  ::close(fd);
   return absl::OkStatus();
 }
 

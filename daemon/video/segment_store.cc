@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "video/fsync_path.h"
 
 namespace fusion::video {
 namespace {
@@ -22,13 +23,10 @@ absl::Status OsError(absl::string_view doing, const std::string& path, int err) 
   return absl::InternalError(absl::StrCat("stage 'encode': cannot ", doing, " ", path, ": ", std::strerror(err)));
 }
 
-absl::Status FsyncPath(const std::string& path, bool directory) {
-  const int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
-  if (fd < 0) return OsError("open", path, errno);
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  return rc == 0 ? absl::OkStatus() : OsError("fsync", path, err);
+absl::Status Fsync(const std::string& path, bool directory) {
+  const char* call = "";
+  const int err = FsyncPath(path, directory, &call);
+  return err == 0 ? absl::OkStatus() : OsError(call, path, err);
 }
 
 bool ReadCounts(const std::string& path, SegmentCounts* c) {
@@ -103,11 +101,11 @@ absl::Status SegmentStore::Commit(const SegmentCounts& counts) {
     f.close();
     if (!f) return OsError("write", json_tmp, errno);
   }
-  if (absl::Status st = FsyncPath(json_tmp, false); !st.ok()) return st;
+  if (absl::Status st = Fsync(json_tmp, false); !st.ok()) return st;
   if (std::rename(json_tmp.c_str(), json.c_str()) != 0) return OsError("rename", json_tmp, errno);
   const std::string segment = Path(index, "mp4");
   if (std::rename(TempPath(index).c_str(), segment.c_str()) != 0) return OsError("rename", TempPath(index), errno);
-  if (absl::Status st = FsyncPath(dir_, true); !st.ok()) return st;
+  if (absl::Status st = Fsync(dir_, true); !st.ok()) return st;
   committed_.push_back(counts);
   return absl::OkStatus();
 }

@@ -73,23 +73,13 @@ absl::Status FaceLandmark68Net::Compile() {
     x = sep(b.Relu(s3), d + "/conv3", 1, true, s3);
   }
   b.MarkOutput(b.Pool(x, {.max = false, .k = 7, .stride = 2}));  // VALID: 7x7 -> 1x1
-  auto built = std::move(b).Build(3, kInputSize, kInputSize);
-  if (!built.ok()) return built.status();
-  program_ = *std::move(built);
-  params_.DropPacked(*program_);
-  return absl::OkStatus();
+  return params_.Adopt(std::move(b).Build(3, kInputSize, kInputSize), &program_);
 }
 
-void FaceLandmark68Net::To(const c10::Device& device) {
-  if (!device.is_cpu() && program_) {  // the plain weights back, for the at:: path there
-    params_.PutPlain(*program_);
-    program_.reset();
-  }
-  params_.To(device);
-}
+void FaceLandmark68Net::To(const c10::Device& device) { params_.To(device, {&program_}); }
 
 uint64_t FaceLandmark68Net::ResidentBytes() const {
-  return params_.DeviceBytes() + (program_ ? program_->PackedBytes() : 0);
+  return params_.ResidentBytes({&program_});
 }
 
 absl::StatusOr<std::unique_ptr<FaceLandmark68Net>> FaceLandmark68Net::Load(

@@ -98,23 +98,13 @@ absl::Status FaceRecognitionNet::Compile() {
     }
   }
   b.MarkOutput(x);
-  auto built = std::move(b).Build(3, kInputSize, kInputSize);
-  if (!built.ok()) return built.status();
-  program_ = *std::move(built);
-  params_.DropPacked(*program_);
-  return absl::OkStatus();
+  return params_.Adopt(std::move(b).Build(3, kInputSize, kInputSize), &program_);
 }
 
-void FaceRecognitionNet::To(const c10::Device& device) {
-  if (!device.is_cpu() && program_) {  // the plain weights back, for the at:: path there
-    params_.PutPlain(*program_);
-    program_.reset();
-  }
-  params_.To(device);
-}
+void FaceRecognitionNet::To(const c10::Device& device) { params_.To(device, {&program_}); }
 
 uint64_t FaceRecognitionNet::ResidentBytes() const {
-  return params_.DeviceBytes() + (program_ ? program_->PackedBytes() : 0);
+  return params_.ResidentBytes({&program_});
 }
 
 absl::StatusOr<std::unique_ptr<FaceRecognitionNet>> FaceRecognitionNet::Load(

@@ -56,15 +56,20 @@ void Params::Drop(std::string_view name) {
 
 void Params::Put(const std::string& name, at::Tensor t) { tensors_[name] = t.contiguous().to(device_); }
 
-void Params::DropPacked(const onednn::Program& program) {
-  for (const std::string& name : program.packed_names()) Drop(name);
+absl::Status Params::Adopt(absl::StatusOr<std::unique_ptr<onednn::Program>> built,
+                           std::unique_ptr<onednn::Program>* slot) {
+  if (!built.ok()) return built.status();
+  *slot = *std::move(built);
+  for (const std::string& name : (*slot)->packed_names()) Drop(name);
+  return absl::OkStatus();
 }
 
-void Params::PutPlain(const onednn::Program& program) {
-  for (auto& [name, t] : program.PlainWeights()) Put(name, t);
-}
-
-void Params::To(const c10::Device& device) {
+void Params::To(const c10::Device& device, std::initializer_list<std::unique_ptr<onednn::Program>*> programs) {
+  for (std::unique_ptr<onednn::Program>* program : programs) {
+    if (device.is_cpu() || !*program) continue;
+    for (auto& [name, t] : (*program)->PlainWeights()) Put(name, t);
+    program->reset();
+  }
   // To CUDA: staged through pinned (page-locked) host memory and copied without blocking the
   // host, on the caller's current stream (ModelStore uploads on a side stream and waits for it).
   for (auto& [name, t] : tensors_) t = device.is_cuda() ? t.pin_memory().to(device, /*non_blocking=*/true) : t.to(device);
@@ -75,6 +80,12 @@ uint64_t Params::DeviceBytes() const {
   uint64_t total = 0;
   for (const auto& [name, t] : tensors_) total += t.nbytes();
   return total;
+}
+
+uint64_t Params::ResidentBytes(std::initializer_list<const std::unique_ptr<onednn::Program>*> programs) const {
+  uint64_t bytes = DeviceBytes();
+  for (const std::unique_ptr<onednn::Program>* program : programs) bytes += *program ? (*program)->PackedBytes() : 0;
+  return bytes;
 }
 
 absl::StatusOr<tfjs::WeightMap> LoadCatalogueWeights(const models::ModelCatalogue& catalogue,

@@ -13,7 +13,9 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,14 +51,18 @@ class Params {
   void Drop(std::string_view name);
   // Adds (or replaces) tensor `name`: contiguous fp32 on device() (the plain form given back).
   void Put(const std::string& name, at::Tensor t);
-  // The fast path's side of both: Drop() every weight `program` packed (after Create built it),
-  // and Put() them back in plain form (before a non-CPU To(), where the at:: path runs).
-  void DropPacked(const onednn::Program& program);
-  void PutPlain(const onednn::Program& program);
-  // Moves every tensor to `device` (e.g. CUDA after a CPU load).
-  void To(const c10::Device& device);
+  // The fast path's programs (onednn::Program, built by the net's Create from these weights):
+  // Adopt() keeps `built` in *slot and Drop()s every weight it packed (Build's error passes
+  // through, nothing kept).
+  absl::Status Adopt(absl::StatusOr<std::unique_ptr<onednn::Program>> built, std::unique_ptr<onednn::Program>* slot);
+  // Moves every tensor to `device` (e.g. CUDA after a CPU load). Off the CPU, the programs in
+  // `programs` first Put() their packed weights back in plain form and are dropped (the at::
+  // path runs there).
+  void To(const c10::Device& device, std::initializer_list<std::unique_ptr<onednn::Program>*> programs = {});
   c10::Device device() const { return device_; }
   uint64_t DeviceBytes() const;
+  // DeviceBytes() plus the packed bytes of the programs that are there.
+  uint64_t ResidentBytes(std::initializer_list<const std::unique_ptr<onednn::Program>*> programs) const;
   size_t size() const { return tensors_.size(); }
 
  private:

@@ -110,29 +110,15 @@ absl::Status SsdMobilenetV1::Compile() {
       head.MarkOutput(head.Conv(inputs[k], {.name = b + "/weights", .weight = params_.Release(b + "/weights"), .bias = p[b + "/biases"]}));
     }
   }
-  auto built_stem = std::move(stem).Build(3, kInputSize, kInputSize);
-  if (!built_stem.ok()) return built_stem.status();
-  auto built_head = std::move(head).Build(kBackbone[kStemLayers], kInputSize / kStemStride, kInputSize / kStemStride);
-  if (!built_head.ok()) return built_head.status();
-  stem_ = *std::move(built_stem);
-  head_ = *std::move(built_head);
-  params_.DropPacked(*stem_);
-  params_.DropPacked(*head_);
-  return absl::OkStatus();
+  if (absl::Status st = params_.Adopt(std::move(stem).Build(3, kInputSize, kInputSize), &stem_); !st.ok()) return st;
+  const int side = kInputSize / kStemStride;
+  return params_.Adopt(std::move(head).Build(kBackbone[kStemLayers], side, side), &head_);
 }
 
-void SsdMobilenetV1::To(const c10::Device& device) {
-  if (!device.is_cpu() && stem_) {  // the plain weights back, for the at:: path there
-    params_.PutPlain(*stem_);
-    params_.PutPlain(*head_);
-    stem_.reset();
-    head_.reset();
-  }
-  params_.To(device);
-}
+void SsdMobilenetV1::To(const c10::Device& device) { params_.To(device, {&stem_, &head_}); }
 
 uint64_t SsdMobilenetV1::ResidentBytes() const {
-  return params_.DeviceBytes() + (stem_ ? stem_->PackedBytes() + head_->PackedBytes() : 0);
+  return params_.ResidentBytes({&stem_, &head_});
 }
 
 std::vector<at::Tensor> SsdMobilenetV1::BatchNormArgs(int first, int last) const {

@@ -79,26 +79,11 @@ absl::Status TinyFaceDetector::Compile() {
   for (int i = 3; i <= 5; ++i) y = block(head, y, i);
   head.MarkOutput(head.Conv(y, {.name = "conv8/filters", .weight = params_.Release("conv8/filters"), .bias = p["conv8/bias"]}));
   const int s = options_.input_size;
-  auto built_stem = std::move(stem).Build(3, s, s);
-  if (!built_stem.ok()) return built_stem.status();
-  auto built_head = std::move(head).Build(kChannels[2], s / kStemStride, s / kStemStride);
-  if (!built_head.ok()) return built_head.status();
-  stem_ = *std::move(built_stem);
-  head_ = *std::move(built_head);
-  params_.DropPacked(*stem_);
-  params_.DropPacked(*head_);
-  return absl::OkStatus();
+  if (absl::Status st = params_.Adopt(std::move(stem).Build(3, s, s), &stem_); !st.ok()) return st;
+  return params_.Adopt(std::move(head).Build(kChannels[2], s / kStemStride, s / kStemStride), &head_);
 }
 
-void TinyFaceDetector::To(const c10::Device& device) {
-  if (!device.is_cpu() && stem_) {  // the plain weights back, for the at:: path there
-    params_.PutPlain(*stem_);
-    params_.PutPlain(*head_);
-    stem_.reset();
-    head_.reset();
-  }
-  params_.To(device);
-}
+void TinyFaceDetector::To(const c10::Device& device) { params_.To(device, {&stem_, &head_}); }
 
 std::string TinyFaceDetector::FastPathKernels(int s) const {
   if (!stem_) return "";
@@ -106,7 +91,7 @@ std::string TinyFaceDetector::FastPathKernels(int s) const {
 }
 
 uint64_t TinyFaceDetector::ResidentBytes() const {
-  return params_.DeviceBytes() + (stem_ ? stem_->PackedBytes() + head_->PackedBytes() : 0);
+  return params_.ResidentBytes({&stem_, &head_});
 }
 
 absl::StatusOr<std::unique_ptr<TinyFaceDetector>> TinyFaceDetector::Load(

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "decode_all.h"
 #include "test_clips.h"
 #include "temp_dir.h"
 #include "video/mp4_writer.h"
@@ -21,30 +22,6 @@ namespace {
 using testclips::ReadFile;
 
 const std::string kPhoto = std::string(FUSION_TEST_DATA_DIR) + "/faces/grace_hopper_512x600.jpg";
-
-struct Decoded {
-  std::vector<double> frame_times;
-  std::vector<std::string> audio_packets;
-};
-
-Decoded DecodeAll(const std::string& bytes) {
-  Decoded d;
-  auto reader = VideoReader::Open(bytes, "clip", {});
-  EXPECT_TRUE(reader.ok()) << reader.status();
-  if (!reader.ok()) return d;
-  Item item;
-  for (;;) {
-    auto more = (*reader)->Next(&item);
-    EXPECT_TRUE(more.ok()) << more.status();
-    if (!more.ok() || !*more) break;
-    if (item.kind == Item::Kind::kFrame) {
-      d.frame_times.push_back((*reader)->PtsSeconds(item.frame.pts));
-    } else if ((*reader)->StreamType(item.packet.stream_index()) == "audio") {
-      d.audio_packets.emplace_back(item.packet.data());
-    }
-  }
-  return d;
-}
 
 // Encodes every frame of `bytes` in chunks of `chunk` frames (one encoder and segment each,
 // committed to a SegmentStore in `dir`), then joins them with the clip's audio into `out`.

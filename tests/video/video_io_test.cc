@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
+#include "decode_all.h"
 #include "test_clips.h"
 #include "temp_dir.h"
 #include "video/mp4_writer.h"
@@ -19,31 +20,6 @@ using testclips::ReadFile;
 
 const std::string kPhoto = std::string(FUSION_TEST_DATA_DIR) + "/faces/grace_hopper_512x600.jpg";
 constexpr uint64_t kMaxPixels = 100'000'000;
-
-struct Decoded {
-  std::vector<double> frame_times;          // seconds
-  std::vector<std::string> audio_packets;   // bytes of each audio packet, in order
-  std::vector<double> audio_times;
-};
-
-Decoded DecodeAll(const std::string& bytes, FrameRange range = {}) {
-  Decoded d;
-  auto reader = VideoReader::Open(bytes, "clip", {.max_pixels = kMaxPixels, .range = range});
-  EXPECT_TRUE(reader.ok()) << reader.status();
-  if (!reader.ok()) return d;
-  Item item;
-  for (;;) {
-    auto more = (*reader)->Next(&item);
-    EXPECT_TRUE(more.ok()) << more.status();
-    if (!more.ok() || !*more) break;
-    if (item.kind == Item::Kind::kFrame) {
-      d.frame_times.push_back((*reader)->PtsSeconds(item.frame.pts));
-    } else if ((*reader)->StreamType(item.packet.stream_index()) == "audio") {
-      d.audio_packets.emplace_back(item.packet.data());
-    }
-  }
-  return d;
-}
 
 // Decodes `in` and encodes every frame unchanged (and copies the other streams) into `out`.
 absl::Status Transcode(const std::string& bytes, const std::string& out, std::vector<std::string>* degradations,
