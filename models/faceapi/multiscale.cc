@@ -152,11 +152,13 @@ absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detect
     const double k = p.input_size * static_cast<double>(p.fill) / std::max(p.region.width, p.region.height);
     const cv::Size size(std::clamp(static_cast<int>(std::lround(p.region.width * k)), 1, p.input_size),
                         std::clamp(static_cast<int>(std::lround(p.region.height * k)), 1, p.input_size));
-    cv::resize(rgb(p.region), scaled, size, 0, 0, cv::INTER_AREA);
     if (p.fill < 1) {  // top-left in a zero square of the input: box coordinates stay the image's
-      cv::Mat square = cv::Mat::zeros(p.input_size, p.input_size, CV_8UC3);
-      scaled.copyTo(square(cv::Rect(0, 0, size.width, size.height)));
-      scaled = square;
+      scaled.create(p.input_size, p.input_size, CV_8UC3);  // one input's bytes, as any pass
+      scaled.setTo(cv::Scalar::all(0));
+      cv::Mat corner = scaled(cv::Rect(0, 0, size.width, size.height));
+      cv::resize(rgb(p.region), corner, size, 0, 0, cv::INTER_AREA);  // in place: same size and type
+    } else {
+      cv::resize(rgb(p.region), scaled, size, 0, 0, cv::INTER_AREA);
     }
     absl::StatusOr<std::vector<FaceBox>> found = detector.Detect(scaled, p.input_size, options.tile_px, options.min_score);
     if (!found.ok()) {
