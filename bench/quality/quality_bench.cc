@@ -2,8 +2,9 @@
 // Runs the real pipeline (PipelineRunner on the CPU device, default options unless flags say
 // otherwise) over (source, target) pairs: the group photos with their ground truth, Grace, and
 // images this tool makes from them (colour casts, greyscale, rotated heads on a canvas, a
-// collage of faces from 40 px up on a cluttered background; ground truth from how they were
-// made). Writes a Markdown table (per face: size, found or missed against ground truth,
+// collage of faces from 40 px up on a cluttered background, a 10 x 5 grid of 150-px faces, a
+// face filling the frame, the fetched 11-MP mosaic, one 1200-px face in an 80-MP image; ground
+// truth from how they were made). Writes a Markdown table (per face: size, found or missed against ground truth,
 // identity distance of the target face and of the result to the source, blotch fraction,
 // p99.5 chroma distance, job ms) with totals, and a contact sheet PNG (target | result crops,
 // values printed under each).
@@ -39,6 +40,7 @@ struct Case {
   cv::Mat bgr;
   std::vector<cv::Rect2f> faces;   // ground truth, target pixels
   std::vector<cv::Rect2f> ignore;  // a detection here is neither a hit nor a false box
+  bool first_source_only = false;  // a slow case (the 80-MP image) runs with the first source
 };
 
 struct Row {
@@ -104,16 +106,34 @@ Case Rotated(const std::string& name, const cv::Mat& src, const cv::Rect2f& face
 // `sides`, pasted without overlap on a cluttered background (coloured noise blurred at two
 // scales, plus lines) of `w` x `h`. Ground truth: every donor face at least 80% inside a piece;
 // faces cut by a piece's edge are ignore regions.
-Case Collage(const std::vector<Case>& donors, const std::vector<int>& sides, int w, int h) {
-  std::mt19937 rng(7);
-  cv::Mat noise(h / 16, w / 16, CV_8UC3), bg;
+// A cluttered background of w x h: coloured noise blurred (a 1/16 grid, cubic), plus `lines`
+// random lines whose width scales with the image.
+cv::Mat Clutter(int w, int h, int lines, unsigned seed) {
+  std::mt19937 rng(seed);
+  cv::Mat noise(std::max(2, h / 16), std::max(2, w / 16), CV_8UC3), bg;
   cv::randu(noise, 0, 255);
   cv::resize(noise, bg, cv::Size(w, h), 0, 0, cv::INTER_CUBIC);
-  for (int i = 0; i < 60; ++i) {
+  const int wide = std::max(1, std::max(w, h) / 1600);
+  for (int i = 0; i < lines; ++i) {
     cv::line(bg, {int(rng() % w), int(rng() % h)}, {int(rng() % w), int(rng() % h)},
-             cv::Scalar(rng() % 255, rng() % 255, rng() % 255), 1 + rng() % 6);
+             cv::Scalar(rng() % 255, rng() % 255, rng() % 255), wide * (1 + rng() % 6));
   }
-  Case out{"collage", bg, {}, {}};
+  return bg;
+}
+
+// `piece` (cut from a donor at `crop`, scaled by `s`) placed at (x, y): every donor face at
+// least 80% inside the crop becomes ground truth, one cut by its edge an ignore region.
+void AddTruth(const Case& donor, const cv::Rect& crop, double s, int x, int y, Case& out) {
+  for (const cv::Rect2f& g : donor.faces) {
+    const float inside = (g & cv::Rect2f(crop)).area();
+    if (inside <= 0) continue;
+    const cv::Rect2f mapped(x + (g.x - crop.x) * s, y + (g.y - crop.y) * s, g.width * s, g.height * s);
+    (inside >= 0.8f * g.area() ? out.faces : out.ignore).push_back(mapped);
+  }
+}
+
+Case Collage(const std::vector<Case>& donors, const std::vector<int>& sides, int w, int h) {
+  Case out{"collage", Clutter(w, h, 60, 7), {}, {}};
   int x = 8, y = 8, row_h = 0, k = 0;
   for (int side : sides) {
     const Case& d = donors[k % donors.size()];
@@ -128,17 +148,86 @@ Case Collage(const std::vector<Case>& donors, const std::vector<int>& sides, int
     if (x + piece.cols > w) x = 8, y += row_h + 8, row_h = 0;
     if (y + piece.rows > h) break;
     piece.copyTo(out.bgr(cv::Rect(x, y, piece.cols, piece.rows)));
-    // Every donor face inside the piece is ground truth (the padding takes in neighbours);
-    // one cut by the piece's edge is an ignore region.
-    for (const cv::Rect2f& g : d.faces) {
-      const float inside = (g & cv::Rect2f(crop)).area();
-      if (inside <= 0) continue;
-      const cv::Rect2f mapped(x + (g.x - crop.x) * s, y + (g.y - crop.y) * s, g.width * s, g.height * s);
-      (inside >= 0.8f * g.area() ? out.faces : out.ignore).push_back(mapped);
-    }
+    AddTruth(d, crop, s, x, y, out);  // the padding takes in neighbours
     x += piece.cols + 8;
     row_h = std::max(row_h, piece.rows);
   }
+  return out;
+}
+
+// The first miss: a grid of `cols` x `rows` cells of `cell` px, each holding one donor
+// face scaled to `side` px (cut with 35% of the box around it, so the piece fits its cell),
+// on the clutter background. 10 x 5 cells of 256 px, faces of 150 px: 2560 x 1280, 50 faces.
+Case GridCollage(const std::vector<Case>& donors, int cols, int rows, int cell, int side) {
+  Case out{"grid50", Clutter(cols * cell, rows * cell, 40, 11), {}, {}};
+  std::vector<std::pair<int, int>> all;  // (donor, face): every donor face, round robin
+  for (size_t f = 0, added = 1; added; ++f) {
+    added = 0;
+    for (size_t d = 0; d < donors.size(); ++d) {
+      if (f < donors[d].faces.size()) all.emplace_back(int(d), int(f)), ++added;
+    }
+  }
+  std::vector<std::pair<int, int>> faces;  // then again from the first, to fill every cell
+  for (size_t i = 0; !all.empty() && faces.size() < size_t(cols * rows); ++i) faces.push_back(all[i % all.size()]);
+  for (int i = 0; i < cols * rows; ++i) {
+    const Case& d = donors[faces[i].first];
+    const cv::Rect2f f = d.faces[faces[i].second];
+    const double s = side / std::max(f.width, f.height);
+    const float pad = 0.5f * (cell / s - std::max(f.width, f.height)) - 1;  // the piece fills its cell
+    const cv::Rect crop = cv::Rect(cv::Point(f.x - pad, f.y - pad), cv::Point(f.br().x + pad, f.br().y + pad)) &
+                          cv::Rect(0, 0, d.bgr.cols, d.bgr.rows);
+    cv::Mat piece;
+    cv::resize(d.bgr(crop), piece, cv::Size(), s, s, cv::INTER_AREA);
+    const int x = (i % cols) * cell + (cell - piece.cols) / 2, y = (i / cols) * cell + (cell - piece.rows) / 2;
+    const cv::Rect dst = cv::Rect(x, y, piece.cols, piece.rows) & cv::Rect((i % cols) * cell, (i / cols) * cell, cell, cell);
+    piece(cv::Rect(dst.x - x, dst.y - y, dst.width, dst.height)).copyTo(out.bgr(dst));
+    AddTruth(d, crop, s, x, y, out);
+  }
+  return out;
+}
+
+// The mosaic that scripts/fetch-models.sh makes (samples 1-4 in a 2 x 2 grid, each centred on
+// a black 1920 x 1448 cell; an odd remainder puts the extra row on top): its ground truth is
+// the samples' moved by each cell's offset.
+Case Mosaic(const std::string& testdata, const std::vector<Case>& samples) {
+  Case out{"mosaic", cv::imread(testdata + "/faces/mosaic_3840x2896.jpg"), {}, {}};
+  if (out.bgr.empty() || samples.size() < 4) return out;
+  for (int i = 0; i < 4; ++i) {
+    const cv::Mat& img = samples[i].bgr;
+    const float y = (i / 2) * 1448 + (1448 - img.rows + 1) / 2, x = (i % 2) * 1920 + (1920 - img.cols + 1) / 2;
+    for (const cv::Rect2f& g : samples[i].faces) out.faces.emplace_back(g.x + x, g.y + y, g.width, g.height);
+    for (const cv::Rect2f& g : samples[i].ignore) out.ignore.emplace_back(g.x + x, g.y + y, g.width, g.height);
+  }
+  return out;
+}
+
+// One donor face scaled to `side` px (cut with 60% of the box around it) pasted at the
+// centre-left of a w x h clutter image: the 80 MP class (7728 x 10304, a 1200-px face).
+Case Pasted(const std::string& name, const Case& donor, int side, int w, int h) {
+  Case out{name, Clutter(w, h, 60, 13), {}, {}};
+  const cv::Rect2f f = donor.faces[0];
+  const cv::Rect crop = cv::Rect(cv::Point(f.x - 0.6 * f.width, f.y - 0.6 * f.height),
+                                 cv::Point(f.br().x + 0.6 * f.width, f.br().y + 0.6 * f.height)) &
+                        cv::Rect(0, 0, donor.bgr.cols, donor.bgr.rows);
+  const double s = side / std::max(f.width, f.height);
+  cv::Mat piece;
+  cv::resize(donor.bgr(crop), piece, cv::Size(), s, s, cv::INTER_CUBIC);
+  const int x = w / 5, y = (h - piece.rows) / 3;
+  piece.copyTo(out.bgr(cv::Rect(x, y, piece.cols, piece.rows)));
+  AddTruth(donor, crop, s, x, y, out);
+  return out;
+}
+
+// A face that is nearly the whole frame: the donor cut to its box plus 15%, scaled to `side`.
+Case FullFrame(const std::string& name, const Case& donor, int side) {
+  const cv::Rect2f f = donor.faces[0];
+  const cv::Rect crop = cv::Rect(cv::Point(f.x - 0.15 * f.width, f.y - 0.15 * f.height),
+                                 cv::Point(f.br().x + 0.15 * f.width, f.br().y + 0.15 * f.height)) &
+                        cv::Rect(0, 0, donor.bgr.cols, donor.bgr.rows);
+  const double s = double(side) / std::max(crop.width, crop.height);
+  Case out{name, {}, {}, {}};
+  cv::resize(donor.bgr(crop), out.bgr, cv::Size(), s, s, cv::INTER_CUBIC);
+  AddTruth(donor, crop, s, 0, 0, out);
   return out;
 }
 
@@ -164,8 +253,15 @@ std::vector<Case> MakeCases(const std::string& testdata) {
   for (double deg : {-30.0, 30.0}) {
     cases.push_back(Rotated(absl::StrFormat("grace-roll%+d", int(deg)), grace, grace_box, deg));
   }
-  cases.push_back(Collage({cases[0], cases[1], cases[2], cases[3], cases[4], cases[5]},
-                          {40, 48, 56, 64, 80, 100, 120, 160, 200, 260, 320}, 1600, 1000));
+  const std::vector<Case> donors(cases.begin(), cases.begin() + 6);
+  cases.push_back(Collage(donors, {40, 48, 56, 64, 80, 100, 120, 160, 200, 260, 320}, 1600, 1000));
+  std::vector<Case> grid_donors = donors;
+  grid_donors.push_back(cases[6]);  // Grace
+  cases.push_back(GridCollage(grid_donors, 10, 5, 256, 150));
+  cases.push_back(FullFrame("grace-full-frame", cases[6], 512));
+  if (Case m = Mosaic(testdata, donors); !m.bgr.empty()) cases.push_back(std::move(m));
+  cases.push_back(Pasted("grace-in-80mp", cases[6], 1200, 7728, 10304));
+  cases.back().first_source_only = true;  // its detection pyramid is most of a job of minutes
   return cases;
 }
 
@@ -248,8 +344,10 @@ int main(int argc, char** argv) {
     if (!only.empty() && c.name.find(only) == std::string::npos) continue;
     const std::string target = Png(c.bgr);
     if (!crops_dir.empty()) cv::imwrite(absl::StrFormat("%s/%s.png", crops_dir, c.name), c.bgr);
-    for (const std::string& source : std::vector<std::string>(absl::StrSplit(sources_arg, ','))) {
+    const std::vector<std::string> sources = absl::StrSplit(sources_arg, ',');
+    for (const std::string& source : sources) {
       if (source == "grace" && c.name.rfind("grace", 0) == 0) continue;  // herself
+      if (c.first_source_only && source != sources.front()) continue;
       v1::JobOptions o;
       o.set_ratio(1.0f);
       o.set_simple(simple);
