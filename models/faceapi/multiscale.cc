@@ -55,9 +55,11 @@ void PlanLevel(const DetectorTraits& d, int w, int h, double s, int level, const
 }
 
 // The merged boxes scoring >= confirm_below, and those below it that a box of another pass
-// (another tile or level) overlaps at IoU >= 0.3: one pass's weak box alone is too often a
-// badge or a pattern, and a missed face costs less than a face pasted onto one.
+// (another tile or level; a kept box of `all` or a sub-threshold one of `support`) overlaps at
+// IoU >= 0.3: one pass's weak box alone is too often a badge or a pattern, and a missed face
+// costs less than a face pasted onto one.
 std::vector<FaceBox> Confirmed(const std::vector<FaceBox>& all, const std::vector<size_t>& pass_of,
+                               const std::vector<FaceBox>& support, const std::vector<size_t>& support_pass_of,
                                std::vector<FaceBox> merged, float confirm_below) {
   std::vector<FaceBox> kept;
   for (const FaceBox& m : merged) {
@@ -67,6 +69,9 @@ std::vector<FaceBox> Confirmed(const std::vector<FaceBox>& all, const std::vecto
     }
     bool confirmed = m.score >= confirm_below;
     for (size_t j = 0; j < all.size() && !confirmed; ++j) confirmed = pass_of[j] != own && IoU(all[j], m) >= 0.3f;
+    for (size_t j = 0; j < support.size() && !confirmed; ++j) {
+      confirmed = support_pass_of[j] != own && IoU(support[j], m) >= 0.3f;
+    }
     if (confirmed) kept.push_back(m);
   }
   return kept;
@@ -138,8 +143,14 @@ absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detect
                                                    options.max_input, ")"));
   }
   const DetectorTraits traits = detector.Traits();
-  std::vector<FaceBox> all;
-  std::vector<size_t> pass_of;  // the pass of each box of `all`
+  const float confirm_below = options.confirm_below < 0 ? traits.confirm_below : options.confirm_below;
+  // Passes detect down to the support score when it is below the threshold (and confirmation is
+  // on); greedy NMS visits boxes by score, so the boxes at or above the threshold are the same.
+  const float threshold = options.min_score > 0 ? options.min_score : traits.min_score;
+  const bool with_support = confirm_below > 0 && traits.support_score > 0 && threshold > traits.support_score;
+  const float pass_score = with_support ? traits.support_score : options.min_score;
+  std::vector<FaceBox> all, support;
+  std::vector<size_t> pass_of, support_pass_of;  // the pass of each box of `all`, of `support`
   const std::vector<DetectionPass> passes = PlanPasses(traits, rgb.cols, rgb.rows, options);
   cv::Mat scaled;  // reused: one pass's input at a time
   for (size_t i = 0; i < passes.size(); ++i) {
@@ -160,7 +171,7 @@ absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detect
     } else {
       cv::resize(rgb(p.region), scaled, size, 0, 0, cv::INTER_AREA);
     }
-    absl::StatusOr<std::vector<FaceBox>> found = detector.Detect(scaled, p.input_size, options.tile_px, options.min_score);
+    absl::StatusOr<std::vector<FaceBox>> found = detector.Detect(scaled, p.input_size, options.tile_px, pass_score);
     if (!found.ok()) {
       return absl::Status(found.status().code(),
                           absl::StrCat(found.status().message(), " (pass: region ", p.region.x, ",", p.region.y, " ",
@@ -174,12 +185,12 @@ absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detect
       const FaceBox b{static_cast<float>(p.region.x + n.x * kx), static_cast<float>(p.region.y + n.y * ky),
                       static_cast<float>(n.w * kx), static_cast<float>(n.h * ky), n.score};
       if (!whole && TouchesInnerEdge(b, p.region, rgb.cols, rgb.rows, margin)) continue;
-      all.push_back(b);
-      pass_of.push_back(i);
+      const bool kept = !with_support || b.score > threshold;  // Detect keeps score > min_score
+      (kept ? all : support).push_back(b);
+      (kept ? pass_of : support_pass_of).push_back(i);
     }
   }
-  return Confirmed(all, pass_of, SuppressContained(Nms(all, options.nms_iou)),
-                   options.confirm_below < 0 ? traits.confirm_below : options.confirm_below);
+  return Confirmed(all, pass_of, support, support_pass_of, SuppressContained(Nms(all, options.nms_iou)), confirm_below);
 }
 
 }  // namespace fusion::faceapi

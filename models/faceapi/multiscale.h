@@ -28,7 +28,8 @@
 // kept boxes, in image pixels, are merged with greedy NMS at nms_iou, then a box sharing >= 70%
 // of the smaller box's area with a higher-scoring one is dropped (the same face at another
 // level with another extent); a weak box (score < confirm_below) must be seen by a second pass
-// as well.
+// as well, by a kept box or one scoring from the detector's support_score up to the threshold
+// (passes then detect down to support_score; such boxes only confirm, they are never kept).
 // Cost: about (face_min_px / min_face_px)^2 * W * H * 4/3 network pixels plus the tile overlap;
 // e.g. ssd at 40 px: 23 passes for 1920x1280 (~6 s on one core), ~700 for 80 MP (~10 min).
 // Thread-safety: stateless functions; the detector must be safe for concurrent const use.

@@ -62,7 +62,11 @@ class SsdMobilenetV1 : public FaceDetector {
                                               float min_score = 0) const override;
   int DefaultInputSize() const override { return kInputSize; }
   bool FreeInputSize() const override { return false; }
-  DetectorTraits Traits() const override { return kSsdMobilenetV1Traits; }
+  DetectorTraits Traits() const override {
+    DetectorTraits t = kSsdMobilenetV1Traits;
+    t.min_score = options_.min_confidence;
+    return t;
+  }
 
   void To(const c10::Device& device);
   uint64_t DeviceBytes() const { return param_bytes_; }

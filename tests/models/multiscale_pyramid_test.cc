@@ -216,12 +216,14 @@ TEST(PyramidRecall, AFaceOnATileSeamIsFoundWhole) {
 class ScriptedDetector final : public FaceDetector {
  public:
   struct Box { FaceBox box; double min_scale, max_scale; };
-  ScriptedDetector(int image_w, std::vector<Box> boxes) : image_w_(image_w), boxes_(std::move(boxes)) {}
-  absl::StatusOr<std::vector<FaceBox>> Detect(const cv::Mat& rgb, int, int, float) const override {
+  ScriptedDetector(int image_w, std::vector<Box> boxes, DetectorTraits traits = kTinyFaceDetectorTraits)
+      : image_w_(image_w), boxes_(std::move(boxes)), traits_(traits) {}
+  absl::StatusOr<std::vector<FaceBox>> Detect(const cv::Mat& rgb, int, int, float min_score) const override {
     const double s = static_cast<double>(rgb.cols) / image_w_;  // the passes here are whole-image
+    const float threshold = min_score > 0 ? min_score : std::max(traits_.min_score, 0.5f);
     std::vector<FaceBox> out;
     for (const Box& b : boxes_) {
-      if (s < b.min_scale || s >= b.max_scale) continue;
+      if (s < b.min_scale || s >= b.max_scale || b.box.score <= threshold) continue;
       out.push_back({static_cast<float>(b.box.x * s), static_cast<float>(b.box.y * s), static_cast<float>(b.box.w * s),
                      static_cast<float>(b.box.h * s), b.box.score});
     }
@@ -229,11 +231,12 @@ class ScriptedDetector final : public FaceDetector {
   }
   int DefaultInputSize() const override { return 416; }
   bool FreeInputSize() const override { return true; }
-  DetectorTraits Traits() const override { return kTinyFaceDetectorTraits; }
+  DetectorTraits Traits() const override { return traits_; }
 
  private:
   int image_w_;
   std::vector<Box> boxes_;
+  DetectorTraits traits_;
 };
 
 TEST(PyramidMerge, AFaceSeenWithAnotherExtentAtAnotherLevelIsOneBoxAndNeighboursStayTwo) {
@@ -259,6 +262,45 @@ TEST(PyramidMerge, AFaceSeenWithAnotherExtentAtAnotherLevelIsOneBoxAndNeighbours
   for (const FaceBox& b : *dets) {
     if (std::round(b.x) == 100) EXPECT_NEAR(b.w, 31, 0.5) << "the tight box is the one kept";
   }
+}
+
+// Confirmation of a weak box (multiscale.h): SSD's rule (kept from 0.5, weak below 0.72, support
+// from 0.3) on a free-input pyramid. A weak box seen by another level only below the threshold
+// is confirmed and kept (sample4's laughing face in the bench's grid: 0.72 at one level,
+// 0.3-0.5 at the others); a weak box no other pass sees is dropped (a cap badge); a box under
+// the threshold is never kept, however many passes see it; a support box from the weak box's
+// own pass does not confirm it.
+TEST(PyramidMerge, AWeakBoxIsConfirmedByAnotherPassBelowTheThresholdButNotByItsOwn) {
+  const int w = 800, h = 600;
+  DetectorTraits traits = kTinyFaceDetectorTraits;
+  traits.confirm_below = kSsdMobilenetV1Traits.confirm_below;
+  traits.min_score = kSsdMobilenetV1Traits.min_score;
+  traits.support_score = kSsdMobilenetV1Traits.support_score;
+  const std::vector<DetectionPass> passes = PlanPasses(traits, w, h, MinFace(40));
+  ASSERT_GE(passes.size(), 2u);
+  ASSERT_TRUE(passes[0].region == cv::Rect(0, 0, w, h) && passes[1].region == cv::Rect(0, 0, w, h));
+  const double s0 = ScaleOf(passes[0]), s1 = ScaleOf(passes[1]);
+  const ScriptedDetector det(w, {{{100, 100, 60, 80, 0.70f}, s0, 10.0},   // weak, finest level
+                                 {{104, 98, 58, 84, 0.40f}, s1, s0},      // its support, next level
+                                 {{300, 100, 60, 80, 0.70f}, s0, 10.0},   // weak, seen once
+                                 {{302, 100, 60, 80, 0.20f}, s1, s0},     // under the support score
+                                 {{500, 100, 60, 80, 0.45f}, 0.0, 10.0},  // under the threshold
+                                 {{100, 400, 60, 80, 0.70f}, s0, 10.0},   // weak, and its own
+                                 {{102, 402, 60, 80, 0.40f}, s0, 10.0}},  // pass's support
+                             traits);
+  auto dets = DetectMultiScale(det, cv::Mat(h, w, CV_8UC3, cv::Scalar::all(90)), MinFace(40));
+  ASSERT_TRUE(dets.ok()) << dets.status();
+  ASSERT_EQ(dets->size(), 1u);
+  EXPECT_EQ(std::round((*dets)[0].x), 100);
+  EXPECT_EQ(std::round((*dets)[0].y), 100);
+  EXPECT_FLOAT_EQ((*dets)[0].score, 0.70f);
+  // Without a support score only kept boxes confirm: the first weak box is dropped as well.
+  traits.support_score = 0;
+  const ScriptedDetector unsupported(w, {{{100, 100, 60, 80, 0.70f}, s0, 10.0}, {{104, 98, 58, 84, 0.40f}, s1, s0}},
+                                     traits);
+  auto none = DetectMultiScale(unsupported, cv::Mat(h, w, CV_8UC3, cv::Scalar::all(90)), MinFace(40));
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->empty());
 }
 
 TEST(PyramidRecall, BadOptionsAreInvalidArgument) {
