@@ -12,10 +12,14 @@ that way (the N tools; or fusiond + loadgen and its client processes), sampled e
 throughput = jobs done / wall seconds; job ms median (in-process: the Swap call; daemon:
 submit to result fetched, so transport, journal and queue are inside it). Overhead =
 in-process median / daemon median at N=1 (goal >= 0.97).
-Under a memory cap: meant as a cgroup v2 memory.max applied to each way's processes; the capped
-run is not written yet, and the line says "not measured" with the reason (where no writable
-cgroup v2 memory controller exists, as on the CI machine: prlimit --as caps address space, not
-memory, and means nothing for LibTorch).
+Under a memory cap (--cap SIZE, e.g. 1280MiB): every way runs inside a new memory cgroup of its
+own, a child of this process's (cgroup v2 memory.max where the unified hierarchy has the memory
+controller and lets this process write; else cgroup v1 memory.limit_in_bytes), holding all of
+that way's processes (the N tools; or fusiond, loadgen and its clients). The kernel's OOM killer
+acts at the cap; the table counts the jobs that did not succeed and the OOM kills. fusiond reads
+its cgroup's cap (daemon/device/cgroup_memory.h) and budgets within it; the tools cannot. Where
+no memory cgroup can be made the capped run says "not measured" and why (prlimit --as caps
+address space, not memory, and means nothing for LibTorch).
 Prints a Markdown table and writes the JSON (--json).
 """
 import argparse
@@ -65,19 +69,71 @@ def watch(procs, roots):
     return peak
 
 
-def cgroup_v2_memory():
-    base = pathlib.Path("/sys/fs/cgroup")
-    ctl = base / "cgroup.controllers"
-    if not ctl.exists() or "memory" not in ctl.read_text().split():
+def parse_size(text):
+    units = {"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+    num = text.rstrip("KMGiB")
+    unit = text[len(num):]
+    if unit not in units:
+        raise argparse.ArgumentTypeError(f"--cap {text}: use bytes or KiB/MiB/GiB")
+    return int(float(num) * units[unit])
+
+
+class MemoryCap:
+    """A new memory cgroup under this process's own, capped at `limit` bytes; processes started
+    with preexec_fn=cap.enter run inside it. v2 where possible, else v1."""
+
+    def __init__(self, limit, name):
+        self.limit, self.dir, self.v2 = limit, None, False
+        own = {}
+        for line in open("/proc/self/cgroup").read().splitlines():
+            num, ctrls, path = line.split(":", 2)
+            if num == "0" and not ctrls:
+                own["v2"] = path
+            if "memory" in ctrls.split(","):
+                own["v1"] = path
+        tries = []
+        if "v2" in own:
+            base = pathlib.Path("/sys/fs/cgroup") / own["v2"].lstrip("/")
+            sub = base / "cgroup.subtree_control"  # the memory controller delegated to children
+            if sub.exists() and "memory" in sub.read_text().split():
+                tries.append((base / name, "memory.max", True))
+        if "v1" in own:
+            tries.append((pathlib.Path("/sys/fs/cgroup/memory") / own["v1"].lstrip("/") / name, "memory.limit_in_bytes", False))
+        self.why = "no memory cgroup controller for this process"
+        for d, limit_file, v2 in tries:
+            try:
+                d.mkdir()
+                (d / limit_file).write_text(str(limit))
+                self.dir, self.v2 = d, v2
+                return
+            except OSError as e:
+                self.why = f"cannot make {d}: {e.strerror}"
+
+    def enter(self):
+        (self.dir / "cgroup.procs").write_text(str(os.getpid()))
+
+    def oom_kills(self):
+        f = self.dir / ("memory.events" if self.v2 else "memory.oom_control")
+        for line in f.read_text().splitlines():
+            if line.startswith("oom_kill "):
+                return int(line.split()[1])
         return None
-    return base if os.access(base, os.W_OK) else None
+
+    def close(self):
+        for _ in range(50):  # the processes' exit is seen a moment after wait()
+            try:
+                self.dir.rmdir()
+                return
+            except OSError:
+                time.sleep(0.1)
 
 
-def run_inprocess(a, n, tmp):
+def run_inprocess(a, n, tmp, cap=None):
     cmd = [str(a.build / "bench/inprocess"), "--models-dir", str(a.models), "--photos", str(a.photos),
            "--jobs", str(a.jobs), "--simple", "--max-side", "640"]
     t0 = time.monotonic()
-    procs = [subprocess.Popen(cmd + ["--offset", str(c)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    procs = [subprocess.Popen(cmd + ["--offset", str(c)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                              preexec_fn=cap.enter if cap else None)
              for c in range(n)]
     peak = watch(procs, [p.pid for p in procs])
     wall = time.monotonic() - t0
@@ -92,16 +148,18 @@ def run_inprocess(a, n, tmp):
         ok += r["states"].count("SUCCEEDED")
         failed += r["states"].count("FAILED")
     return {"peak_rss_mib": peak / 1024, "wall_s": wall, "jobs_done": ok, "jobs_failed": failed,
-            "jobs_per_s": ok / wall, "median_ms": statistics.median(ms) if ms else None}
+            "jobs_per_s": ok / wall, "median_ms": statistics.median(ms) if ms else None,
+            "killed": sum(p.returncode < 0 for p in procs)}
 
 
-def run_daemon(a, n, tmp):
+def run_daemon(a, n, tmp, cap=None):
     sock = tmp / f"f{n}.sock"
+    enter = cap.enter if cap else None
     d = subprocess.Popen([str(a.build / "daemon/fusiond"), "--socket", str(sock), "--device", "cpu",
                           "--models-dir", str(a.models), "--manifest", str(ROOT / "models/manifest.json"),
                           "--state-dir", str(tmp / f"state{n}"), "--device-memory-limit", "2GiB",
                           "--max-concurrent-jobs", str(min(n, 4))],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=enter)
     for _ in range(100):
         if subprocess.run([str(a.build / "client/fusionctl"), "--socket", str(sock), "health"],
                           capture_output=True).returncode == 0:
@@ -112,18 +170,23 @@ def run_daemon(a, n, tmp):
     lg = subprocess.Popen([str(a.build / "bench/loadgen"), "--socket", str(sock), "--photos", str(a.photos),
                            "--clients", str(n), "--jobs", str(a.jobs), "--mix", "simple", "--daemon-pid", str(d.pid),
                            "--json", str(out), "--max-seconds", str(a.max_seconds)],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=enter)
     peak = watch([lg], [d.pid, lg.pid])
     wall = time.monotonic() - t0
+    killed = d.poll() is not None and d.returncode < 0  # the OOM killer's SIGKILL under a cap
     d.terminate()
     d.wait()
+    if not out.exists():  # loadgen itself killed
+        return {"peak_rss_mib": peak / 1024, "wall_s": wall, "jobs_done": 0, "jobs_failed": n * a.jobs,
+                "jobs_per_s": 0, "median_ms": None, "daemon_vmhwm_mib": None, "peak_device_tier_mib": 0,
+                "queue_wait_p50_ms": None, "killed": int(killed) + 1}
     r = json.loads(out.read_text())
     ms = [j["latency_ms"] for j in r["jobs"] if j.get("state") == "SUCCEEDED"]
     return {"peak_rss_mib": peak / 1024, "wall_s": wall, "jobs_done": r["jobs_done"],
             "jobs_failed": n * a.jobs - r["jobs_done"], "jobs_per_s": r["jobs_done"] / wall,
             "median_ms": statistics.median(ms) if ms else None, "daemon_vmhwm_mib": r["daemon_vmhwm_kib"] / 1024,
             "peak_device_tier_mib": r["peak_device_bytes"] / 1048576,
-            "queue_wait_p50_ms": r["queue_wait_ms"]["p50"]}
+            "queue_wait_p50_ms": r["queue_wait_ms"]["p50"], "killed": int(killed)}
 
 
 def main():
@@ -135,6 +198,7 @@ def main():
     ap.add_argument("--photos", type=pathlib.Path)
     ap.add_argument("--models", type=pathlib.Path)
     ap.add_argument("--json", type=pathlib.Path)
+    ap.add_argument("--cap", type=parse_size, help="run every way under this memory cap (cgroup), e.g. 1280MiB")
     a = ap.parse_args()
     a.build = a.build.resolve()
     a.models = a.models or a.build / "fetched/models"
@@ -152,30 +216,39 @@ def main():
                 ways.reverse()
             row = {"n": n}
             for name, fn in ways:
-                row[name] = fn(a, n, tmp)
+                cap = MemoryCap(a.cap, f"status_quo.{os.getpid()}.{name}{n}") if a.cap else None
+                if cap and not cap.dir:
+                    print(f"under one memory cap: not measured ({cap.why})")
+                    return 1
+                row[name] = fn(a, n, tmp, cap)
+                if cap:
+                    row[name]["oom_kills"] = cap.oom_kills()
+                    cap.close()
                 print(f"N={n} {name}: {json.dumps(row[name])}", file=sys.stderr, flush=True)
             rows.append(row)
-    cap = cgroup_v2_memory()
     one = rows[0] if rows and rows[0]["n"] == 1 else None
     overhead = (one["inprocess"]["median_ms"] / one["fusiond"]["median_ms"]
                 if one and one["inprocess"]["median_ms"] and one["fusiond"]["median_ms"] else None)
+    if a.cap:
+        print(f"Under one memory cap of {a.cap} bytes ({a.cap / 1048576:.0f} MiB) per way:\n")
     print("| N tools | total RSS in-process | total RSS fusiond | memory ratio | jobs/s in-process | "
-          "jobs/s fusiond | median ms in-process | median ms fusiond | failures in-process / fusiond |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "jobs/s fusiond | median ms in-process | median ms fusiond | failures in-process / fusiond |"
+          + (" OOM kills in-process / fusiond |" if a.cap else ""))
+    print("|---|---|---|---|---|---|---|---|---|" + ("---|" if a.cap else ""))
     for r in rows:
         i, d = r["inprocess"], r["fusiond"]
         print(f"| {r['n']} | {i['peak_rss_mib']:.0f} MiB | {d['peak_rss_mib']:.0f} MiB | "
               f"{i['peak_rss_mib'] / d['peak_rss_mib']:.2f}x | {i['jobs_per_s']:.3f} | {d['jobs_per_s']:.3f} | "
-              f"{i['median_ms'] or 0:.0f} | {d['median_ms'] or 0:.0f} | {i['jobs_failed']} / {d['jobs_failed']} |")
+              f"{i['median_ms'] or 0:.0f} | {d['median_ms'] or 0:.0f} | {i['jobs_failed']} / {d['jobs_failed']} |"
+              + (f" {i['oom_kills']} / {d['oom_kills']} |" if a.cap else ""))
     print(f"\nfusiond device tier peak (MiB) by N: "
           + ", ".join(f"{r['n']}: {r['fusiond']['peak_device_tier_mib']:.0f}" for r in rows))
     print(f"daemon overhead (in-process median ms / daemon median ms, N=1): "
           + (f"{overhead:.3f}" if overhead else "not measured"))
-    print("under one memory cap: not measured (" + (
-        "a writable cgroup v2 memory controller is here, but the capped run is not written yet" if cap else
-        "no writable cgroup v2 memory controller here; prlimit --as caps address space, not memory") + ")")
+    if not a.cap:
+        print("under one memory cap: run again with --cap SIZE")
     if a.json:
-        a.json.write_text(json.dumps({"rows": rows, "overhead": overhead, "cap": None}, indent=1) + "\n")
+        a.json.write_text(json.dumps({"rows": rows, "overhead": overhead, "cap": a.cap}, indent=1) + "\n")
     return 0
 
 

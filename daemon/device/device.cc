@@ -7,7 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "device/cuda_probe.h"
-#include "device/host_memory.h"
+#include "device/cgroup_memory.h"
 
 namespace fusion {
 namespace {
@@ -16,7 +16,7 @@ class CpuDevice final : public Device {
  public:
   std::string Kind() const override { return "cpu"; }
   absl::StatusOr<DeviceMemory> QueryMemory() const override {
-    auto host = ReadHostMemory();
+    auto host = ReadProcessHostMemory();
     if (!host.ok()) return host.status();
     return DeviceMemory{host->total_bytes, host->available_bytes};
   }

@@ -20,7 +20,8 @@ absl::StatusOr<HostMemoryInfo> ParseMeminfo(absl::string_view text);
 
 // The host tier's budget when --host-memory-limit is not given: half of MemTotal (12 GiB on a
 // 24 GiB machine; an 80-megapixel job's images, ~2 GiB with an x2 upscale, fit it many times),
-// leaving the rest to the device tier on `cpu` and to other programs.
+// leaving the rest to the device tier on `cpu` and to other programs. fusiond passes MemTotal
+// capped by its cgroup's memory limit (cgroup_memory.h).
 inline uint64_t DefaultHostMemoryLimit(const HostMemoryInfo& info) { return info.total_bytes / 2; }
 
 // Reads and parses `path`. UNAVAILABLE if it cannot be read.

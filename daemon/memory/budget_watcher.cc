@@ -1,6 +1,6 @@
 #include "memory/budget_watcher.h"
 
-#include "device/host_memory.h"
+#include "device/cgroup_memory.h"
 #include "spdlog/spdlog.h"
 
 #include <algorithm>
@@ -19,7 +19,7 @@ absl::StatusOr<std::unique_ptr<BudgetWatcher>> BudgetWatcher::Create(const Devic
 absl::Status BudgetWatcher::Refresh() {
   auto dev = device_->QueryMemory();
   if (!dev.ok()) return dev.status();
-  auto host = ReadHostMemory();
+  auto host = ReadProcessHostMemory();
   if (!host.ok()) return host.status();
   const ResidencySnapshot s = manager_->Snapshot();
   const bool cpu = device_->Kind() == "cpu";

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "absl/time/clock.h"
-#include "device/host_memory.h"
+#include "device/cgroup_memory.h"
 
 namespace fusion {
 namespace {
@@ -52,7 +52,7 @@ void FillModelInfo(const ModelSnapshot& m, v1::ModelInfo* info) {
 absl::StatusOr<v1::MemoryState> ResidencyMemoryStateSource::Snapshot() const {
   auto dev = device_->QueryMemory();
   if (!dev.ok()) return dev.status();
-  auto host = ReadHostMemory();
+  auto host = ReadProcessHostMemory();
   if (!host.ok()) return host.status();
   const ResidencySnapshot r = manager_->Snapshot();
 

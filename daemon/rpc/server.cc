@@ -18,7 +18,7 @@
 #include "jobs/queue_future_references.h"
 #include "jobs/journal.h"
 #include "device/device.h"
-#include "device/host_memory.h"
+#include "device/cgroup_memory.h"
 #include "rpc/fd_exchange.h"
 #include "memory/budget_watcher.h"
 #include "memory/residency_manager.h"
@@ -80,12 +80,23 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
   }
   const std::string& socket_path = self->config_.socket;
   // The host tier is always budgeted (DESIGN.md §3): without a limit, half of MemTotal.
+  // Under a cgroup memory cap (systemd's MemoryMax=, a container) MemTotal is the cap.
   uint64_t host_limit = config.host_memory_limit;
+  std::optional<CgroupMemoryLimit> cgroup;
+  auto host = ReadProcessHostMemory(&cgroup);
+  if (!host.ok()) return host.status();
+  if (cgroup) {
+    spdlog::info("memory cap {} bytes ({}): host and cpu device figures are capped at it", cgroup->limit_bytes,
+                 cgroup->where);
+  }
   if (host_limit == 0) {
-    auto host = ReadHostMemory();
-    if (!host.ok()) return host.status();
     host_limit = DefaultHostMemoryLimit(*host);
-    spdlog::info("host memory limit {} bytes (half of MemTotal; --host-memory-limit sets it)", host_limit);
+    spdlog::info("host memory limit {} bytes (half of {}; --host-memory-limit sets it)", host_limit,
+                 cgroup ? "the cgroup's memory cap" : "MemTotal");
+  } else if (cgroup && host_limit > cgroup->limit_bytes) {
+    spdlog::warn("--host-memory-limit {} bytes is above the cgroup's memory cap {} bytes ({}): the kernel kills "
+                 "fusiond before the host tier refuses",
+                 host_limit, cgroup->limit_bytes, cgroup->where);
   }
   self->config_.host_memory_limit = host_limit;
   auto device = OpenDevice(config.device);

@@ -4,6 +4,7 @@
 
 #include "absl/time/clock.h"
 #include "device/cuda_probe.h"
+#include "device/cgroup_memory.h"
 #include "device/host_memory.h"
 
 namespace fusion {
@@ -46,7 +47,8 @@ TEST(Device, CpuReportsHostRam) {
   EXPECT_EQ((*dev)->Kind(), "cpu");
   auto mem = (*dev)->QueryMemory();
   ASSERT_TRUE(mem.ok()) << mem.status();
-  auto host = ReadHostMemory();
+  auto host = ReadProcessHostMemory();  // MemTotal, capped by a cgroup memory limit if one applies
+  ASSERT_TRUE(host.ok()) << host.status();
   EXPECT_EQ(mem->capacity_bytes, host->total_bytes);
   EXPECT_GT(mem->available_bytes, 0u);
 }
