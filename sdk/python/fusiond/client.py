@@ -4,10 +4,13 @@ Thread-safety: one Client may be shared by every thread of a process (a web serv
 threads): its gRPC channel multiplexes concurrent calls and its transfer counters are under a
 lock. A Job handle may be used from any thread.
 
-Fork-safety: gRPC channels do not survive fork(). Make the Client in the process that uses it
-— in each gunicorn/uvicorn worker after it forks (e.g. in the app's startup hook, or gunicorn's
-post_fork), not in a parent that preloads the app. A Client used in a child of the process
-that made it raises RuntimeError instead of hanging; close it there and make a new one.
+Fork-safety: gRPC (its core, not only a channel) does not survive fork() once a process has
+made a channel. Make Clients only in the processes that use them, after they fork: in each
+gunicorn/uvicorn worker (the app's startup hook, gunicorn's post_fork), never in a parent that
+forks afterwards (gunicorn --preload may import fusiond, but must not make a Client). A Client
+used in a child of the process that made it raises RuntimeError instead of hanging. A parent
+that must use gRPC before it forks needs gRPC's fork support: start it with
+GRPC_ENABLE_FORK_SUPPORT=true GRPC_POLL_STRATEGY=poll in its environment.
 """
 from __future__ import annotations
 

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Makes the virtual environment the Python SDK tests run in, exactly as the README tells a user:
+# a venv over Debian's Python with --system-site-packages (python3-grpcio, python3-protobuf,
+# python3-numpy, python3-pytest come from Debian) and `pip install --no-index
+# --no-build-isolation` of sdk/python, whose build generates the gRPC stubs from proto/.
+# The package is built from a copy in VENV.src, so the source tree gets no build/ or egg-info.
+# Usage: make_venv.sh PYTHON SOURCE_DIR VENV
+set -euo pipefail
+python=$1 src=$2 venv=$3
+rm -rf "$venv" "$venv.src"
+"$python" -m venv --system-site-packages "$venv"
+cp -r "$src/sdk/python" "$venv.src"
+rm -rf "$venv.src/build" "$venv.src"/*.egg-info
+FUSIOND_PROTO_DIR="$src/proto" "$venv/bin/pip" install --quiet --no-index --no-build-isolation \
+  --disable-pip-version-check "$venv.src"
+# Installed, importable from outside the source tree, with generated (not committed) stubs.
+cd /
+"$venv/bin/python" -c 'import fusiond, fusiond._proto.fusion.v1.fusion_pb2_grpc as g; print("fusiond", fusiond.__version__, "at", fusiond.__file__)'
