@@ -69,25 +69,16 @@ def test_swap_result(simple_swap: fusiond.SwapResult, tmp_path) -> None:
     assert read(str(tmp_path / "out.png")) == r.image_bytes
 
 
-def test_bytes_file_objects_and_arrays_give_the_same_result(client: fusiond.Client,
-                                                           simple_swap: fusiond.SwapResult) -> None:
-    cv2 = pytest.importorskip("cv2")
-    source = cv2.imread(ASTRONAUT, cv2.IMREAD_COLOR)  # BGR, as OpenCV users hold images
-    with open(HOPPER, "rb") as target:
-        r = client.swap(source, target, simple=True)
-    assert r.image_bytes == simple_swap.image_bytes
-    assert np.array_equal(r.to_numpy(), simple_swap.to_numpy())
-    assert client.transfer_stats().images_inline == 3  # source, target, result
-
-
-def test_default_options_give_fusionctl_swaps_bytes(client: fusiond.Client, daemon: Daemon) -> None:
+def test_fusionctl_gives_the_same_bytes(daemon: Daemon, simple_swap: fusiond.SwapResult) -> None:
+    # Every other option at its default on both sides: the defaults are fusionctl swap's.
     out = os.path.join(daemon.root, "ctl.png")
-    ctl = daemon.ctl(["swap", "--source", ASTRONAUT, "--target", HOPPER, "-o", out])
+    ctl = daemon.ctl(["swap", "--source", ASTRONAUT, "--target", HOPPER, "-o", out, "--simple"])
     assert ctl.returncode == 0, ctl.stderr
-    assert client.swap(read(ASTRONAUT), read(HOPPER)).image_bytes == read(out)
+    assert read(out) == simple_swap.image_bytes
 
 
-def test_progress_events_arrive_in_order(client: fusiond.Client) -> None:
+def test_progress_events_arrive_in_order_then_jobs_and_job(client: fusiond.Client,
+                                                           simple_swap: fusiond.SwapResult) -> None:
     job = client.submit(ASTRONAUT, HOPPER, simple=True)
     assert job.state in (fusiond.JobState.QUEUED, fusiond.JobState.RUNNING)
     events = list(job.events())
@@ -108,18 +99,11 @@ def test_progress_events_arrive_in_order(client: fusiond.Client) -> None:
     # A finished job's stream is its Done event alone.
     [done] = list(job.events())
     assert isinstance(done, fusiond.Done) and done.job.state == fusiond.JobState.SUCCEEDED
-
-
-def test_wait_deadline_jobs_and_job(client: fusiond.Client, simple_swap: fusiond.SwapResult) -> None:
-    job = client.submit(ASTRONAUT, HOPPER, simple=True)
-    with pytest.raises(fusiond.DeadlineExceeded):
-        job.wait(timeout=0.05)
     seen = []
-    assert job.wait(on_progress=seen.append).state == fusiond.JobState.SUCCEEDED
-    assert isinstance(seen[-1], fusiond.Done)
+    assert job.wait(on_progress=seen.append).state == fusiond.JobState.SUCCEEDED and seen == []
+
     listed = client.jobs()
     assert listed[0].job_id == job.id  # newest first
-    assert simple_swap.job_id in [j.job_id for j in listed]
     assert all(j.owner_uid == os.getuid() for j in listed)
     [newest] = client.jobs(states=[fusiond.JobState.SUCCEEDED], limit=1)
     assert newest.job_id == job.id
@@ -131,6 +115,8 @@ def test_wait_deadline_jobs_and_job(client: fusiond.Client, simple_swap: fusiond
 
 def test_cancel_a_running_job(client: fusiond.Client) -> None:
     job = client.submit(ASTRONAUT, HOPPER, enhance="x4")
+    with pytest.raises(fusiond.DeadlineExceeded):
+        job.wait(timeout=0.05)
     for e in job.events():
         if isinstance(e, fusiond.StageStarted) and e.stage == "detect":
             info = job.cancel()
@@ -203,23 +189,49 @@ print(outcome(c.memory))
     assert f"PermissionDenied: uid {OUTSIDER} is not allowed" in outsider.stdout.splitlines()[5]
 
 
-def test_two_concurrent_clients(daemon: Daemon, simple_swap: fusiond.SwapResult) -> None:
+def test_two_concurrent_clients_and_every_kind_of_image_argument(
+        daemon: Daemon, simple_swap: fusiond.SwapResult) -> None:
+    cv2 = pytest.importorskip("cv2")
     results: dict = {}
 
-    def run(name: str, source: str, target: str, ratio: float) -> None:
+    def run(name: str, source, target) -> None:
         with fusiond.Client(daemon.socket, timeout=10) as c:
-            results[name] = c.swap(source, target, ratio=ratio, simple=True)
+            results[name] = c.swap(source, target, simple=True)
+            results[name + " stats"] = c.transfer_stats()
 
-    threads = [threading.Thread(target=run, args=("a", ASTRONAUT, HOPPER, 1.0)),
-               threading.Thread(target=run, args=("b", HOPPER, ASTRONAUT, 0.6))]
+    with open(HOPPER, "rb") as target_file:
+        # Paths; and a BGR array (as OpenCV users hold images) with a binary file object.
+        threads = [threading.Thread(target=run, args=("paths", ASTRONAUT, HOPPER)),
+                   threading.Thread(target=run, args=("objects", cv2.imread(ASTRONAUT, cv2.IMREAD_COLOR),
+                                                      target_file))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    for name in ("paths", "objects"):  # the same bytes as the job run alone
+        assert results[name].image_bytes == simple_swap.image_bytes, name
+        assert results[name].degradations == []
+        assert results[name + " stats"].images_inline == 3  # source, target, result
+    assert np.array_equal(results["objects"].to_numpy(), simple_swap.to_numpy())
+
+
+def test_one_client_shared_by_threads(client: fusiond.Client) -> None:
+    errors: list = []
+
+    def poll() -> None:
+        try:
+            for _ in range(20):
+                assert client.memory().device.kind == "cpu"
+                assert client.health() == fusiond.ServingStatus.SERVING
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=poll) for _ in range(8)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(120)
-    assert results["a"].image_bytes == simple_swap.image_bytes  # same bytes as the job alone
-    assert results["a"].degradations == [] and results["b"].degradations == []
-    with fusiond.Client(daemon.socket, timeout=10) as c:
-        assert c.swap(HOPPER, ASTRONAUT, ratio=0.6, simple=True).image_bytes == results["b"].image_bytes
+        t.join(60)
+    assert errors == []
 
 
 def test_async_client(daemon: Daemon, simple_swap: fusiond.SwapResult) -> None:
