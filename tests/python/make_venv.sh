@@ -6,7 +6,7 @@
 # The package is built from a copy in VENV.src, so the source tree gets no build/ or egg-info.
 # Usage: make_venv.sh PYTHON SOURCE_DIR VENV
 set -euo pipefail
-python=$1 src=$2 venv=$3
+python=$1 src=$(realpath "$2") venv=$(realpath -m "$3")
 rm -rf "$venv" "$venv.src"
 "$python" -m venv --system-site-packages "$venv"
 cp -r "$src/sdk/python" "$venv.src"

