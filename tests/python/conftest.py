@@ -19,6 +19,7 @@ FUSIONCTL_BIN = os.path.abspath(os.environ.get("FUSIONCTL_BIN", "build/client/fu
 MODELS_DIR = os.path.abspath(os.environ.get("FUSION_MODELS_DIR", "build/fetched/models"))
 DATA_DIR = os.path.abspath(os.environ.get("FUSION_TEST_DATA_DIR", "tests/data"))
 FETCHED_DIR = os.path.abspath(os.environ.get("FUSION_FETCHED_TESTDATA_DIR", "build/fetched/testdata"))
+SOURCE_DIR = os.path.abspath(os.environ.get("FUSION_SOURCE_DIR", "."))
 ASTRONAUT = os.path.join(DATA_DIR, "faces", "astronaut_eileen_collins_512.png")
 HOPPER = os.path.join(DATA_DIR, "faces", "grace_hopper_512x600.jpg")
 MOSAIC = os.path.join(FETCHED_DIR, "faces", "mosaic_3840x2896.jpg")
