@@ -46,8 +46,8 @@ def measure(n: int, step: Callable[[], int]) -> List[float]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default="build", help="build directory (fusiond, sdk_transport_bench, fetched/)")
-    ap.add_argument("--iterations", type=int, default=4, help="runs per step per round")
-    ap.add_argument("--rounds", type=int, default=3, help="alternating C++/Python rounds")
+    ap.add_argument("--iterations", type=int, default=1, help="runs per step per round")
+    ap.add_argument("--rounds", type=int, default=7, help="alternating C++/Python rounds")
     a = ap.parse_args()
     # Each put and memfd result keeps a token in the daemon for 10 minutes, 64 per uid.
     if 2 * a.rounds * 2 * (a.iterations + 1) + 2 > 64:
