@@ -22,6 +22,7 @@ PACKAGES=(
   # The Python SDK (sdk/python): its build (venv, setuptools, wheel; protoc + grpc_python_plugin
   # generate the stubs), its dependencies and its tests (pytest; numpy and OpenCV above).
   python3-venv python3-setuptools python3-wheel python3-grpcio python3-protobuf python3-pytest
+  chromium chromium-driver python3-selenium  # the web example's test in a headless browser
 )
 
 missing=()

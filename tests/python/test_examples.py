@@ -63,3 +63,50 @@ def test_batch_swap_example(daemon: Daemon, tmp_path) -> None:
     assert re.match(r"\[\d/2\] grace\.jpg: 1 face\(s\), \d+ ms of stages, waited [\d.]+ s -> .*grace\.png$", ok), ok
     assert read(str(tmp_path / "out" / "grace.png")).startswith(b"\x89PNG")
     assert sorted(os.listdir(tmp_path / "out")) == ["grace.png"]
+
+
+def test_web_example_in_a_headless_browser(daemon: Daemon, tmp_path) -> None:
+    chromium, driver_bin = shutil.which("chromium"), shutil.which("chromedriver")
+    if chromium is None or driver_bin is None:
+        pytest.skip("chromium or chromedriver absent (Debian: chromium chromium-driver python3-selenium)")
+    webdriver = pytest.importorskip("selenium.webdriver", reason="python3-selenium absent")
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    app = subprocess.Popen([sys.executable, os.path.join(EXAMPLES, "web_app.py"), "--socket", daemon.socket,
+                            "--port", "0"], stdout=subprocess.PIPE, text=True)
+    browser = None
+    try:
+        line = app.stdout.readline()
+        m = re.match(r"serving on (http://\S+/)", line)
+        assert m, line
+        options = webdriver.ChromeOptions()
+        options.binary_location = chromium
+        for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                    "--window-size=1000,1100"):
+            options.add_argument(arg)
+        browser = webdriver.Chrome(service=Service(executable_path=driver_bin), options=options)
+        browser.get(m.group(1))
+        browser.find_element(By.ID, "source").send_keys(ASTRONAUT)  # real uploads through the inputs
+        browser.find_element(By.ID, "target").send_keys(HOPPER)
+        browser.find_element(By.ID, "swap").click()
+        image = browser.find_element(By.ID, "result")
+        WebDriverWait(browser, 90).until(
+            lambda b: b.find_element(By.ID, "error").text or b.execute_script(
+                "const i = document.getElementById('result');"
+                "return i.style.display === 'block' && i.complete && i.naturalWidth > 0;"))
+        assert browser.find_element(By.ID, "error").text == ""
+        assert (image.get_property("naturalWidth"), image.get_property("naturalHeight")) == (512, 600)
+        assert browser.find_element(By.ID, "status").text == "job SUCCEEDED"
+        assert browser.find_element(By.ID, "bar").get_property("value") == 1
+        memory = browser.find_element(By.ID, "memory").text
+        assert "device cpu" in memory and "MiB" in memory and "ssd_mobilenetv1" in memory, memory
+        shot = os.environ.get("FUSION_WEB_SCREENSHOT") or str(tmp_path / "web.png")
+        browser.save_screenshot(shot)
+        assert read(shot).startswith(b"\x89PNG")
+    finally:
+        if browser is not None:
+            browser.quit()
+        app.terminate()
+        app.wait(10)
