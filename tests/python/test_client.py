@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import tempfile
 import threading
 
@@ -137,6 +138,13 @@ def test_errors_from_real_failures(client: fusiond.Client, daemon: Daemon) -> No
             c.health()
         with pytest.raises(fusiond.Unavailable):
             c.memory()
+    # A socket that takes connections but never speaks (a hung daemon): no answer in time.
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as mute:
+        mute.bind(os.path.join(daemon.root, "mute.sock"))
+        mute.listen(8)
+        with fusiond.Client(os.path.join(daemon.root, "mute.sock"), timeout=0.5) as c:
+            with pytest.raises(fusiond.Unavailable, match=r"mute.sock: no answer within 0.5 s"):
+                c.health()
     with pytest.raises(fusiond.NotFound, match="j-0123456789abcdef"):
         client.job("j-0123456789abcdef")
     with pytest.raises(fusiond.InvalidArgument, match="source image"):

@@ -58,8 +58,6 @@ class Client:
         self._channel = grpc.insecure_channel(self._t.target, options=self._t.channel_options)
         self._stub = pb_grpc.FusionStub(self._channel)
         self._health = health_pb2_grpc.HealthStub(self._channel)
-        self._connectivity: Optional[grpc.ChannelConnectivity] = None
-        self._channel.subscribe(self._on_connectivity, try_to_connect=False)
         self._closed = threading.Event()
 
     # ---- lifetime ----
@@ -67,7 +65,6 @@ class Client:
         """Closes the channel (calls in flight are cancelled). Idempotent."""
         if not self._closed.is_set():
             self._closed.set()
-            self._channel.unsubscribe(self._on_connectivity)
             self._channel.close()
 
     def __enter__(self) -> "Client":
@@ -90,9 +87,6 @@ class Client:
         return self._t.stats()
 
     # ---- plumbing ----
-    def _on_connectivity(self, state: grpc.ChannelConnectivity) -> None:
-        self._connectivity = state
-
     def _call(self, method: Callable[..., Any], request: Any, factor: int = 1) -> Any:
         self._t.check_pid()
         try:
@@ -101,7 +95,17 @@ class Client:
             raise self._error(e) from None
 
     def _error(self, e: grpc.RpcError) -> Error:
-        return self._t.error(e, self._connectivity == grpc.ChannelConnectivity.READY)
+        ready = None
+        if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+            # Whether the channel has a connection: a deadline without one means nobody
+            # answered (Unavailable). Asked only here: watching the channel's state for its
+            # whole life costs a polling thread (and ~0.2 s at close).
+            try:
+                grpc.channel_ready_future(self._channel).result(timeout=0.05)
+                ready = True
+            except grpc.FutureTimeoutError:
+                ready = False
+        return self._t.error(e, ready)
 
     def _stream(self, call: Any) -> Iterator[Any]:
         """Yields a server stream's messages; cancels the call when the caller stops early."""
