@@ -296,7 +296,7 @@ def test_without_the_fd_socket_images_go_inline_with_the_same_result(
     assert (t.images_by_memfd, t.images_inline, t.images_inline_fallback) == (0, 3, 3)
     assert t.bytes_inline == size_a + size_h + len(r.image_bytes)
     notes = [rec.getMessage() for rec in caplog.records if rec.name == "fusiond"]
-    assert len(notes) == 3 and f"f.sock.fd: cannot reach fusiond" in notes[0]
+    assert len(notes) == 3 and "f.sock.fd: cannot reach fusiond" in notes[0]
     assert f"sending the image of {size_a} bytes inline instead" in notes[0]
     assert f"fetching the result of {len(r.image_bytes)} bytes inline instead" in notes[2]
 

@@ -20,7 +20,6 @@ import argparse
 import json
 import re
 import sys
-from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict
 

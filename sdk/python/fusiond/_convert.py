@@ -18,7 +18,7 @@ _PRIORITIES = {"low": pb.LOW, "normal": pb.NORMAL, "high": pb.HIGH}
 _MODES = {pb.DEVICE: "device", pb.TILED: "tiled", pb.CPU_FALLBACK: "cpu_fallback", pb.HOST: "host"}
 
 
-def _choice(table: Dict[Any, int], value: Any, name: str) -> int:
+def _choice(table: Dict[Any, Any], value: Any, name: str) -> Any:
     key = value.lower() if isinstance(value, str) else value
     if key not in table:
         allowed = ", ".join(repr(k) for k in table if k is not None)
@@ -111,21 +111,21 @@ def stage(p: pb.StageReport) -> StageReport:
 
 def event(p: pb.JobEvent) -> AnyJobEvent:
     which = p.WhichOneof("event")
-    base = {"job_id": p.job_id, "unix_ms": p.unix_ms}
+    jid, ms = p.job_id, p.unix_ms
     if which == "queued":
-        return Queued(**base, position=p.queued.position)
+        return Queued(jid, ms, position=p.queued.position)
     if which == "stage_started":
-        return StageStarted(**base, stage=p.stage_started.stage, progress=p.stage_started.progress)
+        return StageStarted(jid, ms, stage=p.stage_started.stage, progress=p.stage_started.progress)
     if which == "stage_finished":
         f = p.stage_finished
-        return StageFinished(**base, stage=f.report.name, progress=f.progress, report=stage(f.report))
+        return StageFinished(jid, ms, stage=f.report.name, progress=f.progress, report=stage(f.report))
     if which == "degradation":
-        return Degradation(**base, text=p.degradation)
+        return Degradation(jid, ms, text=p.degradation)
     if which == "frames":
-        f = p.frames
-        return FramesDone(**base, frames_done=f.frames_done, frames_total=f.frames_total,
-                          frames_per_second=f.frames_per_second, progress=f.progress)
-    return Done(**base, job=job(p.done.job))
+        fr = p.frames
+        return FramesDone(jid, ms, frames_done=fr.frames_done, frames_total=fr.frames_total,
+                          frames_per_second=fr.frames_per_second, progress=fr.progress)
+    return Done(jid, ms, job=job(p.done.job))
 
 
 def result(p: pb.JobResult, image: bytes, by_memfd: bool) -> SwapResult:

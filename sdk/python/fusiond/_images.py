@@ -58,7 +58,8 @@ def encode_png(array: Any, what: str = "image") -> bytes:
         import cv2
         ok, buf = cv2.imencode(".png", a)
         if ok:
-            return buf.tobytes()
+            png: bytes = buf.tobytes()
+            return png
     except ImportError:
         pass
     return _png_with_zlib(a)

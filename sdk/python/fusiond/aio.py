@@ -7,7 +7,7 @@ executor, so they never block the loop. Fork-safety as fusiond.Client.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, List, Optional, Sequence
+from typing import Any, AsyncIterator, List, Optional, Sequence, cast
 
 import grpc
 import grpc.aio
@@ -32,8 +32,8 @@ class AsyncClient:
                  memfd_threshold_bytes: int = 4 << 20, max_message_bytes: int = 32 << 20) -> None:
         self._t = Transport(socket, timeout, memfd_threshold_bytes, max_message_bytes)
         self._channel = grpc.aio.insecure_channel(self._t.target, options=self._t.channel_options)
-        self._stub = pb_grpc.FusionStub(self._channel)
-        self._health = health_pb2_grpc.HealthStub(self._channel)
+        self._stub = pb_grpc.FusionStub(self._channel)  # type: ignore[no-untyped-call]
+        self._health = health_pb2_grpc.HealthStub(self._channel)  # type: ignore[no-untyped-call]
 
     async def close(self) -> None:
         await self._channel.close()
@@ -124,7 +124,7 @@ class AsyncClient:
         return await job.result(timeout=timeout, on_progress=on_progress)
 
     async def jobs(self, states: Sequence[JobState] = (), limit: int = 0) -> List[JobInfo]:
-        r = await self._call(self._stub.ListJobs, pb.ListJobsRequest(states=[s.value for s in states], limit=limit))
+        r = await self._call(self._stub.ListJobs, pb.ListJobsRequest(states=[cast(Any, s.value) for s in states], limit=limit))
         return [_convert.job(j) for j in r.jobs]
 
     async def job(self, job_id: str) -> "AsyncJob":
@@ -149,8 +149,8 @@ class AsyncClient:
         if response.image.HasField("memfd"):
             # The memfd get (and, failing that, an inline refetch) off the loop.
             def refetch(req: pb.GetJobResultRequest) -> pb.JobResult:
-                return asyncio.run_coroutine_threadsafe(
-                    self._call(self._stub.GetJobResult, req, LONG_CALL_FACTOR), loop).result()
+                return cast(pb.JobResult, asyncio.run_coroutine_threadsafe(
+                    self._call(self._stub.GetJobResult, req, LONG_CALL_FACTOR), loop).result())
             image, by_memfd, response = await loop.run_in_executor(
                 None, self._t.result_image, response, request, refetch)
         else:

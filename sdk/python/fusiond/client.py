@@ -15,7 +15,7 @@ GRPC_ENABLE_FORK_SUPPORT=true GRPC_POLL_STRATEGY=poll in its environment.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Union, cast
 
 import grpc
 
@@ -56,8 +56,8 @@ class Client:
                  memfd_threshold_bytes: int = 4 << 20, max_message_bytes: int = 32 << 20) -> None:
         self._t = Transport(socket, timeout, memfd_threshold_bytes, max_message_bytes)
         self._channel = grpc.insecure_channel(self._t.target, options=self._t.channel_options)
-        self._stub = pb_grpc.FusionStub(self._channel)
-        self._health = health_pb2_grpc.HealthStub(self._channel)
+        self._stub = pb_grpc.FusionStub(self._channel)  # type: ignore[no-untyped-call]
+        self._health = health_pb2_grpc.HealthStub(self._channel)  # type: ignore[no-untyped-call]
         self._closed = threading.Event()
 
     # ---- lifetime ----
@@ -204,7 +204,7 @@ class Client:
 
     def jobs(self, states: Sequence[JobState] = (), limit: int = 0) -> List[JobInfo]:
         """The caller's jobs, newest first; ``states`` empty = all; ``limit`` 0 = all."""
-        r = self._call(self._stub.ListJobs, pb.ListJobsRequest(states=[s.value for s in states], limit=limit))
+        r = self._call(self._stub.ListJobs, pb.ListJobsRequest(states=[cast(Any, s.value) for s in states], limit=limit))
         return [_convert.job(j) for j in r.jobs]
 
     def job(self, job_id: str) -> "Job":

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Tuple, Union
 
 
 class ServingStatus(enum.Enum):
@@ -249,9 +249,9 @@ class SwapResult:
         with open(path, "wb") as f:
             f.write(self.image_bytes)
 
-    def to_numpy(self) -> "numpy.ndarray":  # type: ignore[name-defined] # noqa: F821
-        """The result image as an HxWx3 uint8 BGR array (OpenCV's layout). Needs numpy and
-        OpenCV (python3-opencv); not for video results."""
+    def to_numpy(self) -> Any:
+        """The result image as a numpy.ndarray, HxWx3 uint8 BGR (OpenCV's layout). Needs numpy
+        and OpenCV (python3-opencv); not for video results."""
         from ._images import decode_image
         if self.kind == JobKind.VIDEO:
             raise ValueError(f"job {self.job_id}: a video result has no single image")
