@@ -202,16 +202,17 @@ def test_two_concurrent_clients_and_every_kind_of_image_argument(
     cv2 = pytest.importorskip("cv2")
     results: dict = {}
 
-    def run(name: str, source, target) -> None:
+    def run(name: str, source, target, faces: str) -> None:
         with fusiond.Client(daemon.socket, timeout=10) as c:
-            results[name] = c.swap(source, target, simple=True)
+            results[name] = c.swap(source, target, simple=True, faces=faces)
             results[name + " stats"] = c.transfer_stats()
 
     with open(HOPPER, "rb") as target_file:
-        # Paths; and a BGR array (as OpenCV users hold images) with a binary file object.
-        threads = [threading.Thread(target=run, args=("paths", ASTRONAUT, HOPPER)),
+        # Paths; and a BGR array (as OpenCV users hold images) with a binary file object, picking
+        # the largest face (Grace has one: the same bytes).
+        threads = [threading.Thread(target=run, args=("paths", ASTRONAUT, HOPPER, "all")),
                    threading.Thread(target=run, args=("objects", cv2.imread(ASTRONAUT, cv2.IMREAD_COLOR),
-                                                      target_file))]
+                                                      target_file, "largest"))]
         for t in threads:
             t.start()
         for t in threads:
@@ -249,8 +250,10 @@ def test_async_client(daemon: Daemon, simple_swap: fusiond.SwapResult) -> None:
             assert (await c.memory()).device.kind == "cpu"
             assert "face_recognition" in [m.name for m in await c.models()]
             seen: list = []
-            r = await c.swap(ASTRONAUT, HOPPER, simple=True, on_progress=seen.append)
-            assert r.image_bytes == simple_swap.image_bytes
+            # REFERENCE mode with Grace herself as the reference: her one face, the same bytes.
+            r = await c.swap(ASTRONAUT, HOPPER, simple=True, faces="reference", reference=HOPPER,
+                             on_progress=seen.append)
+            assert r.image_bytes == simple_swap.image_bytes and r.faces_swapped == 1
             assert [e.stage for e in seen if isinstance(e, fusiond.StageFinished)] == STAGES
             assert (await c.jobs(limit=1))[0].job_id == r.job_id
             job = await c.job(r.job_id)
@@ -266,7 +269,7 @@ def test_async_client(daemon: Daemon, simple_swap: fusiond.SwapResult) -> None:
                 await c.job("j-0123456789abcdef")
             info = await c.load("face_recognition")
             assert info.tier == "device"
-            assert c.transfer_stats().images_inline == 2 + 2  # two images up, two results down
+            assert c.transfer_stats().images_inline == 3 + 2  # three images up, two results down
     asyncio.run(main())
 
 
