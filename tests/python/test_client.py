@@ -184,6 +184,10 @@ print(outcome(lambda: c._result(sys.argv[2], False)))
 print(outcome(lambda: c._cancel(sys.argv[2])))
 print(outcome(lambda: c.load("face_recognition")))
 print(outcome(c.memory))
+if len(sys.argv) > 3:  # an image over the memfd threshold: the fd socket refuses this uid too
+    big = fusiond.Client(sys.argv[1], timeout=10, memfd_threshold_bytes=1000)
+    print(outcome(lambda: big.submit(sys.argv[3], sys.argv[3])))
+    print(big.transfer_stats().images_inline_fallback)
 """
     nobody = run_as(NOBODY, code, daemon.socket, simple_swap.job_id)
     assert nobody.returncode == 0, nobody.stderr
@@ -192,9 +196,13 @@ print(outcome(c.memory))
     for line in lines[1:4]:  # another uid's job: never revealed
         assert line.startswith("NotFound: ") and simple_swap.job_id in line
     assert lines[4].startswith("PermissionDenied: ") and "LoadModel" in lines[4]
-    outsider = run_as(OUTSIDER, code, daemon.socket, simple_swap.job_id)
+    outsider = run_as(OUTSIDER, code, daemon.socket, simple_swap.job_id, ASTRONAUT)
     assert outsider.returncode == 0, outsider.stderr
-    assert f"PermissionDenied: uid {OUTSIDER} is not allowed" in outsider.stdout.splitlines()[5]
+    lines = outsider.stdout.splitlines()
+    assert f"PermissionDenied: uid {OUTSIDER} is not allowed" in lines[5]
+    # Refused at the fd socket's accept: no inline fallback (it would be refused inline too).
+    assert lines[6].startswith("PermissionDenied: ") and str(OUTSIDER) in lines[6], lines[6]
+    assert lines[7] == "0"
 
 
 def test_two_concurrent_clients_and_every_kind_of_image_argument(
