@@ -1,16 +1,18 @@
 """The 11-megapixel mosaic (3840x2896) through the Python client: the target goes by sealed
 memfd over <socket>.fd and the 11 MiB PNG result comes back the same way (asserted by the
 transfer counts), and the result is byte-identical to the same job through fusionctl (the C++
-SDK)."""
+SDK). And a video target: its MP4 result and frame events."""
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 
 import pytest
 
 import fusiond
-from conftest import ASTRONAUT, MOSAIC, Daemon, read
+from conftest import ASTRONAUT, HOPPER, MOSAIC, Daemon, read
 
 # The transport, not the scan, is under test: its largest face only, found on the coarse
 # pyramid levels (its faces are 190-300 px; 2.5 s instead of 8.4 s for all 13 at 120 px).
@@ -45,3 +47,22 @@ def test_mosaic_by_memfd_both_ways_is_byte_identical_to_fusionctl(daemon: Daemon
     with fusiond.Client(daemon.socket) as c:
         m = c.memory()
     assert m.device.reserved_bytes == 0 and all(x.leases == 0 for x in m.models)
+
+
+def test_a_video_target_gives_an_mp4_with_frame_events(daemon: Daemon, tmp_path) -> None:
+    ffmpeg = shutil.which("ffmpeg")
+    if ffmpeg is None:
+        pytest.skip("ffmpeg absent (scripts/setup.sh installs it)")
+    clip = str(tmp_path / "grace.mp4")  # 3 frames of Grace at 5 fps, H.264
+    subprocess.run([ffmpeg, "-loglevel", "error", "-y", "-loop", "1", "-i", HOPPER, "-frames:v", "3", "-r", "5",
+                    "-vf", "scale=256:300", "-c:v", "libx264", "-pix_fmt", "yuv420p", clip], check=True)
+    frames = []
+    with fusiond.Client(daemon.socket, timeout=10) as c:
+        r = c.swap(ASTRONAUT, clip, simple=True, video_preset="ultrafast",
+                   on_progress=lambda e: frames.append(e.frames_done) if isinstance(e, fusiond.FramesDone) else None)
+    assert (r.kind, r.format, r.frames_total, r.frames_swapped) == (fusiond.JobKind.VIDEO, "mp4", 3, 3)
+    assert (r.width, r.height) == (256, 300) and r.image_bytes[4:8] == b"ftyp"
+    assert frames == sorted(frames) and frames[-1] == 3
+    assert 0 < r.identity_distance_median <= r.identity_distance_worst
+    with pytest.raises(ValueError, match="video"):
+        r.to_numpy()
