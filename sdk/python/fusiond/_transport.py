@@ -149,10 +149,12 @@ class Transport:
                           self.fd_socket_error(e), size)
                 request.require_inline = True
                 response = refetch(request)
-                self._count(True, len(response.image.inline_bytes), fallback=True)
-                return response.image.inline_bytes, False, response
-        self._count(True, len(response.image.inline_bytes))
-        return response.image.inline_bytes, False, response
+                data = response.image.inline_bytes  # each access copies: once
+                self._count(True, len(data), fallback=True)
+                return data, False, response
+        data = response.image.inline_bytes
+        self._count(True, len(data))
+        return data, False, response
 
     # ---- errors ----
     def error(self, e: grpc.RpcError, channel_ready: Optional[bool] = None) -> Error:
