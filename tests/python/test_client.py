@@ -277,7 +277,16 @@ def test_async_client(daemon: Daemon, simple_swap: fusiond.SwapResult) -> None:
                 await c.job("j-0123456789abcdef")
             info = await c.load("face_recognition")
             assert info.tier == "device"
-            assert c.transfer_stats().images_inline == 3 + 2  # three images up, two results down
+            assert (await c.pin("face_recognition")).pinned
+            assert not (await c.unpin("face_recognition")).pinned
+            assert (await c.unload("face_recognition")).tier != "device"
+            doomed = await c.submit(ASTRONAUT, HOPPER, enhance="x4")
+            await doomed.cancel()
+            assert (await doomed.wait()).state == fusiond.JobState.CANCELLED
+            assert (await doomed.refresh()).state == fusiond.JobState.CANCELLED
+            with pytest.raises(fusiond.Cancelled):
+                await doomed.result()
+            assert c.transfer_stats().images_inline == 3 + 2 + 2  # 5 images up, 2 results down
     asyncio.run(main())
 
 
