@@ -34,8 +34,9 @@ class Daemon:
         with open(config, "w") as f:
             f.write(f'socket_group = "nogroup"\nallowed_uids = [{NOBODY}]\n')
         self.log = open(os.path.join(root, "fusiond.log"), "wb")
+        # setpriv --pdeathsig: the daemon gets SIGTERM should pytest itself die (no leftover).
         self.proc = subprocess.Popen(
-            [FUSIOND_BIN, "--socket", self.socket, "--device", "cpu", "--device-memory-limit", "1GiB",
+            ["setpriv", "--pdeathsig", "TERM", FUSIOND_BIN, "--socket", self.socket, "--device", "cpu", "--device-memory-limit", "1GiB",
              "--state-dir", os.path.join(root, "state"), "--models-dir", MODELS_DIR, "--config", config],
             stdout=self.log, stderr=subprocess.STDOUT, cwd=root)
         deadline = time.monotonic() + 30
