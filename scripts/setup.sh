@@ -19,6 +19,10 @@ PACKAGES=(
   gnuplot-nox  # bench/plot_timeline.py renders loadgen's memory timeline (SVG/PNG)
   xz-utils dpkg-dev  # scripts/gpu-check --pack: dpkg-deb -x, xz of the bundle
   clang libclang-rt-14-dev  # the fuzz build (scripts/fuzz.sh): clang with libFuzzer and sanitizers
+  # The Python SDK (sdk/python): its build (venv, setuptools, wheel; protoc + grpc_python_plugin
+  # generate the stubs), its dependencies and its tests (pytest; numpy and OpenCV above).
+  python3-venv python3-pip python3-setuptools python3-wheel python3-grpcio python3-protobuf python3-pytest
+  chromium chromium-driver python3-selenium  # the web example's test in a headless browser
 )
 
 missing=()

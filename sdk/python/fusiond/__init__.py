@@ -1,0 +1,33 @@
+"""fusiond: the Python client of fusiond, the face-fusion daemon that owns a GPU.
+
+    import fusiond
+    with fusiond.Client() as client:            # $FUSIOND_SOCKET or /run/fusiond/fusiond.sock
+        result = client.swap("me.png", "group.jpg", enhance="x2")
+        result.save("out.png")
+
+:class:`Client` blocks; :class:`AsyncClient` has the same methods as coroutines (grpc.aio).
+Errors are :class:`Error` subclasses, one per gRPC status code. See each class for
+thread- and fork-safety.
+"""
+from .aio import AsyncClient, AsyncJob
+from .client import Client, Job
+from .errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExceeded, Error,
+                     FailedPrecondition, Internal, InvalidArgument, NotFound, OutOfRange,
+                     PermissionDenied, ResourceExhausted, Unauthenticated, Unavailable,
+                     Unimplemented, Unknown)
+from .types import (ClientUsage, Counters, Degradation, Done, FaceReport, FramesDone, JobEvent,
+                    JobInfo, JobKind, JobState, MemoryState, ModelInfo, Queued, ServingStatus,
+                    StageFinished, StageReport, StageStarted, SwapResult, TierState, TransferStats)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncClient", "AsyncJob", "Client", "Job",
+    "Error", "Aborted", "AlreadyExists", "Cancelled", "DataLoss", "DeadlineExceeded",
+    "FailedPrecondition", "Internal", "InvalidArgument", "NotFound", "OutOfRange",
+    "PermissionDenied", "ResourceExhausted", "Unauthenticated", "Unavailable", "Unimplemented",
+    "Unknown",
+    "ClientUsage", "Counters", "Degradation", "Done", "FaceReport", "FramesDone", "JobEvent",
+    "JobInfo", "JobKind", "JobState", "MemoryState", "ModelInfo", "Queued", "ServingStatus",
+    "StageFinished", "StageReport", "StageStarted", "SwapResult", "TierState", "TransferStats",
+]

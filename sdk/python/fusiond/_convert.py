@@ -1,0 +1,146 @@
+"""fusion.v1 messages <-> the value types of fusiond.types, and swap options -> JobOptions
+with the defaults of `fusionctl swap` (client/swap.cc), so the same call gives the same job."""
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Tuple
+
+from ._images import ImageInput, read_image
+from ._proto.fusion.v1 import fusion_pb2 as pb
+from .types import (AnyJobEvent, ClientUsage, Counters, Degradation, Done, FaceReport, FramesDone,
+                    JobInfo, JobKind, JobState, MemoryState, ModelInfo, Queued, StageFinished,
+                    StageReport, StageStarted, SwapResult, TierState)
+
+_SCALES = {None: 0, 0: 0, "none": 0, 2: 2, "x2": 2, 4: 4, "x4": 4}
+_UPSCALES = {None: 0, 0: 0, 2: 2, "x2": 2, 4: 4, "x4": 4}
+_FACES = {"all": pb.ALL, "largest": pb.LARGEST, "reference": pb.REFERENCE}
+_FORMATS = {"png": pb.PNG, "jpeg": pb.JPEG, "jpg": pb.JPEG}
+_PRIORITIES = {"low": pb.LOW, "normal": pb.NORMAL, "high": pb.HIGH}
+_MODES = {pb.DEVICE: "device", pb.TILED: "tiled", pb.CPU_FALLBACK: "cpu_fallback", pb.HOST: "host"}
+
+
+def _choice(table: Dict[Any, Any], value: Any, name: str) -> Any:
+    key = value.lower() if isinstance(value, str) else value
+    if key not in table:
+        allowed = ", ".join(repr(k) for k in table if k is not None)
+        raise ValueError(f"{name}: expected one of {allowed}, not {value!r}")
+    return table[key]
+
+
+def job_options(*, ratio: float = 1.0, enhance: Any = None, enhance_model: Optional[str] = None,
+                upscale: Any = None, faces: str = "all", reference: Optional[ImageInput] = None,
+                reference_max_distance: float = 0.0, max_side: Optional[int] = None,
+                low_vram: bool = False, min_face_px: Optional[int] = None,
+                min_face_score: Optional[float] = None, simple: bool = False,
+                format: str = "png", priority: str = "normal", start_seconds: float = 0.0,
+                duration_seconds: float = 0.0, video_crf: Optional[int] = None,
+                video_preset: Optional[str] = None,
+                **later_options: Any) -> Tuple[pb.JobOptions, Optional[bytes]]:
+    """JobOptions of a swap and the reference image's bytes (None when not REFERENCE).
+    Raises ValueError/TypeError for a value fusionctl would refuse as a usage error."""
+    if max_side and low_vram:
+        raise ValueError("max_side and low_vram exclude each other (low_vram is max_side 640)")
+    if isinstance(faces, str) and faces.startswith("reference:"):
+        faces, reference = "reference", faces[len("reference:"):]
+    mode = _choice(_FACES, faces, "faces")
+    if mode == pb.REFERENCE and reference is None:
+        raise ValueError("faces='reference' needs reference= (an image with the face to pick)")
+    if mode != pb.REFERENCE and reference is not None:
+        raise ValueError("reference= is used with faces='reference' only")
+    o = pb.JobOptions(
+        ratio=ratio, enhance_scale=_choice(_SCALES, enhance, "enhance"),
+        enhance_model=enhance_model or "",
+        upscale=_choice(_UPSCALES, upscale, "upscale"),
+        faces=mode, reference_max_distance=reference_max_distance, max_side=max_side or 0,
+        low_vram=low_vram, min_face_px=min_face_px or 0, min_face_score=min_face_score or 0.0,
+        simple=simple, format=_choice(_FORMATS, format, "format"),
+        priority=_choice(_PRIORITIES, priority, "priority"), start_seconds=start_seconds,
+        duration_seconds=duration_seconds, video_crf=video_crf or 0,
+        video_preset=video_preset or "")
+    for name, value in later_options.items():  # JobOptions fields newer than this client
+        if name not in pb.JobOptions.DESCRIPTOR.fields_by_name or name == "reference":
+            raise TypeError(f"swap() got an unexpected keyword argument '{name}' "
+                            "(not a fusion.v1.JobOptions field)")
+        setattr(o, name, value)
+    ref = read_image(reference, "reference image") if reference is not None else None
+    return o, ref
+
+
+def tier(p: pb.TierState) -> TierState:
+    return TierState(tier=p.tier, kind=p.kind, capacity_bytes=p.capacity_bytes,
+                     available_bytes=p.available_bytes, budget_bytes=p.budget_bytes,
+                     limit_bytes=p.limit_bytes, used_bytes=p.used_bytes,
+                     reserved_bytes=p.reserved_bytes, peak_bytes=p.peak_bytes,
+                     external_bytes=p.external_bytes, over_budget=p.over_budget)
+
+
+def model(p: pb.ModelInfo) -> ModelInfo:
+    return ModelInfo(name=p.name, stage=p.stage, state=p.state, tier=p.tier, bytes=p.bytes,
+                     host_bytes=p.host_bytes, pinned=p.pinned, leases=p.leases,
+                     last_use_unix_ms=p.last_use_unix_ms, loads=p.loads, uploads=p.uploads,
+                     evictions=p.evictions, hits=p.hits, misses=p.misses, one_shot=p.one_shot,
+                     tileable=p.tileable)
+
+
+def memory(p: pb.MemoryState) -> MemoryState:
+    c = p.counters
+    return MemoryState(
+        device=tier(p.device), host=tier(p.host), models=[model(m) for m in p.models],
+        clients=[ClientUsage(uid=u.uid, jobs_queued=u.jobs_queued, jobs_running=u.jobs_running,
+                             working_bytes=u.working_bytes) for u in p.clients],
+        counters=Counters(bytes_uploaded=c.bytes_uploaded, loads=c.loads, uploads=c.uploads,
+                          evictions=c.evictions, hits=c.hits, misses=c.misses, waits=c.waits,
+                          refusals=c.refusals, oom_recovered=dict(c.oom_recovered)),
+        unix_ms=p.unix_ms)
+
+
+def job(p: pb.Job) -> JobInfo:
+    return JobInfo(job_id=p.job_id, owner_uid=p.owner_uid, state=JobState(p.state), stage=p.stage,
+                   queue_position=p.queue_position, progress=p.progress,
+                   created_unix_ms=p.created_unix_ms, started_unix_ms=p.started_unix_ms,
+                   finished_unix_ms=p.finished_unix_ms, error_code=p.error_code,
+                   error_message=p.error_message, cancel_requested=p.cancel_requested,
+                   frames_done=p.frames_done, frames_total=p.frames_total,
+                   frames_per_second=p.frames_per_second)
+
+
+def stage(p: pb.StageReport) -> StageReport:
+    return StageReport(name=p.name, model=p.model, ms=p.ms, mode=_MODES.get(p.mode, "unspecified"),
+                       attempts=p.attempts, tile=p.tile, upload_wait_ms=p.upload_wait_ms,
+                       peak_bytes=p.peak_bytes)
+
+
+def event(p: pb.JobEvent) -> AnyJobEvent:
+    which = p.WhichOneof("event")
+    jid, ms = p.job_id, p.unix_ms
+    if which == "queued":
+        return Queued(jid, ms, position=p.queued.position)
+    if which == "stage_started":
+        return StageStarted(jid, ms, stage=p.stage_started.stage, progress=p.stage_started.progress)
+    if which == "stage_finished":
+        f = p.stage_finished
+        return StageFinished(jid, ms, stage=f.report.name, progress=f.progress, report=stage(f.report))
+    if which == "degradation":
+        return Degradation(jid, ms, text=p.degradation)
+    if which == "frames":
+        fr = p.frames
+        return FramesDone(jid, ms, frames_done=fr.frames_done, frames_total=fr.frames_total,
+                          frames_per_second=fr.frames_per_second, progress=fr.progress)
+    return Done(jid, ms, job=job(p.done.job))
+
+
+def result(p: pb.JobResult, image: bytes, by_memfd: bool) -> SwapResult:
+    kind = JobKind(p.kind)
+    fmt = "mp4" if kind == JobKind.VIDEO else ("jpeg" if p.format == pb.JPEG else "png")
+    return SwapResult(
+        job_id=p.job_id, state=JobState(p.state), device=p.device, faces_swapped=p.faces_swapped,
+        faces=[FaceReport(box=tuple(f.box) + (0.0,) * (4 - len(f.box)),  # type: ignore[arg-type]
+                          identity_distance=f.identity_distance,
+                          target_identity_distance=f.target_identity_distance) for f in p.faces],
+        stages=[stage(s) for s in p.stages], degradations=list(p.degradations), image_bytes=image,
+        image_by_memfd=by_memfd, format=fmt, width=p.width, height=p.height, kind=kind,
+        frames_total=p.frames_total, frames_swapped=p.frames_swapped,
+        frames_without_face=p.frames_without_face, frame_rate=p.frame_rate,
+        duration_seconds=p.duration_seconds, frames_per_second=p.frames_per_second,
+        frames_resumed=p.frames_resumed, chunk_frames=p.chunk_frames,
+        identity_distance_median=p.identity_distance_median,
+        identity_distance_worst=p.identity_distance_worst)
