@@ -298,7 +298,8 @@ void ContactSheet(const std::vector<Row>& rows, const std::string& path, int sid
     cv::putText(sheet, l1, o + cv::Point(0, side + 13), cv::FONT_HERSHEY_PLAIN, 0.9, ink, 1, cv::LINE_AA);
     cv::putText(sheet, l2, o + cv::Point(0, side + 28), cv::FONT_HERSHEY_PLAIN, 0.9, ink, 1, cv::LINE_AA);
   }
-  cv::imwrite(path, sheet);
+  cv::imwrite(path + ".png", sheet);
+  cv::imwrite(path + ".jpg", sheet, {cv::IMWRITE_JPEG_QUALITY, 85});  // docs/quality: a third of the bytes
 }
 
 }  // namespace
@@ -307,7 +308,7 @@ int main(int argc, char** argv) {
   CLI::App app{"swap quality over the bench's image set: table + contact sheet"};
   std::string out_dir = ".", models_dir = FUSION_MODELS_DIR, testdata = FUSION_TESTDATA_DIR, only, sources_arg = "astronaut,grace,cameraman";
   bool simple = false;
-  app.add_option("--out-dir", out_dir, "where quality.md and contact_sheet.png go");
+  app.add_option("--out-dir", out_dir, "where quality.md and contact_sheet.png/.jpg go");
   app.add_option("--models-dir", models_dir, "fetched weights (scripts/fetch-models.sh)");
   app.add_option("--testdata", testdata, "fetched test photos (faces/sample1..6.jpg)");
   app.add_option("--sources", sources_arg, "comma-separated: astronaut, grace, cameraman");
@@ -417,7 +418,7 @@ int main(int argc, char** argv) {
       found, truth, 100.0 * found / std::max(1, truth), false_boxes, swapped, clean, 100.0 * clean / std::max(1, swapped),
       same, 100.0 * same / std::max(1, swapped), small_same, small, margin / std::max(1, swapped));
   std::ofstream(out_dir + "/quality.md") << md.str();
-  ContactSheet(rows, out_dir + "/contact_sheet.png", std::max(96, sheet_side));
+  ContactSheet(rows, out_dir + "/contact_sheet", std::max(96, sheet_side));
   std::printf("%s", md.str().c_str());
   return 0;
 }
