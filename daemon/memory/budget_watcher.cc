@@ -19,18 +19,19 @@ absl::StatusOr<std::unique_ptr<BudgetWatcher>> BudgetWatcher::Create(const Devic
 absl::Status BudgetWatcher::Refresh() {
   auto dev = device_->QueryMemory();
   if (!dev.ok()) return dev.status();
-  auto host = ReadProcessHostMemory();
+  auto host = options_.read_host ? options_.read_host() : ReadProcessHostMemory();
   if (!host.ok()) return host.status();
   const ResidencySnapshot s = manager_->Snapshot();
   const bool cpu = device_->Kind() == "cpu";
   const uint64_t host_own = s.host.used_bytes + s.host.reserved_bytes;
   const uint64_t device_own = s.device.used_bytes + s.device.reserved_bytes;
-  // On the CPU with no device limit the device tier would take all of RAM and leave the host
-  // tier (decode, encode, host stages: every job needs it) nothing. It leaves the host its share
-  // instead: the host limit, at most half of what fusiond can reach (MemAvailable + both tiers'
-  // own usage - reserve); the host's own usage is already out of MemAvailable.
+  // On the CPU the device tier could take all of RAM (no device limit, or one above what is
+  // reachable) and leave the host tier (decode, encode, host stages: every job needs it)
+  // nothing. It leaves the host its share instead: the host limit, at most half of what fusiond
+  // can reach (MemAvailable + both tiers' own usage - reserve); the host's own usage is already
+  // out of MemAvailable. A device limit below the rest binds as it is.
   uint64_t host_share = 0;
-  if (cpu && options_.device_limit == 0) {
+  if (cpu) {
     const uint64_t reachable = EffectiveBudget(0, host->available_bytes, host_own + device_own, options_.device_reserve);
     host_share = std::min(options_.host_limit == 0 ? reachable : options_.host_limit, reachable / 2);
     host_share = host_share > host_own ? host_share - host_own : 0;

@@ -6,9 +6,11 @@
 // evicts down to it; DESIGN.md §3); host budget = EffectiveBudget(host limit, MemAvailable,
 // host tier usage (weights + host working sets), 0). On `cpu` both tiers are RAM, so the host
 // budget is what is left of MemAvailable + both tiers' own usage - reserve after the device
-// budget: device + host budgets together stay within MemAvailable. With no device limit on
-// `cpu`, the device budget leaves the host tier its share first (the host limit, at most half
-// of MemAvailable + own usage - reserve), so jobs can decode and encode. Part of fusiond_core (it needs the device layer), not of fusion_memory.
+// budget: device + host budgets together stay within MemAvailable. On `cpu` the device budget
+// leaves the host tier its share first (the host limit, at most half of MemAvailable + own
+// usage - reserve), so jobs can decode and encode; a device limit caps the device tier further
+// but never takes the host's share (a limit above a cgroup's memory cap left the host tier
+// ~60 MiB and 4-way concurrent jobs waited for host memory until their deadline). Part of fusiond_core (it needs the device layer), not of fusion_memory.
 // Thread-safety: Create/Stop from one thread; the watcher thread only calls the manager.
 #pragma once
 
@@ -21,6 +23,7 @@
 #include "absl/time/time.h"
 #include "common/mutex.h"
 #include "device/device.h"
+#include "device/host_memory.h"
 #include "memory/residency_manager.h"
 
 namespace fusion {
@@ -35,6 +38,8 @@ class BudgetWatcher {
     // Called with each new device budget after the manager has it (e.g. to keep the CPU
     // device allocator's budget equal to it). Runs on the watcher's thread; may be empty.
     std::function<void(uint64_t)> on_device_budget;
+    // Host RAM figures; empty = ReadProcessHostMemory (/proc/meminfo capped by the cgroup).
+    std::function<absl::StatusOr<HostMemoryInfo>()> read_host;
   };
   // Applies the first evaluation, then starts the thread. Errors: those of Device::QueryMemory.
   // `device` and `manager` must outlive the watcher.

@@ -16,11 +16,12 @@ constexpr uint64_t kMiB = 1ull << 20;
 
 class FakeDevice final : public Device {
  public:
-  std::string Kind() const override { return "cpu"; }
+  std::string Kind() const override { return kind; }
   absl::StatusOr<DeviceMemory> QueryMemory() const override {
     return DeviceMemory{8192 * kMiB, available};
   }
   uint64_t available = 4096 * kMiB;
+  std::string kind = "cpu";
 };
 
 class MemoryStateTest : public ::testing::Test {
@@ -74,6 +75,7 @@ TEST_F(MemoryStateTest, ReportsTiersModelsAndCountersFromTheManager) {
 }
 
 TEST_F(MemoryStateTest, BudgetShrinksAndEvictsWhenAnotherProcessTakesMemory) {
+  device_.kind = "cuda:0";  // device memory apart from the host's (on cpu the host keeps a share)
   ASSERT_TRUE(manager_->Load("detector", absl::Now()).ok());
   ASSERT_TRUE(manager_->Load("swapper", absl::Now()).ok());
   auto watcher = BudgetWatcher::Create(&device_, manager_.get(),
@@ -148,6 +150,30 @@ TEST_F(MemoryStateTest, OnTheCpuDeviceWithNoDeviceLimitTheHostTierKeepsItsShare)
     EXPECT_GT(s.device.budget_bytes, 0u);
     EXPECT_LE(s.device.budget_bytes + s.host.budget_bytes, reachable + slack);
   }
+}
+
+// A device limit above what fusiond can reach on the CPU (--device-memory-limit 2GiB under a
+// 1280 MiB cgroup cap, as compare_status_quo.py --cap ran it) no longer takes the host tier's
+// share: before, the device budget took all of the ~1 GiB reachable, the host budget was what
+// was left (~60-110 MiB) and 4 concurrent jobs waited for host memory until their deadline.
+TEST_F(MemoryStateTest, OnTheCpuDeviceADeviceLimitAboveWhatIsReachableLeavesTheHostItsShare) {
+  device_.available = 1000 * kMiB;
+  const HostMemoryInfo capped{1280 * kMiB, 1000 * kMiB};  // MemTotal and MemAvailable under the cap
+  auto watcher = BudgetWatcher::Create(&device_, manager_.get(),
+                                       {.device_limit = 2048 * kMiB, .device_reserve = 0,
+                                        .period = absl::Hours(1),
+                                        .read_host = [&] { return absl::StatusOr<HostMemoryInfo>(capped); }});
+  ASSERT_TRUE(watcher.ok()) << watcher.status();
+  const ResidencySnapshot s = manager_->Snapshot();
+  EXPECT_EQ(s.device.budget_bytes, 500 * kMiB);  // reachable 1000 MiB, half of it kept for the host
+  EXPECT_EQ(s.host.budget_bytes, 500 * kMiB);
+  // A device limit under the rest binds as it is; the host gets the remainder.
+  auto small = BudgetWatcher::Create(&device_, manager_.get(),
+                                     {.device_limit = 300 * kMiB, .device_reserve = 0, .period = absl::Hours(1),
+                                      .read_host = [&] { return absl::StatusOr<HostMemoryInfo>(capped); }});
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_EQ(manager_->Snapshot().device.budget_bytes, 300 * kMiB);
+  EXPECT_EQ(manager_->Snapshot().host.budget_bytes, 700 * kMiB);
 }
 
 }  // namespace
