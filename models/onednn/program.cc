@@ -2,6 +2,7 @@
 #include "models/onednn/program.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <ATen/autocast_mode.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -79,6 +80,19 @@ struct Indexer {
   int64_t st[4];
   int64_t blk, off0;
 };
+
+// A plan's key: the input's sizes, its layout (1: channels-last) and the caller's intra-op
+// thread count. oneDNN (OpenMP build) fixes a primitive's thread team when it is created
+// (jcp.nthr = omp_get_max_threads() of the creating thread), not when it runs, so a plan made
+// at 2 threads runs on 2 threads even after at::set_num_threads(1). at::get_num_threads()
+// also brings this thread's OpenMP setting in line with LibTorch's (lazy init), so the
+// primitives made for the key see exactly that many threads.
+Dims PlanKey(at::IntArrayRef sizes, bool nhwc) {
+  Dims key(sizes.begin(), sizes.end());
+  key.push_back(nhwc ? 1 : 0);
+  key.push_back(at::get_num_threads());
+  return key;
+}
 
 }  // namespace
 
@@ -212,7 +226,7 @@ std::shared_ptr<const Plan> Program::Impl::MakePlan(const Dims& key, bool any_we
   Plan& p = *plan;
   const size_t nv = ops.size() + 1;
   p.value_md.resize(nv);
-  const Dims input(key.begin(), key.begin() + 4);  // key[4]: 1 = channels-last input
+  const Dims input(key.begin(), key.begin() + 4);  // key[4]: 1 = channels-last input; key[5]: threads
   p.value_md[0] = memory::desc(input, kF32, key[4] ? Tag::nhwc : Tag::nchw);
   std::vector<int> buffer_of(nv);  // values sharing a buffer (a conv summed in place)
   for (size_t v = 0; v < nv; ++v) buffer_of[v] = static_cast<int>(v);
@@ -513,7 +527,7 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Builder::Build(int c, int h, i
   impl->ops = std::move(ops_);
   try {
     // The layouts oneDNN picks at the usual shape; every later plan asks for exactly them.
-    std::shared_ptr<const Plan> probe = impl->MakePlan({1, c, h, w, 0}, /*any_weights=*/true);
+    std::shared_ptr<const Plan> probe = impl->MakePlan(PlanKey({1, c, h, w}, false), /*any_weights=*/true);
     dnnl::stream stream(Engine());
     size_t step = 0;  // conv ops and the steps with weights come in the same order
     for (auto& opp : impl->ops) {
@@ -538,7 +552,7 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Builder::Build(int c, int h, i
     }
     stream.wait();
     impl->described = absl::StrJoin(probe->impls, " ");
-    impl->PlanFor({1, c, h, w, 0});
+    impl->PlanFor(PlanKey({1, c, h, w}, false));
   } catch (const dnnl::error& e) {
     return absl::InvalidArgumentError(absl::StrCat("onednn::Program: ", e.what()));
   } catch (const std::exception& e) {
@@ -583,9 +597,7 @@ std::vector<at::Tensor> Program::Run(const at::Tensor& input, const std::vector<
   // NCHW or channels-last (a Program's own output) as given; anything else made NCHW.
   const bool nhwc = !input.is_contiguous() && input.is_contiguous(at::MemoryFormat::ChannelsLast);
   const at::Tensor x = nhwc ? input : input.contiguous();
-  Dims key(x.sizes().begin(), x.sizes().end());
-  key.push_back(nhwc ? 1 : 0);
-  std::shared_ptr<const Plan> plan = impl_->PlanFor(key);
+  std::shared_ptr<const Plan> plan = impl_->PlanFor(PlanKey(x.sizes(), nhwc));
   const Plan& p = *plan;
   const at::Tensor arena = at::empty({std::max<int64_t>(p.arena_bytes, 1)}, x.options().dtype(at::kByte));
   char* base = static_cast<char*>(arena.data_ptr());
@@ -674,9 +686,7 @@ std::vector<std::pair<std::string, at::Tensor>> Program::PlainWeights() const {
 std::string Program::Describe() const { return impl_->described; }
 
 std::string Program::Describe(at::IntArrayRef sizes) const {
-  Dims key(sizes.begin(), sizes.end());
-  key.push_back(0);
-  return absl::StrJoin(impl_->PlanFor(key)->impls, " ");
+  return absl::StrJoin(impl_->PlanFor(PlanKey(sizes, false))->impls, " ");
 }
 
 }  // namespace fusion::onednn
