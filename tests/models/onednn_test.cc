@@ -206,11 +206,15 @@ TEST(FastPath, ResidentBytesCountThePackedWeightsOnce) {
   auto b = LoadPath<faceapi::TinyFaceDetector>(true, faceapi::TinyFaceDetector::Options{});
   EXPECT_EQ(a->ResidentBytes(), a->DeviceBytes());
   EXPECT_EQ(b->DeviceBytes(), a->DeviceBytes());
-  // The packed copy replaces the plain one and is not padded (conv8's 25 outputs are HWIO), so
-  // the measured bytes stay the catalogue's: never a second copy, nothing per call kept.
-  EXPECT_EQ(b->ResidentBytes(), b->DeviceBytes());
+  // The packed copy replaces the plain one: never a second copy, nothing per call kept. It is
+  // padded by at most 1/16 (program.h; conv8's 25 outputs are HWIO, brgemm's 48-row blocks of
+  // 512 outputs add 3% to those layers): measured 789,668 against 773,284 bytes for the tiny
+  // detector (+2.1%), 22,402,300 against 22,222,076 for SSD (+0.8%).
+  EXPECT_GE(b->ResidentBytes(), b->DeviceBytes());
+  EXPECT_LE(b->ResidentBytes(), b->DeviceBytes() + b->DeviceBytes() / 16);
   auto ssd = LoadPath<faceapi::SsdMobilenetV1>(true, faceapi::SsdMobilenetV1::Options{});
-  EXPECT_EQ(ssd->ResidentBytes(), ssd->DeviceBytes());
+  EXPECT_GE(ssd->ResidentBytes(), ssd->DeviceBytes());
+  EXPECT_LE(ssd->ResidentBytes(), ssd->DeviceBytes() + ssd->DeviceBytes() / 16);
 }
 
 // oneDNN's brgemm kernels block weights by shape; a packed layout another shape's kernel does
