@@ -61,7 +61,7 @@ absl::Status FaceLandmark68Net::Compile() {
                       .act = relu ? Activation::kRelu : Activation::kNone, .sum = sum});
   };
   // The input normalisation of Forward(), in the program: one pass instead of two at:: ops.
-  int x = b.Normalize(b.input(), at::tensor({122.782f, 117.001f, 104.298f}), 1.f / 255.f);
+  int x = b.Normalize(b.input(), at::tensor({122.782f, 117.001f, 104.298f}), 255.f);
   for (int k = 0; k < 4; ++k) {
     const std::string d = absl::StrCat("dense", k);
     // o1 = relu(conv0); s2 = o1 + o2; s3 = s2 + o3; out = relu(s3 + o4), o_j = sep(relu(s_j)).

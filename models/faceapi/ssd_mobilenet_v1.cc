@@ -93,7 +93,7 @@ absl::Status SsdMobilenetV1::Compile() {
   };
   onednn::Program::Builder stem, head;
   // The input normalisation of Stem() (x / 127.5 - 1), in the program: one pass.
-  int x = pointwise(stem, stem.Normalize(stem.input(), at::full({3}, 127.5f), 1.f / 127.5f),
+  int x = pointwise(stem, stem.Normalize(stem.input(), at::full({3}, 127.5f), 127.5f),
                     "MobilenetV1/Conv2d_0_pointwise", 2);
   for (int i = 1; i <= kStemLayers; ++i) x = layer(stem, x, i);
   stem.MarkOutput(x);

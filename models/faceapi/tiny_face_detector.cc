@@ -71,7 +71,7 @@ absl::Status TinyFaceDetector::Compile() {
   };
   onednn::Program::Builder stem, head;
   // The input normalisation of Stem(), in the program: one pass instead of two at:: ops.
-  const int normalized = stem.Normalize(stem.input(), at::tensor({117.001f, 114.697f, 97.404f}), 1.f / 255.f);
+  const int normalized = stem.Normalize(stem.input(), at::tensor({117.001f, 114.697f, 97.404f}), 255.f);
   int x = stem.Conv(normalized, {.name = "conv0/filters", .weight = params_.Release("conv0/filters"), .bias = p["conv0/bias"],
                                    .act = Activation::kLeakyRelu, .alpha = 0.1f});
   x = stem.Pool(x, {.k = 2, .stride = 2, .ceil_mode = true});

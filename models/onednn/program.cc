@@ -120,8 +120,7 @@ struct Program::Builder::Op {
   at::Tensor packed;  // the weight in packed_md (after Build)
   memory::desc packed_md, plain_md, source_md;  // plain: dense OIHW (goihw); source: as given
   int factor = 1;     // kUpsample
-  at::Tensor mean;    // kNormalize: [1,C,1,1]
-  float scale = 1;    // kNormalize
+  at::Tensor mean, divisor;  // kNormalize: [1,C,1,1], [1,1,1,1]
 };
 
 using Op = Program::Builder::Op;
@@ -138,10 +137,10 @@ int Program::Builder::Conv(int x, ConvSpec spec) {
 }
 int Program::Builder::Pool(int x, PoolSpec spec) { return Push(Op{Kind::kPool, {x}, {}, spec}); }
 int Program::Builder::Relu(int x) { return Push(Op{Kind::kRelu, {x}}); }
-int Program::Builder::Normalize(int x, at::Tensor mean, float scale) {
+int Program::Builder::Normalize(int x, at::Tensor mean, float divisor) {
   Op op{Kind::kNormalize, {x}};
   op.mean = mean.to(at::kFloat).contiguous().view({1, -1, 1, 1});
-  op.scale = scale;
+  op.divisor = at::full({1, 1, 1, 1}, divisor);
   return Push(std::move(op));
 }
 int Program::Builder::ResidualDown(int o, int pooled) { return Push(Op{Kind::kResidualDown, {o, pooled}}); }
@@ -385,12 +384,12 @@ std::shared_ptr<const Plan> Program::Impl::MakePlan(const Dims& key, bool any_we
                           {Arg::kValue, DNNL_ARG_DST, v, nullptr, pd.dst_desc()},
                           {Arg::kScratch, DNNL_ARG_SCRATCHPAD, 0, nullptr, pd.scratchpad_desc()}}});
     } else if (op.kind == Kind::kNormalize) {
-      // binary_sub then a linear post-op, NCHW or NHWC as the input comes (oneDNN 2.6 has a JIT
-      // kernel only for a destination in the source's layout; the next conv reorders, as before).
+      // binary_sub then a binary_div post-op, NCHW or NHWC as the input comes (oneDNN 2.6 has a
+      // JIT kernel only for a destination in the source's layout; the next conv reorders).
       if (op.mean.size(1) != sd[1]) throw std::runtime_error("onednn::Program: Normalize's mean has another channel count");
-      const memory::desc mmd({1, sd[1], 1, 1}, kF32, Tag::nchw);
+      const memory::desc mmd({1, sd[1], 1, 1}, kF32, Tag::nchw), dmd({1, 1, 1, 1}, kF32, Tag::nchw);
       dnnl::post_ops po;
-      po.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, op.scale, 0.f);
+      po.append_binary(dnnl::algorithm::binary_div, dmd);
       dnnl::primitive_attr attr = UserScratch();
       attr.set_post_ops(po);
       dnnl::binary::desc d(dnnl::algorithm::binary_sub, src, mmd, src);
@@ -400,6 +399,7 @@ std::shared_ptr<const Plan> Program::Impl::MakePlan(const Dims& key, bool any_we
       p.steps.push_back({dnnl::binary(pd),
                          {{Arg::kValue, DNNL_ARG_SRC_0, op.in[0], nullptr, src},
                           {Arg::kConst, DNNL_ARG_SRC_1, 0, op.mean.data_ptr(), mmd},
+                          {Arg::kConst, DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, 0, op.divisor.data_ptr(), dmd},
                           {Arg::kValue, DNNL_ARG_DST, v, nullptr, pd.dst_desc()},
                           {Arg::kScratch, DNNL_ARG_SCRATCHPAD, 0, nullptr, pd.scratchpad_desc()}}});
     } else if (op.kind == Kind::kRelu) {

@@ -89,9 +89,10 @@ class Program {
     int Conv(int x, ConvSpec spec);
     int Pool(int x, PoolSpec spec);
     int Relu(int x);
-    // (x - mean[c]) * scale, in x's layout (a network's input normalisation in one pass; mean:
-    // [C] fp32 CPU, held by the program, not packed).
-    int Normalize(int x, at::Tensor mean, float scale);
+    // (x - mean[c]) / divisor, in x's layout: a network's input normalisation in one pass, the
+    // same IEEE operations as at::'s (x - mean) / divisor. mean: [C] fp32 (held by the program,
+    // a few bytes, not packed).
+    int Normalize(int x, at::Tensor mean, float divisor);
     int Concat(std::vector<int> xs);  // along channels
     int Add(std::vector<int> xs);     // elementwise sum of equal shapes
     int Upsample(int x, int factor);  // nearest, as at::upsample_nearest2d by an integer factor

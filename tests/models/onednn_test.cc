@@ -87,14 +87,14 @@ TEST(OnednnProgram, NormalizeEqualsAtOpsOnNchwAndChannelsLastInputs) {
   at::manual_seed(6);
   const at::Tensor mean = at::tensor({117.f, 114.5f, 97.25f});
   Program::Builder b;
-  b.MarkOutput(b.Conv(b.Normalize(b.input(), mean, 1.f / 255.f),
+  b.MarkOutput(b.Conv(b.Normalize(b.input(), mean, 255.f),
                       {.name = "w", .weight = at::randn({8, 3, 3, 3}), .padding = Padding::kSame}));
-  b.MarkOutput(b.Normalize(b.input(), mean, 1.f / 255.f));
+  b.MarkOutput(b.Normalize(b.input(), mean, 255.f));
   auto prog = BuildOrDie(std::move(b), 3, 12, 12);
   const at::Tensor x = at::rand({1, 3, 12, 10}) * 255;
   const at::Tensor ref = (x - mean.view({1, 3, 1, 1})) / 255.f;
-  EXPECT_LT(MaxDiff(prog->Run(x)[1], ref), 1e-6);
-  EXPECT_LT(MaxDiff(prog->Run(x.contiguous(at::MemoryFormat::ChannelsLast))[1], ref), 1e-6);
+  EXPECT_TRUE(at::equal(prog->Run(x)[1], ref));  // the same IEEE sub and div
+  EXPECT_TRUE(at::equal(prog->Run(x.contiguous(at::MemoryFormat::ChannelsLast))[1], ref));
   EXPECT_EQ(prog->Describe().find("ref:"), std::string::npos) << prog->Describe();
 }
 
