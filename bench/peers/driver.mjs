@@ -7,9 +7,15 @@
 // Run by bench/peers/run.sh, not by CI.
 //
 //   node driver.mjs --bin BIN --models-dir DIR --image PNG --out DIR
-//                   [--threads 1,2] [--rounds 10] [--iters 3] [--warmup 3] [--settle-ms 20] [ID...]
+//                   [--threads 1,2] [--rounds 10] [--iters 3] [--warmup 3] [--settle-ms 20]
+//                   [--wait-policy spin|passive] [ID...]
 // --settle-ms: a pause after each block of runs, so the idle threads of the runtime that just ran
 // (OpenMP, TBB and ORT pools spin a while before sleeping) do not take a core from the next.
+// --wait-policy: how idle intra-op threads wait, the same for both thread-pool runtimes.
+//   spin (default, what each ships with): ORT allow_spinning 1, the worker's OpenMP
+//   (LibTorch's, oneDNN's) with the OMP_WAIT_POLICY of this environment (libgomp's default:
+//   spin a while, then sleep). passive: ORT allow_spinning 0 and OMP_WAIT_POLICY=PASSIVE for the
+//   worker (idle threads sleep at once). OpenCV's TBB pool is left as it is in both.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -19,7 +25,7 @@ import { markdownTable, maxAbsDiff, median } from './table.mjs';
 import { WorkerClient } from './worker_client.mjs';
 
 function parseArgs(argv) {
-  const a = { threads: [1, 2], rounds: 10, iters: 3, warmup: 3, settleMs: 20, ids: [] };
+  const a = { threads: [1, 2], rounds: 10, iters: 3, warmup: 3, settleMs: 20, waitPolicy: 'spin', ids: [] };
   for (let i = 0; i < argv.length; ++i) {
     const k = argv[i];
     const v = () => argv[++i];
@@ -32,9 +38,11 @@ function parseArgs(argv) {
     else if (k === '--iters') a.iters = Number(v());
     else if (k === '--warmup') a.warmup = Number(v());
     else if (k === '--settle-ms') a.settleMs = Number(v());
+    else if (k === '--wait-policy') a.waitPolicy = v();
     else a.ids.push(k);
   }
   if (!a.bin || !a.modelsDir || !a.image || !a.out) throw new Error('usage: see the head of driver.mjs');
+  if (!['spin', 'passive'].includes(a.waitPolicy)) throw new Error('--wait-policy: spin or passive');
   return a;
 }
 
@@ -55,15 +63,16 @@ async function benchNet(worker, a, id) {
   if (!cv.ok) log(`${id}: OpenCV dnn left out: ${cv.error}`);
   const rows = [];
   for (const t of a.threads) {
-    const ort = await OrtRunner.create(onnx, t, input, meta.input_shape);
+    const ort = await OrtRunner.create(onnx, t, input, meta.input_shape, a.waitPolicy === 'spin');
     const ortDiff = maxAbsDiff(await ort.forward(), ref);
     for (const [name, d] of [['ORT', ortDiff], ['OpenCV', cv.ok ? cv.max_abs_diff : 0]]) {
       if (!(d <= mirror.tolerance)) log(`${id}: ${name}'s output differs from fusiond's by ${d} (> ${mirror.tolerance})`);
     }
+    const fromWorker = (r) => ({ ms: r.ms, cpu: r.cpu_ms });
     const runtimes = {
-      fusiond: async (n) => (await worker.call(`time fusiond ${t} ${n}`)).ms,
+      fusiond: async (n) => fromWorker(await worker.call(`time fusiond ${t} ${n}`)),
       ort: (n) => ort.time(n),
-      ...(cv.ok ? { opencv: async (n) => (await worker.call(`time opencv ${t} ${n}`)).ms } : {}),
+      ...(cv.ok ? { opencv: async (n) => fromWorker(await worker.call(`time opencv ${t} ${n}`)) } : {}),
     };
     const names = Object.keys(runtimes);
     for (const n of names) {
@@ -71,19 +80,26 @@ async function benchNet(worker, a, id) {
       await sleep(a.settleMs);
     }
     const ms = Object.fromEntries(names.map((n) => [n, []]));
+    const cpu = Object.fromEntries(names.map((n) => [n, []]));
     for (let r = 0; r < a.rounds; ++r) {
       for (let j = 0; j < names.length; ++j) {
         const n = names[(r + j) % names.length];
-        ms[n].push(...(await runtimes[n](a.iters)));
+        const got = await runtimes[n](a.iters);
+        ms[n].push(...got.ms);
+        cpu[n].push(...got.cpu);
         await sleep(a.settleMs);
       }
     }
     const row = { id, threads: t, flops: mirror.flops, mirrorDiff: mirror.mirror_max_abs_diff, ortDiff,
       opencvDiff: cv.ok ? cv.max_abs_diff : NaN, runs: a.rounds * a.iters };
-    for (const n of ['fusiond', 'ort', 'opencv']) row[n] = ms[n] ? median(ms[n]) : NaN;
+    for (const n of ['fusiond', 'ort', 'opencv']) {
+      row[n] = ms[n] ? median(ms[n]) : NaN;
+      row[`${n}Cpu`] = cpu[n] ? median(cpu[n]) : NaN;
+    }
     row.ms = ms;  // every run, for results.json
-    log(`${id} @${t} thread(s): fusiond ${row.fusiond.toFixed(2)} ms, ORT ${row.ort.toFixed(2)} ms, ` +
-        `OpenCV ${row.opencv.toFixed(2)} ms (load ${load()})`);
+    row.cpuMs = cpu;
+    log(`${id} @${t} thread(s): fusiond ${row.fusiond.toFixed(2)} ms (CPU ${row.fusiondCpu.toFixed(2)}), ` +
+        `ORT ${row.ort.toFixed(2)} ms (CPU ${row.ortCpu.toFixed(2)}), OpenCV ${row.opencv.toFixed(2)} ms (load ${load()})`);
     rows.push(row);
   }
   return rows;
@@ -93,7 +109,8 @@ async function main() {
   const a = parseArgs(process.argv.slice(2));
   const ids = a.ids.length ? a.ids : fs.readdirSync(a.out).filter((f) => f.endsWith('.mirror.json'))
     .map((f) => f.slice(0, -'.mirror.json'.length));
-  const worker = new WorkerClient(a.bin, ['--models-dir', a.modelsDir, '--image', a.image, '--out', a.out]);
+  const env = a.waitPolicy === 'passive' ? { ...process.env, OMP_WAIT_POLICY: 'PASSIVE' } : process.env;
+  const worker = new WorkerClient(a.bin, ['--models-dir', a.modelsDir, '--image', a.image, '--out', a.out], env);
   const startLoad = load();
   const peak0 = (await worker.call('peak')).gflops;
   const rows = [];
@@ -109,11 +126,15 @@ async function main() {
   console.log(`Load average (1/5/15 min) at start ${startLoad}, at end ${load()}. ${new Date().toISOString()}`);
   console.log(`Runtimes: fusiond (LibTorch 1.13.1, at::set_num_threads), ONNX Runtime ${ortVersion} CPU EP ` +
     '(intraOpNumThreads, interOpNumThreads 1), OpenCV 4.6.0 dnn (cv::setNumThreads); fp32, NCHW, batch 1.');
+  console.log(`Wait policy: ${a.waitPolicy === 'spin' ? 'spin (ORT allow_spinning 1; OMP_WAIT_POLICY ' +
+    (process.env.OMP_WAIT_POLICY ?? 'unset, libgomp default') + ')' : 'passive (ORT allow_spinning 0; OMP_WAIT_POLICY=PASSIVE)'}.`);
+  console.log('CPU ms: the process CPU time per run (every thread of the worker or of node; under ' +
+    'load from other processes less disturbed than the wall-clock ms, and at 2 threads it shows how many cores a run kept busy).');
   console.log(`Medians of ${a.rounds * a.iters} runs each (${a.rounds} interleaved rounds of ${a.iters}, after ` +
     `${a.warmup} warm-up runs); % peak is against threads x the one-core peak.\n`);
   console.log(markdownTable(rows, peak));
   fs.writeFileSync(path.join(a.out, 'results.json'), JSON.stringify({ peak, peak0, peak1, startLoad, endLoad: load(),
-    date: new Date().toISOString(), rounds: a.rounds, iters: a.iters, rows }, null, 1));
+    date: new Date().toISOString(), waitPolicy: a.waitPolicy, rounds: a.rounds, iters: a.iters, rows }, null, 1));
 }
 
 main().catch((e) => {

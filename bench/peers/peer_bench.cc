@@ -13,7 +13,8 @@
 //                                    -> {"ok":true,"max_abs_diff":d} (against fusiond's output)
 //                                    or {"ok":false,"error":"..."} when OpenCV refuses it
 //         time fusiond|opencv T N    N forwards at T threads (at::set_num_threads /
-//                                    cv::setNumThreads) -> {"ok":true,"ms":[...]}
+//                                    cv::setNumThreads) -> {"ok":true,"ms":[...],"cpu_ms":[...]}
+//                                    (wall ms and this process's CPU ms, all threads, per run)
 //         peak                       one core's fp32 FMA peak -> {"ok":true,"gflops":g}
 //         quit
 // Not a test: it measures and prints; nothing here passes or fails CI.
@@ -22,6 +23,8 @@
 #include <c10/core/InferenceMode.h>
 
 #include <opencv2/core/utility.hpp>
+
+#include <time.h>
 
 #include <chrono>
 #include <cstdio>
@@ -40,6 +43,14 @@
 namespace {
 
 namespace fs = std::filesystem;
+
+// CPU time of the whole process (every thread), ms: with wall time it tells how many cores a
+// run kept busy, and it is less sensitive than wall time to other processes' load.
+double ProcessCpuMs() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
+}
 using fusion::peers::FusiondNet;
 
 struct Args {
@@ -162,13 +173,15 @@ class Worker {
     } else {
       return Error(absl::StrCat("nothing loaded for ", runtime));
     }
-    std::vector<double> ms;
+    std::vector<double> ms, cpu;
     for (int i = 0; i < iters; ++i) {
+      const double c0 = ProcessCpuMs();
       const auto t0 = std::chrono::steady_clock::now();
       fn();
       ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      cpu.push_back(ProcessCpuMs() - c0);
     }
-    return absl::StrCat("{\"ok\":true,\"ms\":[", absl::StrJoin(ms, ","), "]}");
+    return absl::StrCat("{\"ok\":true,\"ms\":[", absl::StrJoin(ms, ","), "],\"cpu_ms\":[", absl::StrJoin(cpu, ","), "]}");
   }
 
   const Args& args_;

@@ -24,13 +24,14 @@ function rate(flops, ms, peak) {
 
 export function markdownTable(rows, corePeak) {
   const head = ['network @input', 'GFLOP', 'threads', 'fusiond ms', 'ORT ms', 'OpenCV ms', 'fusiond/ORT',
+    'CPU ms fusiond / ORT (ratio)',
     'fusiond GFLOP/s (% peak)', 'ORT GFLOP/s (% peak)', 'OpenCV GFLOP/s (% peak)',
     'max abs diff ORT / OpenCV vs fusiond', 'mirror vs fusiond'];
   const lines = [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`];
   for (const r of rows) {
     const peak = corePeak * r.threads;
     lines.push(`| ${[r.id, fmt(r.flops / 1e9, 3), r.threads, fmt(r.fusiond), fmt(r.ort), fmt(r.opencv),
-      fmt(r.fusiond / r.ort), rate(r.flops, r.fusiond, peak), rate(r.flops, r.ort, peak),
+      fmt(r.fusiond / r.ort), `${fmt(r.fusiondCpu)} / ${fmt(r.ortCpu)} (${fmt(r.fusiondCpu / r.ortCpu)})`, rate(r.flops, r.fusiond, peak), rate(r.flops, r.ort, peak),
       rate(r.flops, r.opencv, peak), `${exp(r.ortDiff)} / ${exp(r.opencvDiff)}`, exp(r.mirrorDiff)].join(' | ')} |`);
   }
   return lines.join('\n');

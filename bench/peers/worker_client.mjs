@@ -3,8 +3,8 @@ import { spawn } from 'node:child_process';
 import readline from 'node:readline';
 
 export class WorkerClient {
-  constructor(bin, args) {
-    this.child = spawn(bin, ['worker', ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
+  constructor(bin, args, env = process.env) {
+    this.child = spawn(bin, ['worker', ...args], { stdio: ['pipe', 'pipe', 'inherit'], env });
     this.pending = [];
     readline.createInterface({ input: this.child.stdout }).on('line', (line) => {
       const p = this.pending.shift();

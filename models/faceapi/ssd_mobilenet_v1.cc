@@ -92,7 +92,9 @@ absl::Status SsdMobilenetV1::Compile() {
     return pointwise(b, x, absl::StrCat("MobilenetV1/Conv2d_", i, "_pointwise"), 1);
   };
   onednn::Program::Builder stem, head;
-  int x = pointwise(stem, stem.input(), "MobilenetV1/Conv2d_0_pointwise", 2);
+  // The input normalisation of Stem() (x / 127.5 - 1), in the program: one pass.
+  int x = pointwise(stem, stem.Normalize(stem.input(), at::full({3}, 127.5f), 127.5f),
+                    "MobilenetV1/Conv2d_0_pointwise", 2);
   for (int i = 1; i <= kStemLayers; ++i) x = layer(stem, x, i);
   stem.MarkOutput(x);
   int y = head.input(), conv11 = -1;
@@ -163,7 +165,7 @@ std::pair<at::Tensor, at::Tensor> SsdMobilenetV1::BoxPredictor(const at::Tensor&
 
 // Conv2d_0 .. Conv2d_5: stride 8, where the activations are largest.
 at::Tensor SsdMobilenetV1::Stem(const at::Tensor& input) const {
-  if (stem_ && onednn::Usable(input)) return stem_->Run(input / 127.5 - 1.0, BatchNormArgs(1, kStemLayers))[0];
+  if (stem_ && onednn::Usable(input)) return stem_->Run(input, BatchNormArgs(1, kStemLayers))[0];  // normalises too
   at::Tensor x = Pointwise(input / 127.5 - 1.0, "MobilenetV1/Conv2d_0_pointwise", 2);
   for (int i = 1; i <= kStemLayers; ++i) x = Layer(x, i);
   return x;

@@ -4,8 +4,11 @@
 #include "models/onednn/program.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <thread>
 #include <vector>
@@ -80,6 +83,21 @@ TEST(OnednnProgram, ResidualDownPadsTheBranchAndWidensThePooledShortcut) {
   EXPECT_LT(MaxDiff(prog->Run(x)[0], at::relu(branch + pooled)), 1e-4);
 }
 
+TEST(OnednnProgram, NormalizeEqualsAtOpsOnNchwAndChannelsLastInputs) {
+  at::manual_seed(6);
+  const at::Tensor mean = at::tensor({117.f, 114.5f, 97.25f});
+  Program::Builder b;
+  b.MarkOutput(b.Conv(b.Normalize(b.input(), mean, 255.f),
+                      {.name = "w", .weight = at::randn({8, 3, 3, 3}), .padding = Padding::kSame}));
+  b.MarkOutput(b.Normalize(b.input(), mean, 255.f));
+  auto prog = BuildOrDie(std::move(b), 3, 12, 12);
+  const at::Tensor x = at::rand({1, 3, 12, 10}) * 255;
+  const at::Tensor ref = (x - mean.view({1, 3, 1, 1})) / 255.f;
+  EXPECT_TRUE(at::equal(prog->Run(x)[1], ref));  // the same IEEE sub and div
+  EXPECT_TRUE(at::equal(prog->Run(x.contiguous(at::MemoryFormat::ChannelsLast))[1], ref));
+  EXPECT_EQ(prog->Describe().find("ref:"), std::string::npos) << prog->Describe();
+}
+
 TEST(OnednnProgram, SummingAValueReadLaterIsRefusedAtBuild) {
   Program::Builder b;
   const int a = b.Conv(b.input(), {.name = "a", .weight = at::randn({16, 16, 1, 1})});
@@ -100,6 +118,52 @@ TEST(OnednnProgram, PackedWeightsComeBackExactly) {
   EXPECT_EQ(prog->packed_names(), (std::vector<std::string>{"w", "dw"}));
   EXPECT_GE(prog->PackedBytes(), static_cast<uint64_t>(w.nbytes() + dw.nbytes()));
   for (const auto& [name, t] : prog->PlainWeights()) EXPECT_TRUE(at::equal(t, name == "w" ? w : dw)) << name;
+}
+
+double CpuSeconds(int who) {
+  rusage u{};
+  getrusage(who, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+// CPU seconds that threads other than this one spent during fn (oneDNN's OpenMP team).
+template <typename F>
+double OtherThreadsCpu(F fn) {
+  const double self0 = CpuSeconds(RUSAGE_SELF), me0 = CpuSeconds(RUSAGE_THREAD);
+  fn();
+  return (CpuSeconds(RUSAGE_SELF) - self0) - (CpuSeconds(RUSAGE_THREAD) - me0);
+}
+
+// oneDNN fixes a primitive's thread team when it is made: a Program built at 2 threads must
+// still run on this thread alone after at::set_num_threads(1) (it did not before plans were
+// keyed by the thread count), and on two again at 2.
+TEST(OnednnProgram, RunFollowsTheCallersThreadCount) {
+  const char* policy = std::getenv("OMP_WAIT_POLICY");
+  if (std::thread::hardware_concurrency() < 2 || (policy && std::string(policy) == "ACTIVE")) {
+    GTEST_SKIP() << "needs 2 cores and OpenMP threads that go to sleep";
+  }
+  const int before = at::get_num_threads();
+  at::set_num_threads(2);
+  at::manual_seed(5);
+  Program::Builder b;
+  b.MarkOutput(b.Conv(b.input(), {.name = "w", .weight = at::randn({64, 64, 3, 3}), .padding = Padding::kSame}));
+  auto prog = BuildOrDie(std::move(b), 64, 96, 96);  // plan made at 2 threads
+  const at::Tensor x = at::randn({1, 64, 96, 96});
+  auto runs = [&] {
+    for (int i = 0; i < 5; ++i) prog->Run(x);
+  };
+  const at::Tensor two = prog->Run(x)[0];
+  const double at_two = OtherThreadsCpu(runs);
+  at::set_num_threads(1);
+  const at::Tensor one = prog->Run(x)[0];  // the 1-thread plan
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the team stops spinning
+  const double me0 = CpuSeconds(RUSAGE_THREAD);
+  const double at_one = OtherThreadsCpu(runs);
+  const double mine = CpuSeconds(RUSAGE_THREAD) - me0;
+  at::set_num_threads(before);
+  EXPECT_LT(MaxDiff(one, two), 1e-4);
+  EXPECT_LT(at_one, 0.05 * mine) << "other threads " << at_one << " s, this one " << mine << " s";
+  EXPECT_GT(at_two, 0.1 * mine) << "other threads at 2: " << at_two << " s";
 }
 
 // The face-api networks built twice: the at:: path (FUSION_ONEDNN=0) and the fast path.
@@ -157,11 +221,15 @@ TEST(FastPath, ResidentBytesCountThePackedWeightsOnce) {
   auto b = LoadPath<faceapi::TinyFaceDetector>(true, faceapi::TinyFaceDetector::Options{});
   EXPECT_EQ(a->ResidentBytes(), a->DeviceBytes());
   EXPECT_EQ(b->DeviceBytes(), a->DeviceBytes());
-  // The packed copy replaces the plain one and is not padded (conv8's 25 outputs are HWIO), so
-  // the measured bytes stay the catalogue's: never a second copy, nothing per call kept.
-  EXPECT_EQ(b->ResidentBytes(), b->DeviceBytes());
+  // The packed copy replaces the plain one: never a second copy, nothing per call kept. It is
+  // padded by at most 1/16 (program.h; conv8's 25 outputs are HWIO, brgemm's 48-row blocks of
+  // 512 outputs add 3% to those layers): measured 789,668 against 773,284 bytes for the tiny
+  // detector (+2.1%), 22,402,300 against 22,222,076 for SSD (+0.8%).
+  EXPECT_GE(b->ResidentBytes(), b->DeviceBytes());
+  EXPECT_LE(b->ResidentBytes(), b->DeviceBytes() + b->DeviceBytes() / 16);
   auto ssd = LoadPath<faceapi::SsdMobilenetV1>(true, faceapi::SsdMobilenetV1::Options{});
-  EXPECT_EQ(ssd->ResidentBytes(), ssd->DeviceBytes());
+  EXPECT_GE(ssd->ResidentBytes(), ssd->DeviceBytes());
+  EXPECT_LE(ssd->ResidentBytes(), ssd->DeviceBytes() + ssd->DeviceBytes() / 16);
 }
 
 // oneDNN's brgemm kernels block weights by shape; a packed layout another shape's kernel does
