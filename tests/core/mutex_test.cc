@@ -30,6 +30,10 @@ TEST(Mutex, ReaderLocksAreSharedAndExcludeTheWriter) {
     ReaderMutexLock lock(&mu);
     second_reader_done.Notify();
   });
+  // The writer starts once the second reader is through: a writer already waiting keeps new
+  // readers out (absl::Mutex favours waiting writers), so starting both at once let the writer
+  // win the race on a loaded CI machine and the second reader waited out the 20 s.
+  EXPECT_TRUE(second_reader_done.WaitForNotificationWithTimeout(absl::Seconds(20)));
   std::thread writer([&] {
     MutexLock lock(&mu);
     writer_in.Notify();
