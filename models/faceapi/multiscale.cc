@@ -138,11 +138,9 @@ absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detect
                                                    options.max_input, ")"));
   }
   const DetectorTraits traits = detector.Traits();
-  std::vector<FaceBox> all;
-  std::vector<size_t> pass_of;  // the pass of each box of `all`
   const std::vector<DetectionPass> passes = PlanPasses(traits, rgb.cols, rgb.rows, options);
-  cv::Mat scaled;  // reused: one pass's input at a time
-  for (size_t i = 0; i < passes.size(); ++i) {
+  std::vector<std::vector<FaceBox>> kept(passes.size());  // per pass, in image pixels
+  auto run_pass = [&](size_t i) -> absl::Status {
     const DetectionPass& p = passes[i];
     if (options.before_pass) {
       if (absl::Status st = options.before_pass(i, passes.size()); !st.ok()) return st;
@@ -152,9 +150,9 @@ absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detect
     const double k = p.input_size * static_cast<double>(p.fill) / std::max(p.region.width, p.region.height);
     const cv::Size size(std::clamp(static_cast<int>(std::lround(p.region.width * k)), 1, p.input_size),
                         std::clamp(static_cast<int>(std::lround(p.region.height * k)), 1, p.input_size));
+    cv::Mat scaled;  // one pass's input
     if (p.fill < 1) {  // top-left in a zero square of the input: box coordinates stay the image's
-      scaled.create(p.input_size, p.input_size, CV_8UC3);  // one input's bytes, as any pass
-      scaled.setTo(cv::Scalar::all(0));
+      scaled = cv::Mat::zeros(p.input_size, p.input_size, CV_8UC3);  // one input's bytes, as any pass
       cv::Mat corner = scaled(cv::Rect(0, 0, size.width, size.height));
       cv::resize(rgb(p.region), corner, size, 0, 0, cv::INTER_AREA);  // in place: same size and type
     } else {
@@ -174,9 +172,22 @@ absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detect
       const FaceBox b{static_cast<float>(p.region.x + n.x * kx), static_cast<float>(p.region.y + n.y * ky),
                       static_cast<float>(n.w * kx), static_cast<float>(n.h * ky), n.score};
       if (!whole && TouchesInnerEdge(b, p.region, rgb.cols, rgb.rows, margin)) continue;
-      all.push_back(b);
-      pass_of.push_back(i);
+      kept[i].push_back(b);
     }
+    return absl::OkStatus();
+  };
+  if (options.for_each_pass) {
+    if (absl::Status st = options.for_each_pass(passes.size(), run_pass); !st.ok()) return st;
+  } else {
+    for (size_t i = 0; i < passes.size(); ++i) {
+      if (absl::Status st = run_pass(i); !st.ok()) return st;
+    }
+  }
+  std::vector<FaceBox> all;
+  std::vector<size_t> pass_of;  // the pass of each box of `all`
+  for (size_t i = 0; i < passes.size(); ++i) {
+    all.insert(all.end(), kept[i].begin(), kept[i].end());
+    pass_of.insert(pass_of.end(), kept[i].size(), i);
   }
   return Confirmed(all, pass_of, SuppressContained(Nms(all, options.nms_iou)),
                    options.confirm_below < 0 ? traits.confirm_below : options.confirm_below);
