@@ -29,7 +29,8 @@ uint64_t BlendPixels(const models::BlendInput& in, cv::Size frame) {
 }
 
 // Simple mode: the feather-blend model stage (at:: ops on the device, under the ladder), faces
-// one at a time. Full mode: Poisson blending is a global solve, host code by design (HOST).
+// one at a time. Full mode: Poisson blending is a global solve, host code by design (HOST), faces
+// with disjoint regions m.threads at once.
 absl::Status BlendFaces(const FaceStages& m, const v1::JobOptions& o, const Picture& tgt,
                         const std::vector<SwapItem>& items, Execution& run, cv::Mat* frame) {
   models::BlendOptions options;
@@ -75,7 +76,8 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
   Picture& src = pics[0];
   Picture& tgt = pics[1];
   const bool by_reference = pics.size() > 2;
-  // Faces are processed one at a time: a stage's working set is that of one face.
+  // Landmarks and encode take faces one at a time (a stage's working set is that of one face);
+  // generate and score up to m.threads at once (admitted for that many).
   absl::Status st = run.Stage("landmarks", m.landmarks, 112 * 112, "112x112", 0.15f,
                               [&](const ModelCopy& c, int, const Checkpoint& cp) {
                                 for (Picture& p : pics) {

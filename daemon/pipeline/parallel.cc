@@ -10,7 +10,10 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "device/cpu_device_memory.h"
+#include "models/common/exception_text.h"
+#include "pipeline/device_oom.h"
 
 namespace fusion {
 
@@ -54,11 +57,23 @@ absl::Status ParallelFor(size_t count, int threads, const std::function<absl::St
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   const ScopeId scope = DeviceScope::Current();
+  // A refused allocation is flagged on the thread that made it (IsDeviceOom, cpu_device_memory.h),
+  // which the stage body cannot see from the calling thread: an item that failed after a refusal
+  // on its thread becomes DeviceOomError() here, so the OOM ladder still tells an OOM apart.
   auto work = [&] {
     for (size_t i; !failed.load() && (i = next.fetch_add(1)) < count;) {
       try {
         status[i] = body(i);
-        if (!status[i].ok()) failed = true;
+        if (!status[i].ok()) {
+          failed = true;
+          if (!IsDeviceOom(status[i]) && !absl::IsCancelled(status[i]) && IsDeviceOom(std::runtime_error(""))) {
+            status[i] = DeviceOomError(std::string(status[i].message()));
+          }
+        }
+      } catch (const std::exception& e) {
+        if (IsDeviceOom(e)) status[i] = DeviceOomError(ExceptionText(e));
+        else thrown[i] = std::current_exception();
+        failed = true;
       } catch (...) {
         thrown[i] = std::current_exception();
         failed = true;

@@ -35,7 +35,9 @@ inline int WorkersFor(size_t items, int threads) {
 // thread and helpers, each taking the next index in order, with one intra-op thread and the
 // caller's device scope. After a non-OK status or an exception no further index starts; the
 // failure of the lowest failing index is returned (a status) or rethrown in the calling thread
-// (an exception, e.g. a device OOM for the ladder), else OK. threads <= 1 or count <= 1: every
+// (an exception), else OK. An item that ran out of device memory (an allocator refusal on its
+// thread, or a c10 OOM) is DeviceOomError() (device_oom.h), whichever thread ran it, so the OOM
+// ladder sees it as one. threads <= 1 or count <= 1: every
 // index in order on the calling thread, at one intra-op thread (its own count restored after).
 absl::Status ParallelFor(size_t count, int threads, const std::function<absl::Status(size_t)>& body);
 

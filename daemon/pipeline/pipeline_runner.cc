@@ -176,7 +176,7 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
     if (absl::Status fits = residency_->CheckHostCanFit(what, bytes); !fits.ok()) return fits;
   }
   // detect
-  // Passes run one at a time: the largest network input of any pass bounds the set.
+  // Passes run detect.threads at a time: that many of the largest network input bound the set.
   int detect_side = 0;
   for (const Picture& p : pics) {
     auto side = LargestDetectInput(options_.detector, p.rgb.cols, p.rgb.rows, detect);

@@ -31,6 +31,8 @@
 // committed chunks of video_chunk_frames (segment files in results_dir/<job>.parts: a job run
 // again after a crash resumes after them), joined with the target's audio into the result MP4
 // in results_dir (temporary name, fsync, rename): Output::result_file.
+// Threads: Options::job_threads (parallel.h) detection passes and faces of generate, full blend
+// and score at once, each on one thread with one intra-op thread.
 // Thread-safety: Run() and StageModels() may be called concurrently.
 #pragma once
 

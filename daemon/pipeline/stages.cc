@@ -134,9 +134,14 @@ absl::Status DetectFaces(const ModelCopy& detector, int tile_px, const DetectSet
   faceapi::MultiScaleOptions options = ScanOptions(settings);
   options.tile_px = tile_px;  // the same passes; each runs its stem in windows
   options.before_pass = [&cp](size_t i, size_t n) { return cp.Check("pass", i, n); };
-  options.for_each_pass = [threads = settings.threads](size_t n, const std::function<absl::Status(size_t)>& body) {
-    return ParallelFor(n, threads, body);
-  };
+  // Untiled, settings.threads passes at once (the stage is admitted for that many). Tiled (the
+  // ladder's answer to memory pressure) one at a time: the ladder's tile estimate is the whole
+  // admission scaled by area, i.e. one pass's tile.
+  if (tile_px == 0 && settings.threads > 1) {
+    options.for_each_pass = [threads = settings.threads](size_t n, const std::function<absl::Status(size_t)>& body) {
+      return ParallelFor(n, threads, body);
+    };
+  }
   auto boxes = faceapi::DetectMultiScale(*det, pic.rgb, options);
   if (!boxes.ok()) return boxes.status();
   std::vector<DetectedFace> faces;

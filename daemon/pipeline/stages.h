@@ -55,8 +55,9 @@ struct DetectSettings {
   int min_face_px = 40;   // smallest face width, full-resolution pixels
   float min_score = 0;    // 0 = the detector's default threshold
   int max_input = 1024;   // largest network input side of one pass (multiple of 32, >= 416)
-  // Passes run at once, each on one thread with one intra-op thread (parallel.h); the stage's
-  // working set is then that many passes'. The boxes do not depend on it.
+  // Passes run at once, each on one thread with one intra-op thread (parallel.h), when the
+  // stage runs untiled (tile_px 0); the stage's working set is then that many passes'. Tiled
+  // runs take the passes one at a time. The boxes do not depend on it.
   int threads = 1;
 };
 

@@ -15,9 +15,9 @@
 // overlap by 2 * face_max_px, so every face the level or the next coarser one finds reliably is
 // whole in some tile; a box touching an inner tile edge is dropped (its whole copy is in the
 // neighbour). Each pass cuts its region from the full-resolution image and resizes it with
-// INTER_AREA to the pass's input: passes run one at a time, and a pass never holds more than
-// max_input^2 network pixels, whatever the image size (MultiScaleOptions::for_each_pass may run
-// k passes at once: then k of them).
+// INTER_AREA to the pass's input: a pass never holds more than max_input^2 network pixels,
+// whatever the image size, and passes run one at a time (MultiScaleOptions::for_each_pass may
+// run k at once: then k of them).
 // A fixed-input detector whose response has a gap (SSD: DetectorTraits::second_look) gets one
 // more whole-image pass after the coarsest level, the image filling second_look of the input
 // (zero-padded): otherwise a face in the gap at the coarsest level, with no finer level (a small

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "device/cpu_device_memory.h"
 #include "pipeline_env.h"
+#include "pipeline/pipeline_runner.h"
 
 namespace fusion {
 namespace {
@@ -95,6 +96,31 @@ TEST(ParallelFor, HelperAllocationsAreChargedToTheCallersScope) {
   EXPECT_GE(alloc.Usage(kScope).peak_bytes, 2u * (4u << 20));
   EXPECT_EQ(alloc.Usage(kScope).current_bytes, 0u);
   alloc.Forget(kScope);
+}
+
+// The same job through a runner of two job threads (passes and faces at once) and the
+// environment's one-thread runner: the same image bytes and boxes; the threaded detect and
+// generate stages are admitted for two items.
+TEST(JobThreads, TwoThreadsGiveTheSameResultAsOne) {
+  PipelineRunner::Options options;
+  options.job_threads = 2;
+  PipelineRunner two(E().store.get(), E().residency.get(), E().meter.get(), nullptr, options);
+  v1::JobOptions o;
+  o.set_ratio(1);
+  o.set_min_face_px(120);  // the group photo's faces are 180-240 px: a few passes
+  const std::string target = ReadFile(FUSION_TESTDATA_DIR "/faces/sample1.jpg");
+  auto one = Swap(o, target);
+  ASSERT_TRUE(one.ok()) << one.status();
+  Recorder ctx;
+  auto threaded = two.Swap(Owner{"job-threads", 0}, Astronaut(), target, o, ctx);
+  ASSERT_TRUE(threaded.ok()) << threaded.status();
+  EXPECT_EQ(threaded->report.faces_swapped(), 3u);
+  ASSERT_EQ(threaded->report.faces_size(), one->report.faces_size());
+  for (int i = 0; i < one->report.faces_size(); ++i) {
+    for (int k = 0; k < 4; ++k) EXPECT_EQ(threaded->report.faces(i).box(k), one->report.faces(i).box(k));
+  }
+  EXPECT_TRUE(threaded->image == one->image) << "the threaded job computes the same image";
+  ExpectAtRest();
 }
 
 }  // namespace
