@@ -105,7 +105,7 @@ const std::vector<std::string>& DaemonConfigKeys() {
       "grpc_memory_quota", "max_message_bytes", "stalled_connection_timeout_ms",
       "device", "device_memory_limit", "device_memory_reserve", "host_memory_limit",
       "one_shot_pressure", "one_shot_min_free", "models_dir", "manifest", "pin_models",
-      "max_concurrent_jobs", "max_pixels", "video_chunk_frames", "min_face_px", "min_face_score", "result_retention",
+      "max_concurrent_jobs", "job_threads", "max_pixels", "video_chunk_frames", "min_face_px", "min_face_score", "result_retention",
       "result_retention_bytes", "state_dir", "log_level", "drain_ms", "watchdog_stall_ms",
       "metrics_listen"};
   return kKeys;
@@ -138,7 +138,8 @@ const std::vector<std::pair<std::string, FieldEqual>>& FieldComparisons() {
       FUSION_FIELD("one_shot_pressure", one_shot_pressure),
       FUSION_FIELD("one_shot_min_free", one_shot_min_free), FUSION_FIELD("models_dir", models_dir),
       FUSION_FIELD("manifest", manifest), FUSION_FIELD("pin_models", pin_models),
-      FUSION_FIELD("max_concurrent_jobs", max_concurrent_jobs), FUSION_FIELD("max_pixels", max_pixels),
+      FUSION_FIELD("max_concurrent_jobs", max_concurrent_jobs), FUSION_FIELD("job_threads", job_threads),
+      FUSION_FIELD("max_pixels", max_pixels),
       FUSION_FIELD("video_chunk_frames", video_chunk_frames),
       FUSION_FIELD("min_face_px", min_face_px), FUSION_FIELD("min_face_score", min_face_score),
       FUSION_FIELD("result_retention", result_retention_s),
@@ -235,6 +236,11 @@ absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
       auto i = node.value_exact<int64_t>();
       if (!i || *i < 1 || *i > 64) st = KeyError(origin, key, "must be an integer in [1, 64]");
       else config.max_concurrent_jobs = static_cast<uint32_t>(*i);
+    }
+    else if (key == "job_threads") {
+      auto i = node.value_exact<int64_t>();
+      if (!i || *i < 0 || *i > 64) st = KeyError(origin, key, "must be an integer in [0, 64] (0 = the hardware threads)");
+      else config.job_threads = static_cast<uint32_t>(*i);
     }
     else if (key == "stalled_connection_timeout_ms") {
       auto i = node.value_exact<int64_t>();
@@ -360,6 +366,10 @@ absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const*
   uint32_t max_jobs = 0;
   app.add_option("--max-concurrent-jobs", max_jobs, "jobs running at once (default 2)")
       ->check(CLI::Range(1u, 64u));
+  uint32_t job_threads = 0;
+  app.add_option("--job-threads", job_threads,
+                 "CPU threads one job splits detection passes and faces over (default: the hardware threads)")
+      ->check(CLI::Range(1u, 64u));
   uint32_t chunk_frames = 0;
   app.add_option("--video-chunk-frames", chunk_frames,
                  "frames per committed chunk of a video job, the resume unit after a crash (default 30)")
@@ -425,6 +435,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const*
     if (auto st = SizeFlag("host-memory-limit", host_limit, config.host_memory_limit); !st.ok()) return st;
   }
   if (max_jobs != 0) config.max_concurrent_jobs = max_jobs;
+  if (job_threads != 0) config.job_threads = job_threads;
   if (max_pixels != 0) config.max_pixels = max_pixels;
   if (chunk_frames != 0) config.video_chunk_frames = chunk_frames;
   if (min_face_px != 0) config.min_face_px = min_face_px;

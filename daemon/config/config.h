@@ -15,6 +15,7 @@
 //   max_queued_jobs_per_uid = 64             max_watch_streams_per_uid = 128
 //   grpc_memory_quota = "256MiB"             stalled_connection_timeout_ms = 15000
 //   max_pixels = 100000000                   video_chunk_frames = 30
+//   job_threads = 0 (the hardware threads)
 //   min_face_px = 40                         min_face_score = 0 (the detector's own: 0.5)
 //   drain_ms = 5000                          watchdog_stall_ms = 300000
 //   metrics_listen = "127.0.0.1:9464"        (default: no metrics endpoint)
@@ -62,6 +63,9 @@ struct DaemonConfig {
   uint64_t one_shot_min_free = 512ull << 20;
   // Jobs running at once (the global concurrency limit); TOML max_concurrent_jobs.
   uint32_t max_concurrent_jobs = 2;
+  // CPU threads one job splits its independent work over (detection passes, faces of the
+  // per-face stages; daemon/pipeline/parallel.h); TOML job_threads. 0 = the hardware threads.
+  uint32_t job_threads = 0;
   // Finished jobs' results are kept this long (TOML result_retention = "24h", absl duration
   // syntax), and within this many bytes of result images (oldest removed first).
   int64_t result_retention_s = 24 * 3600;

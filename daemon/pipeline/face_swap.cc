@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "models/blend/blend.h"
+#include "pipeline/parallel.h"
 
 namespace fusion {
 
@@ -28,7 +29,8 @@ uint64_t BlendPixels(const models::BlendInput& in, cv::Size frame) {
 }
 
 // Simple mode: the feather-blend model stage (at:: ops on the device, under the ladder), faces
-// one at a time. Full mode: Poisson blending is a global solve, host code by design (HOST).
+// one at a time. Full mode: Poisson blending is a global solve, host code by design (HOST), faces
+// with disjoint regions m.threads at once.
 absl::Status BlendFaces(const FaceStages& m, const v1::JobOptions& o, const Picture& tgt,
                         const std::vector<SwapItem>& items, Execution& run, cv::Mat* frame) {
   models::BlendOptions options;
@@ -48,12 +50,22 @@ absl::Status BlendFaces(const FaceStages& m, const v1::JobOptions& o, const Pict
                        return BlendSimpleOnDevice(c, faces, options, frame, cp);
                      });
   }
+  // Faces whose frame regions (hull box with the feather margin: all BlendFace reads and writes
+  // of the frame) are disjoint are independent: blended at once, the bytes are those of the
+  // faces in turn. Overlapping faces keep the order (a later face sees the earlier result).
+  bool disjoint = true;
+  std::vector<cv::Rect> regions;
+  for (const models::BlendInput& f : faces) {
+    const models::HullRegion h = models::FaceHullRegion(f.landmarks, frame->size(), models::FeatherRadiusPx(f.landmarks, options));
+    for (const cv::Rect& r : regions) disjoint = disjoint && (r & h.ext).empty();
+    regions.push_back(h.ext);
+  }
+  const int threads = disjoint ? m.threads : 1;
   return run.HostStage("blend", 0.75f, [&](const Checkpoint& cp) {
-    for (size_t i = 0; i < faces.size(); ++i) {
+    return ParallelFor(faces.size(), threads, [&](size_t i) {
       if (absl::Status s = cp.Check("face", i, faces.size()); !s.ok()) return s;
-      if (absl::Status s = models::BlendFace(faces[i], options, frame); !s.ok()) return s;
-    }
-    return absl::OkStatus();
+      return models::BlendFace(faces[i], options, frame);
+    });
   });
 }
 
@@ -64,7 +76,8 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
   Picture& src = pics[0];
   Picture& tgt = pics[1];
   const bool by_reference = pics.size() > 2;
-  // Faces are processed one at a time: a stage's working set is that of one face.
+  // Landmarks and encode take faces one at a time (a stage's working set is that of one face);
+  // generate and score up to m.threads at once (admitted for that many).
   absl::Status st = run.Stage("landmarks", m.landmarks, 112 * 112, "112x112", 0.15f,
                               [&](const ModelCopy& c, int, const Checkpoint& cp) {
                                 for (Picture& p : pics) {
@@ -105,9 +118,12 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
         "no face of the target image is within identity distance ", limit, " of the reference face"));
   }
   std::vector<std::string> source_notes;
-  st = run.Stage("generate", m.generator, kCropPixels, "256x256", 0.45f,
+  // Faces at once: the working set of that many crops.
+  const int gen_workers = WorkersFor(items.size(), m.threads);
+  st = run.Stage("generate", m.generator, kCropPixels * gen_workers,
+                 gen_workers > 1 ? absl::StrCat("256x256 x", gen_workers) : "256x256", 0.45f,
                  [&](const ModelCopy& c, int, const Checkpoint& cp) {
-                   return Generate(c, c.device, src, tgt, o.ratio(), items, cp, &source_notes);
+                   return Generate(c, c.device, src, tgt, o.ratio(), items, cp, &source_notes, gen_workers);
                  });
   if (!st.ok()) return st;
   for (const std::string& note : source_notes) run.Degrade(note);
@@ -150,16 +166,18 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
   cv::cvtColor(*frame, result_rgb, cv::COLOR_BGR2RGB);
   // Each swapped face in the result and, unless the encode stage did it, in the target.
   std::vector<FaceDescriptor> scored(items.size()), before(items.size());
-  st = run.Stage("score", m.encoder, 150 * 150, "150x150", 0.85f, [&](const ModelCopy& c, int, const Checkpoint& cp) {
-    for (size_t i = 0; i < items.size(); ++i) {
+  const int score_workers = WorkersFor(items.size(), m.threads);
+  st = run.Stage("score", m.encoder, 150 * 150 * score_workers,
+                 score_workers > 1 ? absl::StrCat("150x150 x", score_workers) : "150x150", 0.85f,
+                 [&](const ModelCopy& c, int, const Checkpoint& cp) {
+    return ParallelFor(items.size(), score_workers, [&](size_t i) -> absl::Status {
       if (absl::Status s = cp.Check("face", i, items.size()); !s.ok()) return s;
       const DetectedFace& face = tgt.faces[items[i].face];
       if (absl::Status s = Describe(c, result_rgb, face.landmarks, &scored[i]); !s.ok()) return s;
       before[i] = face.descriptor;
-      if (face.described) continue;
-      if (absl::Status s = Describe(c, tgt.rgb, face.landmarks, &before[i]); !s.ok()) return s;
-    }
-    return absl::OkStatus();
+      if (face.described) return absl::OkStatus();
+      return Describe(c, tgt.rgb, face.landmarks, &before[i]);
+    });
   });
   if (!st.ok()) return st;
   for (size_t i = 0; i < items.size(); ++i) {

@@ -24,6 +24,9 @@ namespace fusion {
 // The catalogue model of each per-face stage; enhancer/upscaler empty when not asked for.
 struct FaceStages {
   std::string landmarks, encoder, generator, enhancer, blender, upscaler;
+  // Faces at once in generate, the full blend (faces whose regions do not overlap) and score
+  // (pipeline/parallel.h); the same results at any count.
+  int threads = 1;
 };
 
 struct FaceWork {

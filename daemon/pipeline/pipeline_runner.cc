@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <future>
+#include <thread>
 
 #include <opencv2/imgproc.hpp>
 
@@ -52,6 +53,11 @@ absl::Status PipelineRunner::CheckImages(const std::string& serialized, const st
   return absl::OkStatus();
 }
 
+int PipelineRunner::JobThreads() const {
+  if (options_.job_threads != 0) return static_cast<int>(options_.job_threads);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 DetectSettings PipelineRunner::DetectSettingsFor(const v1::JobOptions& o) const {
   DetectSettings d;
   d.min_face_px = static_cast<int>(o.min_face_px() != 0 ? o.min_face_px() : options_.default_min_face_px);
@@ -60,6 +66,7 @@ DetectSettings PipelineRunner::DetectSettingsFor(const v1::JobOptions& o) const 
                        : o.low_vram()    ? options_.low_vram_detect_max_input
                                          : options_.detect_max_input;
   d.max_input = static_cast<int>(std::clamp<uint32_t>(cap / 32 * 32, 416, 1024));
+  d.threads = JobThreads();
   return d;
 }
 
@@ -169,15 +176,15 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
     if (absl::Status fits = residency_->CheckHostCanFit(what, bytes); !fits.ok()) return fits;
   }
   // detect
-  // Passes run one at a time: the largest network input of any pass bounds the set.
+  // Passes run detect.threads at a time: that many of the largest network input bound the set.
   int detect_side = 0;
   for (const Picture& p : pics) {
     auto side = LargestDetectInput(options_.detector, p.rgb.cols, p.rgb.rows, detect);
     if (!side.ok()) return side.status();
     detect_side = std::max(detect_side, *side);
   }
-  const uint64_t detect_px = static_cast<uint64_t>(detect_side) * detect_side;
-  absl::Status st = run.Stage("detect", options_.detector, detect_px, absl::StrCat(detect_side, "x", detect_side), 0.05f,
+  absl::Status st = run.Stage("detect", options_.detector, DetectStagePixels(detect_side, detect),
+                              DetectStageBucket(detect_side, detect), 0.05f,
                               [&](const ModelCopy& m, int tile, const Checkpoint& cp) {
                                 for (Picture& p : pics) {
                                   if (absl::Status s = DetectFaces(m, tile, detect, p, cp.Within(p.what)); !s.ok()) {
@@ -195,7 +202,7 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
   if (tgt.faces.size() > options_.max_faces) tgt.faces.resize(options_.max_faces);
   const FaceStages stages{options_.landmarks, options_.encoder, options_.generator,
                           o.enhance_scale() != 0 ? EnhancerFor(o, o.enhance_scale()) : "",
-                          options_.blender, o.upscale() != 0 ? EnhancerFor(o, o.upscale()) : ""};
+                          options_.blender, o.upscale() != 0 ? EnhancerFor(o, o.upscale()) : "", JobThreads()};
   cv::Mat frame;
   st = SwapFaces(stages, o, pics, run, report, &frame);
   if (!st.ok()) return st;

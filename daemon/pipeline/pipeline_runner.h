@@ -31,6 +31,8 @@
 // committed chunks of video_chunk_frames (segment files in results_dir/<job>.parts: a job run
 // again after a crash resumes after them), joined with the target's audio into the result MP4
 // in results_dir (temporary name, fsync, rename): Output::result_file.
+// Threads: Options::job_threads (parallel.h) detection passes and faces of generate, full blend
+// and score at once, each on one thread with one intra-op thread.
 // Thread-safety: Run() and StageModels() may be called concurrently.
 #pragma once
 
@@ -67,6 +69,12 @@ class PipelineRunner final : public jobs::JobRunner {
     uint32_t low_vram_detect_max_input = 640;   // pixels, for low_vram jobs
     uint32_t default_min_face_px = 40;          // pixels of the original image, for min_face_px 0
     float default_min_face_score = 0;           // for min_face_score 0; 0 = the detector's own
+    // CPU threads one job uses where its work splits (pipeline/parallel.h): detection passes and
+    // the per-face stages (generate, full blend, score) run that many items at once, each on one
+    // thread with one intra-op thread. The other stages keep LibTorch's intra-op default
+    // (OMP_NUM_THREADS, else what LibTorch counts as cores). Results do not depend on it.
+    // 0 = std::thread::hardware_concurrency().
+    uint32_t job_threads = 0;
     uint64_t max_pixels = 100'000'000;  // per decoded image
     uint32_t max_faces = 64;            // target faces swapped at most
     std::string results_dir;            // where video results are written; empty: no video jobs
@@ -98,6 +106,7 @@ class PipelineRunner final : public jobs::JobRunner {
   absl::Status Validate(const v1::JobOptions& o) const;
   std::string EnhancerFor(const v1::JobOptions& o, uint32_t scale) const;
   DetectSettings DetectSettingsFor(const v1::JobOptions& o) const;
+  int JobThreads() const;  // options_.job_threads, 0 resolved
   // The video job (video_job.cc): `output.report` (the one `run` reports into) has the device set.
   absl::StatusOr<Output> SwapVideo(Execution& run, const std::string& source_image, const std::string& target,
                                    const v1::JobOptions& o, Output& output);

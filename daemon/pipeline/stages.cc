@@ -18,6 +18,7 @@
 #include "models/generator/face_crop.h"
 #include "models/generator/generator.h"
 #include "models/keras/keras_model.h"
+#include "pipeline/parallel.h"
 #include "pipeline/precision.h"
 
 namespace fusion {
@@ -133,6 +134,14 @@ absl::Status DetectFaces(const ModelCopy& detector, int tile_px, const DetectSet
   faceapi::MultiScaleOptions options = ScanOptions(settings);
   options.tile_px = tile_px;  // the same passes; each runs its stem in windows
   options.before_pass = [&cp](size_t i, size_t n) { return cp.Check("pass", i, n); };
+  // Untiled, settings.threads passes at once (the stage is admitted for that many). Tiled (the
+  // ladder's answer to memory pressure) one at a time: the ladder's tile estimate is the whole
+  // admission scaled by area, i.e. one pass's tile.
+  if (tile_px == 0 && settings.threads > 1) {
+    options.for_each_pass = [threads = settings.threads](size_t n, const std::function<absl::Status(size_t)>& body) {
+      return ParallelFor(n, threads, body);
+    };
+  }
   auto boxes = faceapi::DetectMultiScale(*det, pic.rgb, options);
   if (!boxes.ok()) return boxes.status();
   std::vector<DetectedFace> faces;
@@ -149,6 +158,10 @@ absl::StatusOr<int> LargestDetectInput(const std::string& detector, int w, int h
   absl::StatusOr<faceapi::DetectorTraits> traits = faceapi::DetectorTraitsOf(detector);
   if (!traits.ok()) return traits.status();
   return faceapi::LargestPassInput(*traits, w, h, ScanOptions(settings));
+}
+
+std::string DetectStageBucket(int side, const DetectSettings& settings) {
+  return settings.threads > 1 ? absl::StrCat(side, "x", side, " x", settings.threads) : absl::StrCat(side, "x", side);
 }
 
 absl::Status FindLandmarks(const ModelCopy& landmarks, Picture& pic, const Checkpoint& cp) {
@@ -193,7 +206,7 @@ absl::Status DescribeFaces(const ModelCopy& recognition, Picture& pic, const std
 
 absl::Status Generate(const ModelCopy& generator, const std::string& device, const Picture& source,
                       const Picture& target, double ratio, std::vector<SwapItem>& items,
-                      const Checkpoint& cp, std::vector<std::string>* notes) {
+                      const Checkpoint& cp, std::vector<std::string>* notes, int threads) {
   if (!generator.generator) return absl::InvalidArgumentError("generate: the model is not a generator");
   const int src_index = LargestFace(source.faces);
   if (src_index < 0) return absl::FailedPreconditionError("no face in the source image");
@@ -216,7 +229,7 @@ absl::Status Generate(const ModelCopy& generator, const std::string& device, con
     }
   }
   std::vector<SwapItem> done = items;
-  for (size_t i = 0; i < done.size(); ++i) {
+  absl::Status st = ParallelFor(done.size(), threads, [&](size_t i) -> absl::Status {
     if (absl::Status st = cp.Check("face", i, done.size()); !st.ok()) return st;
     SwapItem& item = done[i];
     auto dst = models::AlignFaceCrop(target.bgr, points(target.faces[item.face].landmarks), models::kCropSize);
@@ -228,7 +241,9 @@ absl::Status Generate(const ModelCopy& generator, const std::string& device, con
     item.fused = models::TensorToRgbMat(*out);
     item.target_crop = models::TensorToRgbMat(in.target);
     item.frame_to_crop = dst->frame_to_crop;
-  }
+    return absl::OkStatus();
+  });
+  if (!st.ok()) return st;
   items = std::move(done);
   return absl::OkStatus();
 }

@@ -55,6 +55,10 @@ struct DetectSettings {
   int min_face_px = 40;   // smallest face width, full-resolution pixels
   float min_score = 0;    // 0 = the detector's default threshold
   int max_input = 1024;   // largest network input side of one pass (multiple of 32, >= 416)
+  // Passes run at once, each on one thread with one intra-op thread (parallel.h), when the
+  // stage runs untiled (tile_px 0); the stage's working set is then that many passes'. Tiled
+  // runs take the passes one at a time. The boxes do not depend on it.
+  int threads = 1;
 };
 
 // Faces of `pic` (boxes only), in full-resolution pixels, by descending score: the pyramid of
@@ -67,6 +71,12 @@ absl::Status DetectFaces(const ModelCopy& detector, int tile_px, const DetectSet
 // The largest network input side DetectFaces uses on a w x h image with `detector` (a catalogue
 // name): the detect stage's working set is its square. NOT_FOUND for a model that is no detector.
 absl::StatusOr<int> LargestDetectInput(const std::string& detector, int w, int h, const DetectSettings& settings);
+// The detect stage's admission for passes of at most `side` px: the pixels of settings.threads
+// such inputs (the passes that run at once), and its estimate bucket.
+inline uint64_t DetectStagePixels(int side, const DetectSettings& settings) {
+  return static_cast<uint64_t>(side) * side * static_cast<uint64_t>(std::max(1, settings.threads));
+}
+std::string DetectStageBucket(int side, const DetectSettings& settings);
 // 68 landmarks of every face of `pic` (full-resolution crops). Checkpoint units: "face".
 absl::Status FindLandmarks(const ModelCopy& landmarks, Picture& pic, const Checkpoint& cp = {});
 // Descriptors of the faces of `pic` whose index is in `which` (all when empty). Units: "face".
@@ -79,10 +89,11 @@ absl::Status Describe(const ModelCopy& recognition, const cv::Mat& rgb,
 // the full-resolution frames, the generator at `ratio`. `device` "cpu" or "cuda:N".
 // Checkpoint units: "face". `notes` (optional) is set to what the result cannot carry of the
 // source face: the generator's SourceNotes, and a source face under kSmallSourceFacePx wide.
+// `threads` > 1: that many faces at once, each on one thread (parallel.h); the same results.
 inline constexpr int kSmallSourceFacePx = 80;
 absl::Status Generate(const ModelCopy& generator, const std::string& device, const Picture& source,
                       const Picture& target, double ratio, std::vector<SwapItem>& items,
-                      const Checkpoint& cp = {}, std::vector<std::string>* notes = nullptr);
+                      const Checkpoint& cp = {}, std::vector<std::string>* notes = nullptr, int threads = 1);
 // Super-resolves `rgb01` (CV_32FC3 RGB [0,1]) with an ESRGAN copy: output s times larger;
 // tile_px > 0 cuts the input into tiles with the model's halo (same result up to float order);
 // then only one tile and its output are tensors at a time (in the caller's scope) and the whole

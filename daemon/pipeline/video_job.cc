@@ -163,7 +163,7 @@ absl::Status PrepareSource(Execution& run, const PipelineRunner::Options& opt, c
     if (!s.ok()) return s.status();
     side = std::max(side, *s);
   }
-  absl::Status st = run.Stage("detect", opt.detector, uint64_t(side) * side, absl::StrCat(side, "x", side), 0.01f,
+  absl::Status st = run.Stage("detect", opt.detector, DetectStagePixels(side, detect), DetectStageBucket(side, detect), 0.01f,
                               [&](const ModelCopy& m, int tile, const Checkpoint& cp) {
                                 for (Picture& p : fixed) {
                                   if (absl::Status s = DetectFaces(m, tile, detect, p, cp.Within(p.what)); !s.ok()) return s;
@@ -201,8 +201,8 @@ class FrameSwapper {
   absl::Status Init(int width, int height) {
     auto side = LargestDetectInput(opt_.detector, width, height, detect_);
     if (!side.ok()) return side.status();
-    detect_px_ = uint64_t(*side) * *side;
-    bucket_ = absl::StrCat(*side, "x", *side);
+    detect_px_ = DetectStagePixels(*side, detect_);
+    bucket_ = DetectStageBucket(*side, detect_);
     return absl::OkStatus();
   }
 
@@ -402,7 +402,8 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::SwapVideo(Execution& run
   }
   FrameSwapper swapper(run, options_, o, detect,
                        FaceStages{options_.landmarks, options_.encoder, options_.generator,
-                                  o.enhance_scale() != 0 ? EnhancerFor(o, o.enhance_scale()) : "", options_.blender, ""},
+                                  o.enhance_scale() != 0 ? EnhancerFor(o, o.enhance_scale()) : "", options_.blender, "",
+                                  JobThreads()},
                        source.pictures, total, report);
   if (absl::Status st = swapper.Init(info.width, info.height); !st.ok()) return st;
   FrameProgress progress(run.context(), total, resumed);

@@ -149,11 +149,10 @@ absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detect
   const float threshold = options.min_score > 0 ? options.min_score : traits.min_score;
   const bool with_support = confirm_below > 0 && traits.support_score > 0 && threshold > traits.support_score;
   const float pass_score = with_support ? traits.support_score : options.min_score;
-  std::vector<FaceBox> all, support;
-  std::vector<size_t> pass_of, support_pass_of;  // the pass of each box of `all`, of `support`
   const std::vector<DetectionPass> passes = PlanPasses(traits, rgb.cols, rgb.rows, options);
-  cv::Mat scaled;  // reused: one pass's input at a time
-  for (size_t i = 0; i < passes.size(); ++i) {
+  // Per pass, in image pixels: the boxes kept, and those that only confirm (support_score up).
+  std::vector<std::vector<FaceBox>> kept(passes.size()), support(passes.size());
+  auto run_pass = [&](size_t i) -> absl::Status {
     const DetectionPass& p = passes[i];
     if (options.before_pass) {
       if (absl::Status st = options.before_pass(i, passes.size()); !st.ok()) return st;
@@ -163,9 +162,9 @@ absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detect
     const double k = p.input_size * static_cast<double>(p.fill) / std::max(p.region.width, p.region.height);
     const cv::Size size(std::clamp(static_cast<int>(std::lround(p.region.width * k)), 1, p.input_size),
                         std::clamp(static_cast<int>(std::lround(p.region.height * k)), 1, p.input_size));
+    cv::Mat scaled;  // one pass's input
     if (p.fill < 1) {  // top-left in a zero square of the input: box coordinates stay the image's
-      scaled.create(p.input_size, p.input_size, CV_8UC3);  // one input's bytes, as any pass
-      scaled.setTo(cv::Scalar::all(0));
+      scaled = cv::Mat::zeros(p.input_size, p.input_size, CV_8UC3);  // one input's bytes, as any pass
       cv::Mat corner = scaled(cv::Rect(0, 0, size.width, size.height));
       cv::resize(rgb(p.region), corner, size, 0, 0, cv::INTER_AREA);  // in place: same size and type
     } else {
@@ -185,12 +184,26 @@ absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detect
       const FaceBox b{static_cast<float>(p.region.x + n.x * kx), static_cast<float>(p.region.y + n.y * ky),
                       static_cast<float>(n.w * kx), static_cast<float>(n.h * ky), n.score};
       if (!whole && TouchesInnerEdge(b, p.region, rgb.cols, rgb.rows, margin)) continue;
-      const bool kept = !with_support || b.score > threshold;  // Detect keeps score > min_score
-      (kept ? all : support).push_back(b);
-      (kept ? pass_of : support_pass_of).push_back(i);
+      (!with_support || b.score > threshold ? kept : support)[i].push_back(b);  // Detect keeps score > min_score
+    }
+    return absl::OkStatus();
+  };
+  if (options.for_each_pass) {
+    if (absl::Status st = options.for_each_pass(passes.size(), run_pass); !st.ok()) return st;
+  } else {
+    for (size_t i = 0; i < passes.size(); ++i) {
+      if (absl::Status st = run_pass(i); !st.ok()) return st;
     }
   }
-  return Confirmed(all, pass_of, support, support_pass_of, SuppressContained(Nms(all, options.nms_iou)), confirm_below);
+  std::vector<FaceBox> all, weak;
+  std::vector<size_t> pass_of, weak_pass_of;  // the pass of each box of `all`, of `weak`
+  for (size_t i = 0; i < passes.size(); ++i) {
+    all.insert(all.end(), kept[i].begin(), kept[i].end());
+    pass_of.insert(pass_of.end(), kept[i].size(), i);
+    weak.insert(weak.end(), support[i].begin(), support[i].end());
+    weak_pass_of.insert(weak_pass_of.end(), support[i].size(), i);
+  }
+  return Confirmed(all, pass_of, weak, weak_pass_of, SuppressContained(Nms(all, options.nms_iou)), confirm_below);
 }
 
 }  // namespace fusion::faceapi

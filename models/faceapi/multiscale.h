@@ -15,8 +15,9 @@
 // overlap by 2 * face_max_px, so every face the level or the next coarser one finds reliably is
 // whole in some tile; a box touching an inner tile edge is dropped (its whole copy is in the
 // neighbour). Each pass cuts its region from the full-resolution image and resizes it with
-// INTER_AREA to the pass's input: passes run one at a time, and a pass never holds more than
-// max_input^2 network pixels, whatever the image size.
+// INTER_AREA to the pass's input: a pass never holds more than max_input^2 network pixels,
+// whatever the image size, and passes run one at a time (MultiScaleOptions::for_each_pass may
+// run k at once: then k of them).
 // A fixed-input detector whose response has a gap (SSD: DetectorTraits::second_look) gets one
 // more whole-image pass after the coarsest level, the image filling second_look of the input
 // (zero-padded): otherwise a face in the gap at the coarsest level, with no finer level (a small
@@ -60,6 +61,11 @@ struct MultiScaleOptions {
   // Called before pass `index` (0-based) of `count`; a non-OK status ends the scan with it
   // unchanged (the pipeline's cancellation checkpoint). Null = none.
   std::function<absl::Status(size_t index, size_t count)> before_pass;
+  // Runs body(i) for every pass i in [0, count), possibly several at once (then `before_pass`
+  // and the detector are called concurrently); returns the first failure by index. The boxes
+  // do not depend on it: each pass's are kept apart and merged in pass order. Null = the passes
+  // in order on the calling thread.
+  std::function<absl::Status(size_t count, const std::function<absl::Status(size_t)>& body)> for_each_pass;
 };
 
 // One detector run: `region` of the image (pixels) resized so its longer side is `input_size`.

@@ -243,6 +243,18 @@ TEST_F(ConfigTest, MaxConcurrentJobsFromFileAndFlagWithinRange) {
   EXPECT_FALSE(Parse({"--max-concurrent-jobs", "65"}).ok());
 }
 
+TEST_F(ConfigTest, JobThreadsFromFileAndFlagWithinRange) {
+  const std::string path = WriteToml("job_threads = 4\n");
+  EXPECT_EQ(Parse({"--config", path})->job_threads, 4u);
+  EXPECT_EQ(Parse({"--config", path, "--job-threads", "1"})->job_threads, 1u);
+  EXPECT_EQ(Parse({})->job_threads, 0u);  // the hardware threads
+  DaemonConfig c;
+  EXPECT_NE(ApplyToml("job_threads = 65\n", "f.toml", c).message().find("'job_threads'"), std::string::npos);
+  EXPECT_NE(ApplyToml("job_threads = -1\n", "f.toml", c).message().find("'job_threads'"), std::string::npos);
+  EXPECT_FALSE(Parse({"--job-threads", "0"}).ok());
+  EXPECT_FALSE(Parse({"--job-threads", "65"}).ok());
+}
+
 TEST_F(ConfigTest, VideoChunkFramesFromFileAndFlagWithinRange) {
   const std::string path = WriteToml("video_chunk_frames = 60\n");
   EXPECT_EQ(Parse({"--config", path})->video_chunk_frames, 60u);
@@ -408,6 +420,7 @@ models_dir = "/m"
 manifest = "/m.json"
 pin_models = ["face_recognition"]
 max_concurrent_jobs = 3
+job_threads = 1
 max_pixels = 1000
 video_chunk_frames = 7
 min_face_px = 20

@@ -3,6 +3,10 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+#include <vector>
+
 #include <opencv2/imgproc.hpp>
 
 #include "faceapi_fixture.h"
@@ -179,6 +183,48 @@ TEST(TiledDetection, TiledMultiScaleDetectionFindsTheSameBoxes) {
     std::printf("%s tiled (64 px) vs whole: %zu boxes, max coordinate shift %.4f px\n",
                 det == &Tiny() ? "tiny" : "ssd", whole->size(), shift);
     EXPECT_LE(shift, 0.01f);
+  }
+}
+
+// for_each_pass running passes on two threads at once (as the pipeline does, parallel.h) gives
+// the boxes of the passes in order, bit for bit: each pass's boxes are kept apart and merged in
+// pass order. The hook sees every pass once.
+TEST(MultiScaleDetection, ConcurrentPassesGiveTheSameBoxesInTheSameOrder) {
+  const cv::Mat rgb = GroupPhotos()[0].rgb;
+  MultiScaleOptions o;
+  o.min_face_px = 120;  // the faces are 210-250 px: fewer passes, the same comparison
+  auto in_order = DetectMultiScale(Ssd(), rgb, o);
+  std::atomic<size_t> ran{0};
+  size_t passes = 0;
+  o.for_each_pass = [&](size_t n, const std::function<absl::Status(size_t)>& body) {
+    passes = n;
+    std::atomic<size_t> next{0};
+    std::vector<absl::Status> st(n);
+    auto work = [&] {
+      for (size_t i; (i = next.fetch_add(1)) < n; ++ran) st[i] = body(i);
+    };
+    std::thread helper(work);
+    work();
+    helper.join();
+    for (const absl::Status& s : st) {
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  };
+  auto concurrent = DetectMultiScale(Ssd(), rgb, o);
+  ASSERT_TRUE(in_order.ok()) << in_order.status();
+  ASSERT_TRUE(concurrent.ok()) << concurrent.status();
+  EXPECT_GT(passes, 1u);
+  EXPECT_EQ(ran.load(), passes);
+  ASSERT_EQ(concurrent->size(), in_order->size());
+  ASSERT_FALSE(in_order->empty());
+  for (size_t i = 0; i < in_order->size(); ++i) {
+    const FaceBox &a = (*in_order)[i], &b = (*concurrent)[i];
+    EXPECT_EQ(a.x, b.x);
+    EXPECT_EQ(a.y, b.y);
+    EXPECT_EQ(a.w, b.w);
+    EXPECT_EQ(a.h, b.h);
+    EXPECT_EQ(a.score, b.score);
   }
 }
 

@@ -22,8 +22,13 @@ Env& E() {
     e->store = *ModelStore::Create(e->catalogue.get(), {.device = "cpu", .meter = e->meter.get()});
     e->residency = *ResidencyManager::Create({.device_budget_bytes = kBudget, .loader = e->store.get()});
     if (auto st = e->store->RegisterAll(*e->residency); !st.ok()) throw std::runtime_error(st.ToString());
+    // One thread per job: these tests pin the stages' working sets and ladder paths of items
+    // taken one at a time (job_threads > 1 admits and holds k items at once); the threaded path
+    // has its own tests (parallel_test.cc, JobThreads.*).
+    PipelineRunner::Options options;
+    options.job_threads = 1;
     e->runner = std::make_unique<PipelineRunner>(e->store.get(), e->residency.get(), e->meter.get(),
-                                                 &e->faults, PipelineRunner::Options{});
+                                                 &e->faults, options);
     return e;
   }();
   return *env;
