@@ -18,7 +18,7 @@ from ._proto.fusion.v1 import fusion_pb2 as pb
 from ._proto.fusion.v1 import fusion_pb2_grpc as pb_grpc
 from ._proto.grpc.health.v1 import health_pb2, health_pb2_grpc
 from ._transport import Transport
-from .client import LONG_CALL_FACTOR, ProgressCallback, job_failure
+from .client import LONG_CALL_FACTOR, JobHandle, ProgressCallback, job_failure
 from .errors import Error
 from .types import (AnyJobEvent, Done, JobInfo, JobState, MemoryState, ModelInfo, ServingStatus,
                     SwapResult, TransferStats)
@@ -158,23 +158,12 @@ class AsyncClient:
         return _convert.result(response, image, by_memfd)
 
 
-class AsyncJob:
+class AsyncJob(JobHandle):
     """As fusiond.Job, with coroutines and an async iterator of events."""
 
     def __init__(self, client: AsyncClient, info: JobInfo) -> None:
+        super().__init__(info)
         self._client = client
-        self.info = info
-
-    def __repr__(self) -> str:
-        return f"AsyncJob({self.id!r}, {self.info.state.name})"
-
-    @property
-    def id(self) -> str:
-        return self.info.job_id
-
-    @property
-    def state(self) -> JobState:
-        return self.info.state
 
     async def refresh(self) -> JobInfo:
         self.info = await self._client._get_job(self.id)

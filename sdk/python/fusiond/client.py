@@ -231,15 +231,14 @@ class Client:
         return _convert.result(response, image, by_memfd)
 
 
-class Job:
-    """A handle on one job of the caller's. ``info`` is the last snapshot seen."""
+class JobHandle:
+    """What Job and AsyncJob share: ``info``, the last snapshot seen, with its id and state."""
 
-    def __init__(self, client: Client, info: JobInfo) -> None:
-        self._client = client
+    def __init__(self, info: JobInfo) -> None:
         self.info = info
 
     def __repr__(self) -> str:
-        return f"Job({self.id!r}, {self.info.state.name})"
+        return f"{type(self).__name__}({self.id!r}, {self.info.state.name})"
 
     @property
     def id(self) -> str:
@@ -249,6 +248,14 @@ class Job:
     def state(self) -> JobState:
         """The state of the last snapshot (refresh() asks the daemon)."""
         return self.info.state
+
+
+class Job(JobHandle):
+    """A handle on one job of the caller's. ``info`` is the last snapshot seen."""
+
+    def __init__(self, client: Client, info: JobInfo) -> None:
+        super().__init__(info)
+        self._client = client
 
     def refresh(self) -> JobInfo:
         """Asks the daemon for the job now."""
