@@ -22,6 +22,14 @@ namespace fusion {
 namespace {
 
 constexpr uint64_t MiB = 1ull << 20;
+// What the resident set may keep after the floods closed. Under AddressSanitizer freed chunks
+// stay resident in its quarantine by design (up to 256 MiB), so the ASan build allows more
+// (measured there: 20-27 MiB kept of a 21-MiB peak; the release build keeps 1-2 MiB).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr uint64_t kKeptAfterClose = 48 * MiB;
+#else
+constexpr uint64_t kKeptAfterClose = 20 * MiB;
+#endif
 
 // This process's resident set, bytes (VmRSS).
 uint64_t RssBytes() {
@@ -89,13 +97,13 @@ TEST(PingFlood, FourFloodingConnectionsCostUnder50MiBAndHealthIsServedMeanwhile)
   EXPECT_EQ(closed, kFloods);
   EXPECT_EQ((*server)->stalled_connections_closed(), static_cast<uint64_t>(kFloods));
   // Given back: wait up to 5 s for the resident set to come down after the floods closed.
-  testing::WaitFor([&] { return RssBytes() < before + 20 * MiB; }, absl::Seconds(5));
+  testing::WaitFor([&] { return RssBytes() < before + kKeptAfterClose; }, absl::Seconds(5));
   LogHeap("after close");
   const uint64_t after = RssBytes();
   std::cout << "rss before " << Mib(before) << ", peak " << Mib(peak) << ", after " << Mib(after)
             << "; GetMemoryState served " << served << "/" << calls << "\n";
   EXPECT_LT(peak - before, 50 * MiB) << "peak " << Mib(peak) << " before " << Mib(before);
-  EXPECT_LT(after - std::min(after, before), 20 * MiB);
+  EXPECT_LT(after - std::min(after, before), kKeptAfterClose);
   EXPECT_EQ(served, calls);
   EXPECT_TRUE((*client)->GetMemoryState().ok());
 }
