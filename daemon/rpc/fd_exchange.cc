@@ -160,7 +160,7 @@ void ServeFdRequest(int conn, uid_t uid, MemfdRegistry* registry, absl::Time dea
   }
   if (fd >= 0) close(fd);
   if (absl::ConsumePrefix(&request, "GET ")) {
-    auto memfd = registry->Get(std::string(request), uid);
+    auto memfd = registry->Fetch(std::string(request), uid);  // a result's token ends here
     if (!memfd.ok()) {
       fdproto::SendLine(conn, ErrLine(memfd.status()));
       return;

@@ -78,13 +78,13 @@ absl::StatusOr<std::shared_ptr<MappedMemfd>> MappedMemfd::Create(absl::string_vi
 absl::StatusOr<std::string> MemfdRegistry::Add(int fd, uid_t uid) {
   auto memfd = MappedMemfd::Map(fd, options_.max_bytes_per_fd);
   if (!memfd.ok()) return memfd.status();
-  return Insert(*std::move(memfd), uid);
+  return Insert(*std::move(memfd), uid, false);
 }
 
 absl::StatusOr<std::string> MemfdRegistry::Publish(absl::string_view bytes, uid_t uid) {
   auto memfd = MappedMemfd::Create(bytes, "fusiond-result");
   if (!memfd.ok()) return memfd.status();
-  return Insert(*std::move(memfd), uid);
+  return Insert(*std::move(memfd), uid, true);
 }
 
 absl::StatusOr<std::string> MemfdRegistry::PublishFile(const std::string& path, uid_t uid) {
@@ -106,7 +106,7 @@ absl::StatusOr<std::string> MemfdRegistry::PublishFile(const std::string& path, 
   return token;
 }
 
-absl::StatusOr<std::string> MemfdRegistry::Insert(std::shared_ptr<MappedMemfd> memfd, uid_t uid) {
+absl::StatusOr<std::string> MemfdRegistry::Insert(std::shared_ptr<MappedMemfd> memfd, uid_t uid, bool published) {
   const uint64_t size = memfd->bytes().size();
   const absl::Time now = absl::Now();
   MutexLock lock(&mu_);
@@ -128,7 +128,7 @@ absl::StatusOr<std::string> MemfdRegistry::Insert(std::shared_ptr<MappedMemfd> m
   total_bytes_ += size;
   share.bytes += size;
   ++share.entries;
-  entries_[token] = Entry{std::move(memfd), uid, now + options_.ttl};
+  entries_[token] = Entry{std::move(memfd), uid, now + options_.ttl, published};
   return token;
 }
 
@@ -141,6 +141,18 @@ absl::StatusOr<std::shared_ptr<MappedMemfd>> MemfdRegistry::Get(const std::strin
     return absl::NotFoundError(absl::StrCat("memfd token '", token, "' not found"));
   }
   return it->second.memfd;
+}
+
+absl::StatusOr<std::shared_ptr<MappedMemfd>> MemfdRegistry::Fetch(const std::string& token, uid_t uid) {
+  MutexLock lock(&mu_);
+  ExpireLocked(absl::Now());
+  auto it = entries_.find(token);
+  if (it == entries_.end() || it->second.uid != uid) {
+    return absl::NotFoundError(absl::StrCat("memfd token '", token, "' not found"));
+  }
+  std::shared_ptr<MappedMemfd> memfd = it->second.memfd;
+  if (it->second.published) EraseLocked(it);
+  return memfd;
 }
 
 void MemfdRegistry::Remove(const std::string& token) {

@@ -4,7 +4,10 @@
 // (F_SEAL_WRITE|F_SEAL_GROW|F_SEAL_SHRINK), so its bytes cannot change under the daemon; it is
 // mapped read-only once and read in place. Daemon-made memfds (results) are sealed the same
 // way before a client gets them. Each token belongs to one uid: another uid's lookup is
-// NOT_FOUND (its existence is never revealed). Tokens expire after `ttl`.
+// NOT_FOUND (its existence is never revealed). Tokens expire after `ttl`; a daemon-made one
+// (a result) is one-shot: Fetch drops it once a client has it, so delivered results do not
+// hold memory (64 fetched 27-MB results held 1.7 GB of memfds for 10 minutes, then refused the
+// uid's 65th result and every large image).
 // Bounds: INVALID_ARGUMENT for an unsealed fd, a non-memfd or an empty one;
 // RESOURCE_EXHAUSTED past `max_bytes_per_fd`, `max_total_bytes`, or a uid's own share
 // (`max_bytes_per_uid`, `max_entries_per_uid`), so one client cannot exhaust it for others
@@ -70,6 +73,9 @@ class MemfdRegistry {
   absl::StatusOr<std::string> PublishFile(const std::string& path, uid_t uid);
   // The memfd of `token` if `uid` owns it; NOT_FOUND otherwise (also when expired).
   absl::StatusOr<std::shared_ptr<MappedMemfd>> Get(const std::string& token, uid_t uid);
+  // As Get, for handing the memfd to its client (the fd socket's GET): a published token is
+  // dropped with it (the mapping lives on while the caller holds it); a client's own stays.
+  absl::StatusOr<std::shared_ptr<MappedMemfd>> Fetch(const std::string& token, uid_t uid);
   // Drops a token (its mapping lives on while holders keep it).
   void Remove(const std::string& token);
   // Total bytes registered now.
@@ -80,8 +86,9 @@ class MemfdRegistry {
     std::shared_ptr<MappedMemfd> memfd;
     uid_t uid;
     absl::Time expires;
+    bool published = false;  // daemon-made: dropped by Fetch
   };
-  absl::StatusOr<std::string> Insert(std::shared_ptr<MappedMemfd> memfd, uid_t uid);
+  absl::StatusOr<std::string> Insert(std::shared_ptr<MappedMemfd> memfd, uid_t uid, bool published);
   void ExpireLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;

@@ -106,6 +106,21 @@ TEST_F(MemfdTest, PublishedResultComesBackByGet) {
   auto bytes = internal::GetMemfd(socket_, *token);
   ASSERT_TRUE(bytes.ok()) << bytes.status();
   EXPECT_TRUE(*bytes == result);
+  // Delivered, it holds nothing: the token is gone (a second GET is NOT_FOUND), no bytes stay
+  // registered, and a uid can fetch more results than it may hold at once.
+  EXPECT_EQ(registry_.total_bytes(), 0u);
+  EXPECT_EQ(internal::GetMemfd(socket_, *token).status().code(), absl::StatusCode::kNotFound);
+  for (int i = 0; i < 70; ++i) {  // max_entries_per_uid is 64
+    auto t = registry_.Publish(Pattern(4096), getuid());
+    ASSERT_TRUE(t.ok()) << "result " << i << ": " << t.status();
+    ASSERT_TRUE(internal::GetMemfd(socket_, *t).ok()) << "result " << i;
+  }
+  EXPECT_EQ(registry_.total_bytes(), 0u);
+  // A client's own memfd (PUT) stays until the job reads it or it expires.
+  auto put = internal::PutMemfd(socket_, Pattern(1000));
+  ASSERT_TRUE(put.ok()) << put.status();
+  ASSERT_TRUE(internal::GetMemfd(socket_, *put).ok());
+  EXPECT_TRUE(registry_.Get(*put, getuid()).ok());
   auto missing = internal::GetMemfd(socket_, "00000000000000000000000000000000");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
 }
