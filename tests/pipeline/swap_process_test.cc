@@ -13,6 +13,7 @@
 #include <functional>
 #include <future>
 #include <sstream>
+#include <regex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -533,7 +534,17 @@ TEST_F(SwapProcessTest, MosaicCropWithEnhanceX4OnSixtyFourMiBGivesTheSameBytesAl
     EXPECT_EQ(x["mode"], y["mode"]) << x["name"];
     EXPECT_EQ(x["tile"], y["tile"]) << x["name"];
   }
-  EXPECT_EQ(a["degradations"], b["degradations"]);
+  // The same degradations, up to the model's byte figure in a refusal: before its first upload
+  // the residency manager knows the catalogue's prior (SSD's fp32 parameters, 21.2 MiB), after
+  // it the measured resident copy (the fast path's padded packed weights, 21.4 MiB).
+  auto without_model_bytes = [](const nlohmann::json& list) {
+    std::vector<std::string> out;
+    for (const auto& d : list) {
+      out.push_back(std::regex_replace(d.get<std::string>(), std::regex(R"(\(model [0-9.]+ [KMG]?i?B)"), "(model N"));
+    }
+    return out;
+  };
+  EXPECT_EQ(without_model_bytes(a["degradations"]), without_model_bytes(b["degradations"]));
   ExpectAtRest();
   Stop(std::move(daemon));
 }
