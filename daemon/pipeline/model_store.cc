@@ -158,6 +158,9 @@ absl::StatusOr<std::shared_ptr<ModelCopy>> ModelStore::Build(const models::Model
       if (copy->keras) {
         if (absl::Status m = copy->keras->MoveTo(d); !m.ok()) return m;
       }
+      if (copy->generator) {  // a TorchScript generator's weights (loaded onto the CPU)
+        if (absl::Status m = copy->generator->MoveTo(options_.device); !m.ok()) return m;
+      }
     }
     side.synchronize();
   }
