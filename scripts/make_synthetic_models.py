@@ -46,6 +46,37 @@ FACEFUSION_BYTES = {
 }
 
 
+# The stage each runs as in fusiond: generate (a generator), or enhance with a scale (an
+# enhancer, models/generator/torchscript_enhancer.h). arcface, RetinaFace and 2dfan4 have no
+# TorchScript stage in fusiond (detect, landmarks and encode are the face-api networks, whose
+# outputs the pipeline uses): asked for, they are written as generators of their size.
+STAGE = {"inswapper_128": ("generate", 0), "gfpgan_1.4": ("enhance", 2), "real_esrgan_x4": ("enhance", 4)}
+DEFAULT = "inswapper_128,gfpgan_1.4,real_esrgan_x4"
+
+
+def build_enhancer(torch, numel, scale):
+    class SyntheticEnhancer(torch.nn.Module):
+        scale: int
+
+        def __init__(self, numel: int, scale: int):
+            super().__init__()
+            self.scale = scale
+            w = torch.zeros(numel, dtype=torch.float32)
+            k = torch.zeros(3, 3, 3, 3)
+            for c in range(3):
+                k[c, c, 1, 1] = 1.0
+            w[:81] = k.reshape(-1)
+            self.weight = torch.nn.Parameter(w, requires_grad=False)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            kernel = self.weight[:81].view(3, 3, 3, 3)
+            y = torch.nn.functional.conv2d(x, kernel, padding=1)
+            up = torch.nn.functional.interpolate(y, scale_factor=float(self.scale), mode="nearest")
+            return up.add_(self.weight.mean())
+
+    return torch.jit.script(SyntheticEnhancer(numel, scale).eval())
+
+
 def build_module(torch, numel):
     class SyntheticGenerator(torch.nn.Module):
         def __init__(self, numel: int):
@@ -80,8 +111,8 @@ def main():
     ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--weights", required=True, help="the real weights (fusiond --models-dir), linked into OUT/models")
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every size by this (e.g. 0.01 for CI)")
-    ap.add_argument("--only", default="inswapper_128",
-                    help="comma-separated FaceFusion names to write (default inswapper_128; 'all' = every size)")
+    ap.add_argument("--only", default=DEFAULT,
+                    help=f"comma-separated FaceFusion names to write (default {DEFAULT}; 'all' = every size)")
     ap.add_argument("--base-manifest", default=str(pathlib.Path(__file__).resolve().parent.parent / "models" / "manifest.json"))
     a = ap.parse_args()
     if not 0 < a.scale <= 1:
@@ -112,28 +143,34 @@ def main():
         numel = max(81, int(FACEFUSION_BYTES[name] * a.scale) // 4)
         rel = f"synthetic/{name}.pt"
         path = models_dir / rel
-        build_module(torch, numel).save(str(path))
+        stage, scale = STAGE.get(name, ("generate", 0))
+        (build_enhancer(torch, numel, scale) if stage == "enhance" else build_module(torch, numel)).save(str(path))
         entry = {
             "name": f"synthetic-{name}",
-            "stage": "generate",
+            "stage": stage,
             "format": "torchscript",
             "files": [{"path": rel, "sha256": sha256(path), "file_bytes": path.stat().st_size,
                        "package": "scripts/make_synthetic_models.py", "member": rel}],
             "device_bytes": numel * 4,
             # Activations of a [1,3,S,S] crop: the conv output, the blend's temporaries (~5 fp32
             # images of the crop) per pixel of the network input.
-            "working_set_bytes_per_pixel": 64,
+            # Per pixel of the network input: a generator's conv output and blend temporaries
+            # (~5 fp32 crops); an enhancer's im2col (27 floats), conv output and input copy, and
+            # its upsampled output with the stage's float conversion (2 x s^2 fp32 images).
+            "working_set_bytes_per_pixel": 64 if stage == "generate" else 24 * scale * scale + 160,
             "default_precision": "fp32",
             "pinned_by_default": False,
             "one_shot": False,
             "tileable": False,
-            "input": "generator contract (models/generator/generator.h): [1,3,S,S] float32 RGB [0,1] crops, [1,68,2] landmarks",
+            "input": ("generator contract (models/generator/generator.h): [1,3,S,S] float32 RGB [0,1] crops, [1,68,2] landmarks"
+                      if stage == "generate" else
+                      f"enhancer contract (models/generator/torchscript_enhancer.h): [1,3,H,W] float32 RGB 0..255 -> x{scale}"),
             "license": "synthetic (zeros and an identity kernel), no trained weights",
             "source": f"scripts/make_synthetic_models.py --scale {a.scale}: FaceFusion {name} "
                       f"({FACEFUSION_BYTES[name]} bytes) x {a.scale}",
         }
         manifest["models"] = [m for m in manifest["models"] if m["name"] != entry["name"]] + [entry]
-        written.append({"name": entry["name"], "device_bytes": entry["device_bytes"],
+        written.append({"name": entry["name"], "stage": stage, "device_bytes": entry["device_bytes"],
                         "file_bytes": entry["files"][0]["file_bytes"]})
     manifest["_about"] = ("models/manifest.json plus FaceFusion-sized synthetic TorchScript generators "
                           "(scripts/make_synthetic_models.py); not the project's catalogue")
