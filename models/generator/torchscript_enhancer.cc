@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "models/common/exception_text.h"
+#include "models/generator/script_error.h"
 
 namespace fusion::models {
 
@@ -61,7 +62,7 @@ absl::StatusOr<at::Tensor> TorchScriptEnhancer::Forward(const at::Tensor& x) con
     out = result.toTensor();
   } catch (const std::exception& e) {
     // An allocator refusal inside is recognised by the stage's edge (pipeline/execution.cc).
-    return absl::InternalError(absl::StrCat("enhancer '", name(), "' forward failed: ", ExceptionText(e)));
+    return absl::InternalError(absl::StrCat("enhancer '", name(), "' forward failed: ", ScriptErrorText(e)));
   }
   if (out.dim() != 4 || out.size(0) != 1 || out.size(1) != 3 || out.size(2) != x.size(2) * scale_ ||
       out.size(3) != x.size(3) * scale_ || !at::isFloatingType(out.scalar_type())) {

@@ -53,6 +53,14 @@ TEST(TorchScriptEnhancer, BrokenContractsAreNamedErrors) {
   EXPECT_NE(out.status().message().find("[1,3,16,16]"), std::string::npos) << out.status();
   EXPECT_EQ((*same)->Forward(torch::rand({3, 4, 4})).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ((*same)->MoveTo("nodevice").code(), absl::StatusCode::kInternal);
+  // A failure inside forward: the error's own line, not the interpreter's tracebacks.
+  auto bad = TorchScriptEnhancer::Load(SaveEnhancer(dir, "bad.pt", 2, "x.view(7, -1)"));
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  auto failed = (*bad)->Forward(torch::rand({1, 3, 4, 4}));
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kInternal);
+  EXPECT_NE(failed.status().message().find("bad.pt' forward failed: RuntimeError: shape '[7, -1]'"), std::string::npos)
+      << failed.status();
+  EXPECT_EQ(failed.status().message().find("Traceback"), std::string::npos) << failed.status();
 }
 
 }  // namespace
