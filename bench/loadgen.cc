@@ -3,12 +3,16 @@
 //
 //   loadgen --socket S --photos DIR [--clients 4] [--jobs 4] [--max-seconds 300] [--daemon-pid P]
 //           [--mix simple,plain,enhance2,small] [--json OUT] [--timeline OUT.jsonl]
+//           [--enhance-model SCALE=NAME ...]
 //
 // Each client is its own process (forked before any gRPC state exists, so each has its own
 // channel and the daemon sees N peers); job j of client c takes photo pair (c + j) and option
 // set mix[(c + j) % |mix|]:
 //   simple    --simple, max_side 640          plain     defaults (max_side 1024)
 //   enhance2  --enhance x2, max_side 640      small     --simple --low-vram (max_side 640), JPEG
+//   enhance4  --enhance x4, max_side 640
+// --enhance-model 2=NAME (4=NAME) names the catalogue enhancer of the enhance2 (enhance4) jobs
+// (JobOptions.enhance_model), e.g. a synthetic TorchScript one (scripts/make_synthetic_models.py).
 // Per job: latency (submit to result fetched), queue wait (started - created, daemon clock),
 // state, error code, stage modes, degradations. The parent samples GetMemoryState every 200 ms
 // (peak device used+reserved, peak host used, per-model device bytes into --timeline) and reads
@@ -48,14 +52,15 @@ std::string ReadFile(const std::string& path) {
   return s.str();
 }
 
-fusion::SwapOptions OptionsFor(const std::string& kind) {
+fusion::SwapOptions OptionsFor(const std::string& kind, const std::map<uint32_t, std::string>& enhancers) {
   fusion::SwapOptions o;
   if (kind == "simple") {
     o.simple = true;
     o.max_side = 640;
-  } else if (kind == "enhance2") {
-    o.enhance_scale = 2;
+  } else if (kind == "enhance2" || kind == "enhance4") {
+    o.enhance_scale = kind == "enhance2" ? 2 : 4;
     o.max_side = 640;
+    if (auto it = enhancers.find(o.enhance_scale); it != enhancers.end()) o.enhance_model = it->second;
   } else if (kind == "small") {
     o.simple = true;
     o.low_vram = true;
@@ -70,10 +75,12 @@ double MsSince(Clock::time_point t0) {
 
 // One job, start to fetched result: its record.
 json RunJob(fusion::Client& c, const std::string& src, const std::string& tgt, const std::string& kind,
-            Clock::time_point give_up) {
+            const std::map<uint32_t, std::string>& enhancers, Clock::time_point give_up) {
   json r = {{"mix", kind}};
   const auto t0 = Clock::now();
-  auto job = c.SubmitJob(src, tgt, OptionsFor(kind));
+  const fusion::SwapOptions options = OptionsFor(kind, enhancers);
+  if (!options.enhance_model.empty()) r["enhance_model"] = options.enhance_model;
+  auto job = c.SubmitJob(src, tgt, options);
   if (!job.ok()) {
     r["state"] = "SUBMIT_FAILED";
     r["error_code"] = static_cast<int>(job.status().code());
@@ -110,7 +117,8 @@ json RunJob(fusion::Client& c, const std::string& src, const std::string& tgt, c
 
 // A client process: its jobs' records as JSON lines into `out`.
 int RunClient(int client, int jobs, const std::string& socket, const std::vector<std::string>& photos,
-              const std::vector<std::string>& mix, Clock::time_point stop_submit, const std::string& out) {
+              const std::vector<std::string>& mix, const std::map<uint32_t, std::string>& enhancers,
+              Clock::time_point stop_submit, const std::string& out) {
   auto c = fusion::Client::Connect({.socket = socket, .timeout_ms = 10000});
   std::ofstream f(out);
   if (!c.ok()) {
@@ -121,7 +129,7 @@ int RunClient(int client, int jobs, const std::string& socket, const std::vector
     const size_t k = static_cast<size_t>(client + j);
     const std::string src = ReadFile(photos[k % photos.size()]);
     const std::string tgt = ReadFile(photos[(k + 1) % photos.size()]);
-    json r = RunJob(**c, src, tgt, mix[k % mix.size()], stop_submit + std::chrono::seconds(60));
+    json r = RunJob(**c, src, tgt, mix[k % mix.size()], enhancers, stop_submit + std::chrono::seconds(60));
     r["client"] = client;
     f << r.dump() << "\n" << std::flush;
   }
@@ -156,10 +164,21 @@ int main(int argc, char** argv) {
   app.add_option("--jobs", jobs, "jobs per client")->check(CLI::Range(1, 1000));
   app.add_option("--max-seconds", max_seconds, "no job is submitted after this");
   app.add_option("--daemon-pid", daemon_pid, "fusiond's pid, for its VmHWM");
-  app.add_option("--mix", mix_s, "option sets, comma-separated: simple,plain,enhance2,small");
+  app.add_option("--mix", mix_s, "option sets, comma-separated: simple,plain,enhance2,enhance4,small");
   app.add_option("--json", json_out, "write the JSON here instead of stdout");
   app.add_option("--timeline", timeline_out, "per-sample memory state as JSON lines");
+  std::vector<std::string> enhance_models;
+  app.add_option("--enhance-model", enhance_models, "SCALE=NAME: the enhancer of the enhanceSCALE jobs; repeatable");
   CLI11_PARSE(app, argc, argv);
+  std::map<uint32_t, std::string> enhancers;
+  for (const std::string& e : enhance_models) {
+    const size_t eq = e.find('=');
+    if (eq == std::string::npos || (e.substr(0, eq) != "2" && e.substr(0, eq) != "4") || eq + 1 == e.size()) {
+      std::fprintf(stderr, "loadgen: --enhance-model %s is not 2=NAME or 4=NAME\n", e.c_str());
+      return 2;
+    }
+    enhancers[static_cast<uint32_t>(std::stoul(e.substr(0, eq)))] = e.substr(eq + 1);
+  }
 
   std::vector<std::string> photos, mix;
   for (const auto& e : std::filesystem::directory_iterator(photos_dir)) {
@@ -181,7 +200,7 @@ int main(int argc, char** argv) {
   for (int c = 0; c < clients; ++c) {
     const pid_t pid = fork();
     if (pid == 0) {
-      _exit(RunClient(c, jobs, socket, photos, mix, stop_submit, tmp + "/client" + std::to_string(c) + ".jsonl"));
+      _exit(RunClient(c, jobs, socket, photos, mix, enhancers, stop_submit, tmp + "/client" + std::to_string(c) + ".jsonl"));
     }
     kids.push_back(pid);
   }

@@ -16,6 +16,7 @@ PACKAGES=(
   prometheus  # promtool (the metrics test checks the exposition with it)
   help2man lintian curl  # the .deb (scripts/package.sh): man pages from --help, its lintian check; fusiond-fetch-models
   libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg  # video targets; ffmpeg makes the test clips
+  python3-torch  # scripts/make_synthetic_models.py (the synthetic-model loadgen's CPU test)
   gnuplot-nox  # bench/plot_timeline.py renders loadgen's memory timeline (SVG/PNG)
   xz-utils dpkg-dev  # scripts/gpu-check --pack: dpkg-deb -x, xz of the bundle
   clang libclang-rt-14-dev  # the fuzz build (scripts/fuzz.sh): clang with libFuzzer and sanitizers

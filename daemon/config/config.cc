@@ -104,7 +104,7 @@ const std::vector<std::string>& DaemonConfigKeys() {
       "fd_max_connections", "max_queued_jobs_per_uid", "max_watch_streams_per_uid",
       "grpc_memory_quota", "max_message_bytes", "stalled_connection_timeout_ms",
       "device", "device_memory_limit", "device_memory_reserve", "host_memory_limit",
-      "one_shot_pressure", "one_shot_min_free", "models_dir", "manifest", "pin_models",
+      "one_shot_pressure", "one_shot_min_free", "models_dir", "manifest", "generator", "pin_models",
       "max_concurrent_jobs", "job_threads", "max_pixels", "video_chunk_frames", "min_face_px", "min_face_score", "result_retention",
       "result_retention_bytes", "state_dir", "log_level", "drain_ms", "watchdog_stall_ms",
       "metrics_listen"};
@@ -137,7 +137,8 @@ const std::vector<std::pair<std::string, FieldEqual>>& FieldComparisons() {
       FUSION_FIELD("host_memory_limit", host_memory_limit),
       FUSION_FIELD("one_shot_pressure", one_shot_pressure),
       FUSION_FIELD("one_shot_min_free", one_shot_min_free), FUSION_FIELD("models_dir", models_dir),
-      FUSION_FIELD("manifest", manifest), FUSION_FIELD("pin_models", pin_models),
+      FUSION_FIELD("manifest", manifest), FUSION_FIELD("generator", generator),
+      FUSION_FIELD("pin_models", pin_models),
       FUSION_FIELD("max_concurrent_jobs", max_concurrent_jobs), FUSION_FIELD("job_threads", job_threads),
       FUSION_FIELD("max_pixels", max_pixels),
       FUSION_FIELD("video_chunk_frames", video_chunk_frames),
@@ -191,6 +192,7 @@ absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
     else if (key == "max_message_bytes") st = ReadSize(node, origin, key, config.max_message_bytes);
     else if (key == "models_dir") st = ReadString(node, origin, key, config.models_dir);
     else if (key == "manifest") st = ReadString(node, origin, key, config.manifest);
+    else if (key == "generator") st = ReadString(node, origin, key, config.generator);
     else if (key == "state_dir") st = ReadString(node, origin, key, config.state_dir);
     else if (key == "socket_group") st = ReadString(node, origin, key, config.socket_group);
     else if (key == "metrics_listen") st = ReadString(node, origin, key, config.metrics_listen);
@@ -343,7 +345,7 @@ absl::Status ValidateConfig(const DaemonConfig& config) {
 absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const* argv) {
   CLI::App app{"fusiond: owns a GPU and runs face-fusion jobs for local programs over gRPC."};
   std::string config_path, socket, device, device_limit, host_limit, reserve, models_dir, manifest,
-      state_dir, log_level;
+      generator, state_dir, log_level;
   app.add_option("--config", config_path, "TOML configuration file (flags override it)");
   app.add_option("--socket", socket, "Unix socket path (env FUSIOND_SOCKET; default /run/fusiond/fusiond.sock)");
   app.add_option("--device", device, "cpu | cuda:N (default cpu)");
@@ -352,6 +354,8 @@ absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const*
   app.add_option("--device-memory-reserve", reserve, "kept free for other processes (default 512MiB)");
   app.add_option("--models-dir", models_dir, "directory of fetched model weights");
   app.add_option("--manifest", manifest, "model catalogue (manifest.json); default: installed next to the binary");
+  app.add_option("--generator", generator,
+                 "catalogue model of stage generate for every job (default classical-fusion)");
   std::vector<std::string> pin_models;
   app.add_option("--pin-model", pin_models, "keep this catalogue model resident (hot); repeatable");
   std::string one_shot_min_free;
@@ -424,6 +428,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const*
   if (!device.empty()) config.device = device;
   if (!models_dir.empty()) config.models_dir = models_dir;
   if (!manifest.empty()) config.manifest = manifest;
+  if (!generator.empty()) config.generator = generator;
   if (!pin_models.empty()) config.pin_models = pin_models;
   if (!state_dir.empty()) config.state_dir = state_dir;
   if (!log_level.empty()) config.log_level = log_level;

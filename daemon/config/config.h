@@ -7,6 +7,7 @@
 //   device_memory_reserve = "512MiB"         models_dir = "/var/lib/fusiond/models"
 //   state_dir = "/var/lib/fusiond"           socket_group = "fusion"
 //   manifest = "/usr/share/fusiond/manifest.json"  pin_models = ["face_recognition"]
+//   generator = "classical-fusion"
 //   allowed_uids = [1000, 1001]              log_level = "info"
 //   one_shot_pressure = 0.85                 one_shot_min_free = "512MiB"
 //   admin_uids = [1000]                      admin_group = "fusion-admin"
@@ -56,6 +57,10 @@ struct DaemonConfig {
   // The model catalogue; empty = <binary dir>/../share/fusiond/manifest.json when present (the
   // installed layout), else the source tree's models/manifest.json compiled in (a build tree).
   std::string manifest;
+  // The catalogue model (stage "generate") that serves every job's generate stage: the builtin
+  // "classical-fusion", or a TorchScript generator the manifest lists (format "torchscript",
+  // models/generator/torchscript_generator.h). Checked against the catalogue at start-up.
+  std::string generator = "classical-fusion";
   // Device pressure, under which one-shot models (detect, landmarks) are released right after
   // use: resident + reserved >= one_shot_pressure of the budget (a fraction in (0, 1]), or less
   // than one_shot_min_free bytes of the budget free (0 = only the fraction counts).

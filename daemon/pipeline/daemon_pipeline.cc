@@ -68,6 +68,18 @@ absl::StatusOr<std::unique_ptr<DaemonPipeline>> DaemonPipeline::Create(const Dae
   auto catalogue = models::ModelCatalogue::Create({self->manifest_, config.models_dir});
   if (!catalogue.ok()) return catalogue.status();
   self->catalogue_ = *std::move(catalogue);
+  // The generator every job runs: a catalogue model of stage generate (the builtin classical one
+  // or a TorchScript generator the manifest lists).
+  auto generator = self->catalogue_->Get(config.generator);
+  if (!generator.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("generator: '", config.generator, "' is not in the catalogue ",
+                                                   self->manifest_));
+  }
+  if ((*generator)->stage != "generate") {
+    return absl::InvalidArgumentError(absl::StrCat("generator: '", config.generator, "' is a ",
+                                                   (*generator)->stage, " model, not a generator"));
+  }
+  self->runner_options_.generator = config.generator;
   if (config.device == "cpu") {
     self->meter_ = MakeCpuDeviceMeter(0);  // the budget watcher sets the budget at once
   } else {

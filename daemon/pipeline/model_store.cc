@@ -20,6 +20,7 @@
 #include "models/faceapi/ssd_mobilenet_v1.h"
 #include "models/faceapi/tiny_face_detector.h"
 #include "models/generator/generator_factory.h"
+#include "models/generator/torchscript_enhancer.h"
 #include "models/keras/keras_model.h"
 #include "models/tfjs/weights.h"
 #include "pipeline/device_oom.h"
@@ -134,6 +135,13 @@ absl::StatusOr<std::shared_ptr<ModelCopy>> ModelStore::Build(const models::Model
     st = Take(keras::KerasModel::FromJson(host.model_json, w, spec.name), copy->keras);
   } else if (spec.format == "builtin" && spec.stage == "blend" && spec.name == kFeatherBlendModel) {
     copy->feather_blend = true;
+  } else if (spec.format == "torchscript" && spec.stage == "enhance") {
+    if (spec.files.empty()) {
+      st = absl::InvalidArgumentError(absl::StrCat("enhancer '", spec.name, "' lists no file"));
+    } else if (st = catalogue_->Verify(spec.name); st.ok()) {
+      st = Take(models::TorchScriptEnhancer::Load(catalogue_->PathOf(spec.files.front()).string()),
+                copy->torchscript_enhancer);
+    }
   } else if (spec.stage == "generate") {
     st = Take(models::CreateGenerator(*catalogue_, spec.name), copy->generator);
   } else {
@@ -157,6 +165,12 @@ absl::StatusOr<std::shared_ptr<ModelCopy>> ModelStore::Build(const models::Model
       if (copy->recognition) copy->recognition->To(d);
       if (copy->keras) {
         if (absl::Status m = copy->keras->MoveTo(d); !m.ok()) return m;
+      }
+      if (copy->torchscript_enhancer) {
+        if (absl::Status m = copy->torchscript_enhancer->MoveTo(options_.device); !m.ok()) return m;
+      }
+      if (copy->generator) {  // a TorchScript generator's weights (loaded onto the CPU)
+        if (absl::Status m = copy->generator->MoveTo(options_.device); !m.ok()) return m;
       }
     }
     side.synchronize();

@@ -54,6 +54,7 @@ class KerasModel;
 }
 namespace fusion::models {
 class FusionGenerator;
+class TorchScriptEnhancer;
 }
 
 namespace fusion {
@@ -69,6 +70,7 @@ struct ModelCopy {
   std::unique_ptr<faceapi::FaceLandmark68Net> landmarks;
   std::unique_ptr<faceapi::FaceRecognitionNet> recognition;
   std::unique_ptr<keras::KerasModel> keras;          // enhance (ESRGAN)
+  std::unique_ptr<models::TorchScriptEnhancer> torchscript_enhancer;  // enhance (format torchscript)
   std::unique_ptr<models::FusionGenerator> generator;
   // The builtin "feather-blend" (stage blend): no weights, only at:: ops on `device`
   // (BlendSimpleOnDevice, stages.h). Its copies hold nothing and measure 0 bytes.

@@ -17,6 +17,7 @@
 #include "models/faceapi/tiny_face_detector.h"
 #include "models/generator/face_crop.h"
 #include "models/generator/generator.h"
+#include "models/generator/torchscript_enhancer.h"
 #include "models/keras/keras_model.h"
 #include "pipeline/parallel.h"
 #include "pipeline/precision.h"
@@ -248,11 +249,22 @@ absl::Status Generate(const ModelCopy& generator, const std::string& device, con
   return absl::OkStatus();
 }
 
-int EnhanceScale(const ModelCopy& enhancer) { return enhancer.keras ? enhancer.keras->scale() : 0; }
+int EnhanceScale(const ModelCopy& enhancer) {
+  if (enhancer.torchscript_enhancer) return enhancer.torchscript_enhancer->scale();
+  return enhancer.keras ? enhancer.keras->scale() : 0;
+}
 
 absl::Status Enhance(const ModelCopy& enhancer, const std::string& device, int tile_px, cv::Mat& rgb01,
                      const Checkpoint& cp) {
-  if (!enhancer.keras) return absl::InvalidArgumentError("enhance: the model is not an ESRGAN model");
+  if (enhancer.torchscript_enhancer) {  // whole crops or frames only (not tileable), fp32
+    const models::TorchScriptEnhancer& m = *enhancer.torchscript_enhancer;
+    if (tile_px > 0) return absl::InvalidArgumentError(absl::StrCat("enhance: ", m.name(), " is not tileable"));
+    auto out = m.Forward(OnDevice(MatToTensor(rgb01), device) * 255.0);
+    if (!out.ok()) return out.status();
+    rgb01 = models::TensorToRgbMat((out->to(at::kFloat) / 255.0).clamp(0.0, 1.0));
+    return absl::OkStatus();
+  }
+  if (!enhancer.keras) return absl::InvalidArgumentError("enhance: the model is not an enhancer (ESRGAN or TorchScript)");
   const keras::KerasModel& m = *enhancer.keras;
   if (tile_px > 0 && !m.tileable()) {
     return absl::InvalidArgumentError(absl::StrCat("enhance: ", m.origin(), " is not tileable"));

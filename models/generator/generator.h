@@ -58,6 +58,10 @@ class FusionGenerator {
   // (message names the generator and the LibTorch error).
   virtual absl::StatusOr<at::Tensor> Fuse(const GeneratorInputs& in) const = 0;
   virtual std::string name() const = 0;
+  // Moves the generator's weights to `device` ("cpu", "cuda:N") for a device copy (ModelStore's
+  // upload); generators without weights of their own keep the default (nothing to move).
+  // Errors: Internal naming the generator and the device. Not thread-safe with Fuse().
+  virtual absl::Status MoveTo(const std::string& device) { return absl::OkStatus(); }
   // What this generator cannot take from the source face with these landmarks ([1,68,2] float32,
   // source-crop pixels, as GeneratorInputs::source_landmarks): one sentence per limitation, for
   // the job's degradations. Empty when the source is fully usable (the default).

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "models/common/exception_text.h"
+#include "models/generator/script_error.h"
 #include "absl/strings/str_cat.h"
 
 namespace fusion::models {
@@ -55,7 +56,7 @@ absl::StatusOr<at::Tensor> TorchScriptGenerator::Fuse(const GeneratorInputs& in)
     }
     out = result.toTensor();
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("generator '", name(), "' forward failed: ", ExceptionText(e)));
+    return absl::InternalError(absl::StrCat("generator '", name(), "' forward failed: ", ScriptErrorText(e)));
   }
   if (auto s = ValidateGeneratorOutput(name(), in, out); !s.ok()) return s;
   return out;

@@ -26,7 +26,7 @@ class TorchScriptGenerator final : public FusionGenerator {
   ~TorchScriptGenerator() override;
 
   // Errors: Internal naming the device when the copy fails. Not thread-safe with Fuse().
-  absl::Status MoveTo(const std::string& device);
+  absl::Status MoveTo(const std::string& device) override;
 
   absl::StatusOr<at::Tensor> Fuse(const GeneratorInputs& in) const override;
   std::string name() const override { return "torchscript:" + path_; }

@@ -72,6 +72,17 @@ TEST_F(ConfigTest, FlagsParseSizes) {
   EXPECT_EQ(c->device, "cuda:1");
 }
 
+TEST_F(ConfigTest, TheGeneratorComesFromTheFileAndTheFlag) {
+  EXPECT_EQ(Parse({})->generator, "classical-fusion");
+  const std::string path = WriteToml("generator = \"ts-a\"\n");
+  auto c = Parse({"--config", path});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->generator, "ts-a");
+  c = Parse({"--config", path, "--generator", "ts-b"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->generator, "ts-b");
+}
+
 TEST_F(ConfigTest, BadFlagSizeNamesTheFlag) {
   auto c = Parse({"--device-memory-limit", "lots"});
   ASSERT_FALSE(c.ok());
@@ -418,6 +429,7 @@ one_shot_pressure = 0.5
 one_shot_min_free = "1GiB"
 models_dir = "/m"
 manifest = "/m.json"
+generator = "synthetic-inswapper_128"
 pin_models = ["face_recognition"]
 max_concurrent_jobs = 3
 job_threads = 1
