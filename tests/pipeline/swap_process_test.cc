@@ -534,13 +534,13 @@ TEST_F(SwapProcessTest, MosaicCropWithEnhanceX4OnSixtyFourMiBGivesTheSameBytesAl
     EXPECT_EQ(x["mode"], y["mode"]) << x["name"];
     EXPECT_EQ(x["tile"], y["tile"]) << x["name"];
   }
-  // The same degradations, up to the model's byte figure in a refusal: before its first upload
+  // The same degradations, up to the byte figures of a refusal: before the model's first upload
   // the residency manager knows the catalogue's prior (SSD's fp32 parameters, 21.2 MiB), after
   // it the measured resident copy (the fast path's padded packed weights, 21.4 MiB).
   auto without_model_bytes = [](const nlohmann::json& list) {
     std::vector<std::string> out;
     for (const auto& d : list) {
-      out.push_back(std::regex_replace(d.get<std::string>(), std::regex(R"(\(model [0-9.]+ [KMG]?i?B)"), "(model N"));
+      out.push_back(std::regex_replace(d.get<std::string>(), std::regex(R"(needs [0-9.]+ [KMG]?i?B \(model [0-9.]+ [KMG]?i?B)"), "needs N (model N"));
     }
     return out;
   };
