@@ -5,12 +5,16 @@
 #include <grpcpp/resource_quota.h>
 #include <grpcpp/server_posix.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/heap_release.h"
 #include "fusion/size.h"
@@ -140,6 +144,26 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
       return absl::FailedPreconditionError(
           absl::StrCat("state_dir '", config.state_dir, "': ", ec.message()));
     }
+    // One fusiond per state directory: two on one journal would both requeue and run its jobs.
+    const std::string lock_path = config.state_dir + "/lock";
+    self->state_lock_.fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (self->state_lock_.fd < 0) {
+      return absl::FailedPreconditionError(absl::StrCat("state_dir '", config.state_dir, "': cannot open ", lock_path,
+                                                        ": ", std::strerror(errno)));
+    }
+    if (::flock(self->state_lock_.fd, LOCK_EX | LOCK_NB) != 0) {
+      char pid[32] = {};
+      const ssize_t n = ::pread(self->state_lock_.fd, pid, sizeof(pid) - 1, 0);
+      return absl::FailedPreconditionError(absl::StrCat(
+          "state_dir '", config.state_dir, "' is in use by another fusiond",
+          n > 0 ? absl::StrCat(" (pid ", absl::StripAsciiWhitespace(absl::string_view(pid, n)), ")") : "",
+          ": its journal holds that daemon's jobs; give this one its own --state-dir"));
+    }
+    const std::string own_pid = absl::StrCat(getpid(), "\n");
+    if (::ftruncate(self->state_lock_.fd, 0) != 0 ||
+        ::pwrite(self->state_lock_.fd, own_pid.data(), own_pid.size(), 0) != static_cast<ssize_t>(own_pid.size())) {
+      spdlog::warn("state_dir lock {}: cannot write the pid: {}", lock_path, std::strerror(errno));
+    }
     auto journal = jobs::Journal::Open({.path = config.state_dir + "/journal.sqlite3",
                                         .retention = absl::Seconds(config.result_retention_s),
                                         .retention_bytes = config.result_retention_bytes});
@@ -254,6 +278,10 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
 }
 
 DaemonServer::~DaemonServer() { Shutdown(absl::ZeroDuration()); }
+
+DaemonServer::LockFd::~LockFd() {
+  if (fd >= 0) ::close(fd);  // releases the flock
+}
 
 int DaemonServer::open_connections(uid_t uid) const {
   return connections_ != nullptr ? connections_->open(uid) : 0;

@@ -108,6 +108,12 @@ class DaemonServer {
   std::unique_ptr<BudgetWatcher> budget_watcher_;
   std::unique_ptr<MemoryStateSource> memory_;
   std::unique_ptr<Metrics> metrics_;  // before jobs_: its event hook counts into it
+  // flock(2) on <state_dir>/lock for the daemon's life, so a second fusiond cannot run the same
+  // journal's jobs (closed after journal_: declared before it).
+  struct LockFd {
+    int fd = -1;
+    ~LockFd();
+  } state_lock_;
   std::unique_ptr<jobs::Journal> journal_;
   std::unique_ptr<jobs::JobManager> jobs_;
   std::unique_ptr<FusionService> service_;

@@ -51,6 +51,32 @@ class DaemonProcessTest : public ::testing::Test {
   const std::string socket_ = dir_.File("f.sock");
 };
 
+// Found by a new-user trial: a second fusiond on another socket but the same --state-dir
+// requeued the first one's running job and ran it too. Now it is refused at start, naming the
+// directory and the first daemon's pid; once the first has stopped, the directory is free.
+TEST_F(DaemonProcessTest, ASecondDaemonOnTheSameStateDirIsRefused) {
+  const std::vector<std::string> flags = {"--device-memory-limit", "256MiB", "--models-dir", dir_.File("no-models"),
+                                          "--state-dir", dir_.File("state")};
+  auto first = StartDaemon(flags);
+  ASSERT_TRUE(first->Running());
+  std::vector<std::string> argv = {FUSIOND_BIN, "--socket", dir_.File("g.sock"), "--device", "cpu"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  RunResult second = RunProcess(argv, dir_.path(), absl::Seconds(20));
+  EXPECT_EQ(second.exit_code, 1);
+  EXPECT_NE(second.err.find("state_dir '" + dir_.File("state") + "' is in use by another fusiond (pid " +
+                            std::to_string(first->pid()) + ")"),
+            std::string::npos)
+      << second.err;
+  EXPECT_EQ(Ctl({"health"}).exit_code, 0);
+  first->Signal(SIGTERM);
+  EXPECT_EQ(first->Wait(absl::Seconds(15)).exit_code, 0);
+  auto third = StartDaemon(flags);
+  EXPECT_TRUE(third->Running());
+  EXPECT_EQ(Ctl({"health"}).exit_code, 0);
+  third->Signal(SIGTERM);
+  EXPECT_EQ(third->Wait(absl::Seconds(15)).exit_code, 0);
+}
+
 TEST_F(DaemonProcessTest, ServesMemJsonWithBudgetAndStopsCleanlyOnSigterm) {
   auto daemon = StartDaemon({"--device-memory-limit", "256MiB", "--models-dir", dir_.File("no-models")});
   ASSERT_TRUE(daemon->Running());
