@@ -303,6 +303,18 @@ TEST(PyramidMerge, AWeakBoxIsConfirmedByAnotherPassBelowTheThresholdButNotByItsO
   EXPECT_TRUE(none->empty());
 }
 
+// A strip too thin to hold a face the scan keeps costs nothing (a 100000x1 PNG took 368 passes);
+// a panorama keeps its passes.
+TEST(PyramidPlan, AStripThinnerThanTheSmallestKeptFaceHasNoPasses) {
+  for (const DetectorTraits& d : {kSsdMobilenetV1Traits, kTinyFaceDetectorTraits}) {
+    EXPECT_TRUE(PlanPasses(d, 100000, 1, MinFace(40)).empty());
+    EXPECT_TRUE(PlanPasses(d, 60000, 2, MinFace(40)).empty());
+    EXPECT_TRUE(PlanPasses(d, 2, 60000, MinFace(40)).empty());
+    EXPECT_FALSE(PlanPasses(d, 8000, 500, MinFace(40)).empty());
+    EXPECT_FALSE(PlanPasses(d, 512, 40, MinFace(40)).empty());  // a 40-px strip may hold a 40-px face
+  }
+}
+
 TEST(PyramidRecall, BadOptionsAreInvalidArgument) {
   const cv::Mat rgb(64, 64, CV_8UC3, cv::Scalar::all(90));
   MultiScaleOptions o;
