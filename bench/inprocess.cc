@@ -26,18 +26,14 @@
 #include "models/catalogue/catalogue.h"
 #include "pipeline/model_store.h"
 #include "pipeline/pipeline_runner.h"
+#include "bench/read_file.h"
 
 namespace {
 
 using namespace fusion;
 using Clock = std::chrono::steady_clock;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using fusion::bench::ReadFile;
 
 uint64_t StatusKib(const std::string& key) {
   std::ifstream in("/proc/self/status");

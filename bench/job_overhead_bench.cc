@@ -30,15 +30,11 @@
 #include "memfd_transfer.h"
 #include "rpc/fd_exchange.h"
 #include "rpc/memfd_registry.h"
+#include "bench/read_file.h"
 
 namespace {
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using fusion::bench::ReadFile;
 
 // Runs `step` n times; prints the median and max wall time in ms. `step` returns false on error.
 bool Measure(const char* name, uint64_t bytes, int n, const std::function<bool()>& step) {

@@ -22,15 +22,11 @@
 
 #include "fusion/client.h"
 #include "memfd_transfer.h"
+#include "bench/read_file.h"
 
 namespace {
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using fusion::bench::ReadFile;
 
 // Runs `step` n times (after one warm-up run); prints the median and max wall time in ms.
 // `step` returns the bytes it moved, 0 on error.

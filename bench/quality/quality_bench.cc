@@ -70,6 +70,12 @@ std::string Png(const cv::Mat& m) {
   return {out.begin(), out.end()};
 }
 
+// `b` grown by pad_x / pad_y pixels on each side, clipped to `img`.
+cv::Rect Around(const cv::Rect2f& b, double pad_x, double pad_y, const cv::Mat& img) {
+  return cv::Rect(cv::Point(b.x - pad_x, b.y - pad_y), cv::Point(b.x + b.width + pad_x, b.y + b.height + pad_y)) &
+         cv::Rect(0, 0, img.cols, img.rows);
+}
+
 // A colour cast: per-channel gains (B, G, R).
 cv::Mat Cast(const cv::Mat& bgr, double b, double g, double r) {
   cv::Mat out;
@@ -139,9 +145,7 @@ Case Collage(const std::vector<Case>& donors, const std::vector<int>& sides, int
     const Case& d = donors[k % donors.size()];
     const cv::Rect2f f = d.faces[(k / donors.size()) % d.faces.size()];
     ++k;
-    const cv::Rect crop = cv::Rect(cv::Point(f.x - 0.6 * f.width, f.y - 0.6 * f.height),
-                                   cv::Point(f.x + 1.6 * f.width, f.y + 1.6 * f.height)) &
-                          cv::Rect(0, 0, d.bgr.cols, d.bgr.rows);
+    const cv::Rect crop = Around(f, 0.6 * f.width, 0.6 * f.height, d.bgr);
     const double s = side / std::max(f.width, f.height);
     cv::Mat piece;
     cv::resize(d.bgr(crop), piece, cv::Size(), s, s, s < 1 ? cv::INTER_AREA : cv::INTER_CUBIC);
@@ -174,8 +178,7 @@ Case GridCollage(const std::vector<Case>& donors, int cols, int rows, int cell, 
     const cv::Rect2f f = d.faces[faces[i].second];
     const double s = side / std::max(f.width, f.height);
     const float pad = 0.5f * (cell / s - std::max(f.width, f.height)) - 1;  // the piece fills its cell
-    const cv::Rect crop = cv::Rect(cv::Point(f.x - pad, f.y - pad), cv::Point(f.br().x + pad, f.br().y + pad)) &
-                          cv::Rect(0, 0, d.bgr.cols, d.bgr.rows);
+    const cv::Rect crop = Around(f, pad, pad, d.bgr);
     cv::Mat piece;
     cv::resize(d.bgr(crop), piece, cv::Size(), s, s, cv::INTER_AREA);
     const int x = (i % cols) * cell + (cell - piece.cols) / 2, y = (i / cols) * cell + (cell - piece.rows) / 2;
@@ -206,9 +209,7 @@ Case Mosaic(const std::string& testdata, const std::vector<Case>& samples) {
 Case Pasted(const std::string& name, const Case& donor, int side, int w, int h) {
   Case out{name, Clutter(w, h, 60, 13), {}, {}};
   const cv::Rect2f f = donor.faces[0];
-  const cv::Rect crop = cv::Rect(cv::Point(f.x - 0.6 * f.width, f.y - 0.6 * f.height),
-                                 cv::Point(f.br().x + 0.6 * f.width, f.br().y + 0.6 * f.height)) &
-                        cv::Rect(0, 0, donor.bgr.cols, donor.bgr.rows);
+  const cv::Rect crop = Around(f, 0.6 * f.width, 0.6 * f.height, donor.bgr);
   const double s = side / std::max(f.width, f.height);
   cv::Mat piece;
   cv::resize(donor.bgr(crop), piece, cv::Size(), s, s, cv::INTER_CUBIC);
@@ -221,9 +222,7 @@ Case Pasted(const std::string& name, const Case& donor, int side, int w, int h) 
 // A face that is nearly the whole frame: the donor cut to its box plus 15%, scaled to `side`.
 Case FullFrame(const std::string& name, const Case& donor, int side) {
   const cv::Rect2f f = donor.faces[0];
-  const cv::Rect crop = cv::Rect(cv::Point(f.x - 0.15 * f.width, f.y - 0.15 * f.height),
-                                 cv::Point(f.br().x + 0.15 * f.width, f.br().y + 0.15 * f.height)) &
-                        cv::Rect(0, 0, donor.bgr.cols, donor.bgr.rows);
+  const cv::Rect crop = Around(f, 0.15 * f.width, 0.15 * f.height, donor.bgr);
   const double s = double(side) / std::max(crop.width, crop.height);
   Case out{name, {}, {}, {}};
   cv::resize(donor.bgr(crop), out.bgr, cv::Size(), s, s, cv::INTER_CUBIC);
@@ -268,8 +267,7 @@ std::vector<Case> MakeCases(const std::string& testdata) {
 // The target and result around `box` (padded by 25%), each `side` px square.
 std::pair<cv::Mat, cv::Mat> Crops(const cv::Mat& target, const cv::Mat& result, const cv::Rect2f& box, int side) {
   const float pad = 0.25f * std::max(box.width, box.height);
-  const cv::Rect r = cv::Rect(cv::Point(box.x - pad, box.y - pad), cv::Point(box.br().x + pad, box.br().y + pad)) &
-                     cv::Rect(0, 0, target.cols, target.rows);
+  const cv::Rect r = Around(box, pad, pad, target);
   cv::Mat a, b;
   cv::resize(target(r), a, cv::Size(side, side), 0, 0, cv::INTER_AREA);
   cv::resize(result(r), b, cv::Size(side, side), 0, 0, cv::INTER_AREA);

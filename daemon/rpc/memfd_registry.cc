@@ -132,18 +132,8 @@ absl::StatusOr<std::string> MemfdRegistry::Insert(std::shared_ptr<MappedMemfd> m
   return token;
 }
 
-absl::StatusOr<std::shared_ptr<MappedMemfd>> MemfdRegistry::Get(const std::string& token,
-                                                                uid_t uid) {
-  MutexLock lock(&mu_);
-  ExpireLocked(absl::Now());
-  auto it = entries_.find(token);
-  if (it == entries_.end() || it->second.uid != uid) {
-    return absl::NotFoundError(absl::StrCat("memfd token '", token, "' not found"));
-  }
-  return it->second.memfd;
-}
-
-absl::StatusOr<std::shared_ptr<MappedMemfd>> MemfdRegistry::Fetch(const std::string& token, uid_t uid) {
+absl::StatusOr<std::shared_ptr<MappedMemfd>> MemfdRegistry::Lookup(const std::string& token, uid_t uid,
+                                                                   bool drop_published) {
   MutexLock lock(&mu_);
   ExpireLocked(absl::Now());
   auto it = entries_.find(token);
@@ -151,8 +141,16 @@ absl::StatusOr<std::shared_ptr<MappedMemfd>> MemfdRegistry::Fetch(const std::str
     return absl::NotFoundError(absl::StrCat("memfd token '", token, "' not found"));
   }
   std::shared_ptr<MappedMemfd> memfd = it->second.memfd;
-  if (it->second.published) EraseLocked(it);
+  if (drop_published && it->second.published) EraseLocked(it);
   return memfd;
+}
+
+absl::StatusOr<std::shared_ptr<MappedMemfd>> MemfdRegistry::Get(const std::string& token, uid_t uid) {
+  return Lookup(token, uid, false);
+}
+
+absl::StatusOr<std::shared_ptr<MappedMemfd>> MemfdRegistry::Fetch(const std::string& token, uid_t uid) {
+  return Lookup(token, uid, true);
 }
 
 void MemfdRegistry::Remove(const std::string& token) {

@@ -89,6 +89,7 @@ class MemfdRegistry {
     bool published = false;  // daemon-made: dropped by Fetch
   };
   absl::StatusOr<std::string> Insert(std::shared_ptr<MappedMemfd> memfd, uid_t uid, bool published);
+  absl::StatusOr<std::shared_ptr<MappedMemfd>> Lookup(const std::string& token, uid_t uid, bool drop_published);
   void ExpireLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
