@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "models/onednn/program.h"
+
 namespace fusion::faceapi::ops {
 namespace {
 
@@ -18,7 +20,9 @@ std::pair<int64_t, int64_t> SamePad(int64_t in, int k, int s) {
 
 at::Tensor Conv2d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int stride, int64_t groups) {
   const c10::optional<at::Tensor> bias = b.defined() ? c10::optional<at::Tensor>(b) : c10::nullopt;
-  if (x.is_cpu() && x.scalar_type() == at::kFloat && at::hasMKLDNN()) {
+  // oneDNN's convolution directly for a float32 CPU input - but not under CPU autocast
+  // (onednn::Usable), where at::conv2d is the op autocast runs at the reduced precision.
+  if (onednn::Usable(x) && at::hasMKLDNN()) {
     return at::mkldnn_convolution(x.contiguous(), w, bias, {0, 0}, {stride, stride}, {1, 1}, groups);
   }
   return at::conv2d(x, w, bias, at::IntArrayRef{stride, stride}, at::IntArrayRef{0, 0}, at::IntArrayRef{1, 1}, groups);
