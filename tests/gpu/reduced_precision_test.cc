@@ -75,6 +75,9 @@ class ReducedPrecisionTest : public ::testing::Test {
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0 || !at::globalContext().hasCUDA()) {
       GTEST_SKIP() << "no CUDA device visible";
     }
+    // LibTorch's default lets cuDNN run fp32 convolutions as TF32 (10-bit mantissa): the daemon's
+    // "fp32" on CUDA, and so the reference here. Said in the log, beside each figure.
+    std::printf("cuDNN TF32 for fp32 convolutions: %s\n", at::globalContext().allowTF32CuDNN() ? "on" : "off");
 #endif
     auto c = models::ModelCatalogue::Create(
         {.manifest = testing::CatalogueJson(), .models_dir = testing::ModelsDir()});
