@@ -65,8 +65,11 @@ def main():
             failed.append(src.name)
             sys.stderr.write(f"--- {src}\n{r.stderr}\n")
     # The CUDA-only TUs are not in the CPU build; check each with the flags of a sibling that is.
+    # The per-model precision test is its own CPU twin (FUSION_RP_FP16=0): its fp16 side is
+    # the same file with FUSION_RP_FP16=1.
     siblings = {"daemon/device/cuda_device_meter.cc": "daemon/device/cpu_device_memory.cc",
-                "tests/gpu/cuda_memory_test.cc": "tests/device/cpu_device_memory_test.cc"}
+                "tests/gpu/cuda_memory_test.cc": "tests/device/cpu_device_memory_test.cc",
+                "tests/gpu/reduced_precision_test.cc": "tests/gpu/reduced_precision_test.cc"}
     root = pathlib.Path(__file__).resolve().parent.parent
     for rel, sib in siblings.items():
         name, src = pathlib.Path(rel).name, root / rel
@@ -77,6 +80,7 @@ def main():
             continue
         args = compile_args(dict(extra[0], command=extra[0]["command"]), macros_dir)
         args = [str(src) if a.endswith(pathlib.Path(sib).name) else a for a in args]
+        args = [a.replace("-DFUSION_RP_FP16=0", "-DFUSION_RP_FP16=1") for a in args]
         args.insert(1, "-I" + str(root / "daemon"))
         r = subprocess.run(args, cwd=extra[0]["directory"], capture_output=True, text=True)
         checked.append(name)

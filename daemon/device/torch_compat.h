@@ -9,8 +9,9 @@
 //   stats (CUDA only)   -> c10::CachingDeviceAllocator -> c10::CachingAllocator); the aggregate
 //                       row is index 0 in every version, so CudaAllocatorStats() reads it by index.
 //   autocast            2.4 deprecated at::autocast::is_enabled/set_enabled/..._cpu_... (runtime
-//                       warnings) for the per-device-type calls: precision.cc picks them with
-//                       FUSION_TORCH_AT_LEAST(2, 4) (ATen's autocast header stays out of here).
+//                       warnings) for the per-device-type calls: precision.cc and
+//                       models/faceapi/ops.cc pick them with FUSION_TORCH_AT_LEAST(2, 4) (ATen's
+//                       autocast header stays out of here).
 //   streams             c10::cuda::getStreamFromPool(bool, DeviceIndex) and device_synchronize()
 //                       are the same in 1.13 and 2.x: no shim needed (model_store.cc).
 //

@@ -1,9 +1,12 @@
 #include "models/faceapi/ops.h"
 
 #include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
 
 #include <algorithm>
 #include <limits>
+
+#include "daemon/device/torch_compat.h"
 
 namespace fusion::faceapi::ops {
 namespace {
@@ -14,11 +17,22 @@ std::pair<int64_t, int64_t> SamePad(int64_t in, int k, int s) {
   return {total / 2, total - total / 2};
 }
 
+// LibTorch 2.4 deprecated the CPU-named autocast query (torch_compat.h).
+bool CpuAutocast() {
+#if FUSION_TORCH_AT_LEAST(2, 4)
+  return at::autocast::is_autocast_enabled(at::kCPU);
+#else
+  return at::autocast::is_cpu_enabled();
+#endif
+}
+
 }  // namespace
 
 at::Tensor Conv2d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int stride, int64_t groups) {
   const c10::optional<at::Tensor> bias = b.defined() ? c10::optional<at::Tensor>(b) : c10::nullopt;
-  if (x.is_cpu() && x.scalar_type() == at::kFloat && at::hasMKLDNN()) {
+  // oneDNN's convolution directly for a float32 CPU input - but not under CPU autocast
+  // (bf16), where at::conv2d is the op autocast runs at the reduced precision.
+  if (x.is_cpu() && x.scalar_type() == at::kFloat && at::hasMKLDNN() && !CpuAutocast()) {
     return at::mkldnn_convolution(x.contiguous(), w, bias, {0, 0}, {stride, stride}, {1, 1}, groups);
   }
   return at::conv2d(x, w, bias, at::IntArrayRef{stride, stride}, at::IntArrayRef{0, 0}, at::IntArrayRef{1, 1}, groups);

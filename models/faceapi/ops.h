@@ -14,7 +14,8 @@ namespace fusion::faceapi::ops {
 // 2-D convolution without padding (callers pad TF-style first): x [N,C,H,W], w OIHW (groups = C
 // for depthwise), b [O] or undefined. On CPU it calls oneDNN (mkldnn_convolution) directly:
 // Debian's LibTorch has no optimised BLAS, and at::conv2d picks the BLAS path for 1x1 and
-// batch-1 convolutions (measured: 1x1 512->512 at 32x32, 188 ms vs 5 ms). Elsewhere at::conv2d.
+// batch-1 convolutions (measured: 1x1 512->512 at 32x32, 188 ms vs 5 ms). Elsewhere, and under
+// CPU autocast (bf16: the reduced-precision twin of tests/gpu/reduced_precision_test.cc), at::conv2d.
 at::Tensor Conv2d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int stride = 1, int64_t groups = 1);
 
 // Zero-pads H and W of x [N,C,H,W] as TF "SAME" does for a k x k window with stride s.
