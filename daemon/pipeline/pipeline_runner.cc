@@ -195,6 +195,11 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
                               });
   if (!st.ok()) return st;
   for (Picture& p : pics) {
+    for (const TurnedFace& t : p.turned) run.Degrade(TurnedFaceNote(p.what, t));
+    if (p.faces.empty() && !p.turned.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("no upright face in the ", p.what, ": ", TurnedFaceNote(p.what, p.turned[0])));
+    }
     if (p.faces.empty()) return absl::FailedPreconditionError(absl::StrCat("no face in the ", p.what));
     // The source and reference faces are the largest of their image; LARGEST keeps one target.
     if (&p != &tgt || o.faces() == v1::LARGEST) p.faces = {p.faces[LargestFace(p.faces)]};

@@ -12,6 +12,7 @@ namespace {
 
 constexpr int kGrid = 4;  // cells per side of the 512-px input
 constexpr int kInput = kGrid * kOrientationCellPx;
+static_assert(kInput == kOrientationInputPx);
 
 // The box's context square resized to one cell, zero outside the image. Only cell-sized
 // buffers: the part of the square inside the image is resized straight from the image (a ROI).
@@ -38,11 +39,8 @@ cv::Mat ContextCell(const cv::Mat& rgb, const FaceBox& b) {
 }  // namespace
 
 int UprightTurns(const std::array<float, 4>& scores) {
-  int best = 0;
-  for (int k = 1; k < 4; ++k) {
-    if (scores[k] > scores[best]) best = k;
-  }
-  if (best == 0 || scores[best] < kTurnedMinScore) return 0;
+  const int best = scores[3] > scores[1] ? 3 : 1;  // sideways only: see the header on 2
+  if (scores[best] < kTurnedMinScore) return 0;
   auto logit = [](float p) {  // clamped: a score of 0 (no box) or 1 stays finite
     const double q = std::clamp(static_cast<double>(p), 1e-4, 1 - 1e-4);
     return std::log(q / (1 - q));
@@ -51,7 +49,7 @@ int UprightTurns(const std::array<float, 4>& scores) {
 }
 
 absl::StatusOr<std::vector<FaceOrientation>> EstimateOrientations(const FaceDetector& detector, const cv::Mat& rgb,
-                                                                  const std::vector<FaceBox>& boxes) {
+                                                                  const std::vector<FaceBox>& boxes, int tile_px) {
   if (rgb.empty() || rgb.type() != CV_8UC3) return absl::InvalidArgumentError("orientation: the image is not 8-bit RGB");
   std::vector<FaceOrientation> out(boxes.size());
   static constexpr cv::RotateFlags kRotate[3] = {cv::ROTATE_90_CLOCKWISE, cv::ROTATE_180, cv::ROTATE_90_COUNTERCLOCKWISE};
@@ -73,7 +71,7 @@ absl::StatusOr<std::vector<FaceOrientation>> EstimateOrientations(const FaceDete
         }
       }
     }
-    absl::StatusOr<std::vector<FaceBox>> found = detector.Detect(mosaic, input, 0, /*min_score=*/0.05f);
+    absl::StatusOr<std::vector<FaceBox>> found = detector.Detect(mosaic, input, tile_px, /*min_score=*/0.05f);
     if (!found.ok()) return found.status();
     for (const FaceBox& d : *found) {
       const float cx = d.x + d.w / 2, cy = d.y + d.h / 2;

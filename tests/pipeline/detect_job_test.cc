@@ -6,6 +6,8 @@
 
 #include <fstream>
 
+#include <opencv2/core.hpp>
+
 #include "nlohmann/json.hpp"
 #include "pipeline/pipeline_runner.h"
 #include "pipeline_env.h"
@@ -112,6 +114,47 @@ TEST(DetectOptions, MaxSideCapsThePassInputButNotTheFacesFound) {
   EXPECT_EQ(found_wide, 3);
   EXPECT_EQ(found_narrow, 3);
   EXPECT_EQ(false_narrow, 0);
+}
+
+// A photo stored sideways (new-user trial): SSD finds Grace turned 90 degrees clockwise at 0.9
+// and an upright face used to be pasted across her sideways head (SUCCEEDED). The orientation
+// check refuses it, naming the face and the turn.
+TEST(TurnedFaces, ASidewaysOnlyFaceFailsNamingTheTurn) {
+  cv::Mat turned;
+  cv::rotate(Decode(Grace(), cv::IMREAD_COLOR), turned, cv::ROTATE_90_CLOCKWISE);
+  v1::JobOptions o = Ratio(1);
+  o.set_simple(true);
+  auto out = Swap(o, Png(turned));
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition) << out.status();
+  EXPECT_NE(out.status().message().find("no upright face in the target image"), std::string::npos) << out.status();
+  EXPECT_NE(out.status().message().find("is turned 90 degrees clockwise"), std::string::npos) << out.status();
+  ExpectAtRest();
+}
+
+// Beside an upright copy, the turned face is left alone and named in the degradations; the
+// upright one is swapped.
+TEST(TurnedFaces, ATurnedFaceBesideAnUprightOneIsNotSwappedAndIsNamed) {
+  const cv::Mat grace = Decode(Grace(), cv::IMREAD_COLOR);  // 512 x 600
+  cv::Mat turned, both(grace.rows, grace.cols + grace.rows, CV_8UC3, cv::Scalar::all(0));
+  cv::rotate(grace, turned, cv::ROTATE_90_CLOCKWISE);  // 600 x 512 (SSD finds her turned clockwise)
+  grace.copyTo(both(cv::Rect(0, 0, grace.cols, grace.rows)));
+  turned.copyTo(both(cv::Rect(grace.cols, 0, turned.cols, turned.rows)));
+  v1::JobOptions o = Ratio(1);
+  o.set_simple(true);
+  Recorder rec;
+  auto out = Swap(o, Png(both), &rec);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->report.faces_swapped(), 1u);
+  ASSERT_EQ(out->report.faces_size(), 1);
+  EXPECT_LT(out->report.faces(0).box(0), grace.cols);  // the upright one
+  int named = 0;
+  for (const std::string& d : out->report.degradations()) {
+    std::printf("degradation: %s\n", d.c_str());
+    named += d.find("is turned 90 degrees clockwise") != std::string::npos;
+  }
+  EXPECT_EQ(named, 1);
+  ExpectAtRest();
 }
 
 }  // namespace
