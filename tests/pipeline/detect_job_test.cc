@@ -159,3 +159,5 @@ TEST(TurnedFaces, ATurnedFaceBesideAnUprightOneIsNotSwappedAndIsNamed) {
 
 }  // namespace
 }  // namespace fusion
+  EXPECT_GT(out->report.faces(0).score(), 0.9f);        // the detector's confidence in its box
+  EXPECT_LE(out->report.faces(0).score(), 1.0f);

@@ -183,6 +183,9 @@ TEST_F(SwapProcessTest, SwapThroughTheDaemonWritesATargetSizedPngWithTheSourceId
   const RunResult no_target = Ctl({"swap", "--source", FUSION_TEST_DATA_DIR "/faces/astronaut_eileen_collins_512.png",
                                    "--target", dir_.File("absent.png"), "-o", dir_.File("never.png")});
   EXPECT_EQ(no_target.exit_code, 2);
+  // The detector's confidence in Grace's box (SSD: 0.99).
+  EXPECT_GT(r["faces"][0]["score"].get<double>(), 0.9);
+  EXPECT_LE(r["faces"][0]["score"].get<double>(), 1.0);
   EXPECT_NE(no_target.err.find("--target: cannot read '" + dir_.File("absent.png") + "': No such file or directory"),
             std::string::npos) << no_target.err;
   const RunResult dir_source = Ctl({"swap", "--source", dir_.path(), "--target",

@@ -62,6 +62,7 @@ def test_swap_result(simple_swap: fusiond.SwapResult, tmp_path) -> None:
     assert not r.image_by_memfd and r.degradations == []
     [face] = r.faces
     assert face.identity_distance + 0.1 < face.target_identity_distance
+    assert 0.9 < face.score <= 1.0  # the detector's confidence in Grace's box
     assert 100 < face.box[2] < 300 and 100 < face.box[3] < 300
     assert [s.name for s in r.stages] == STAGES
     assert all(s.mode in ("device", "host") and s.ms > 0 and s.attempts == 1 for s in r.stages)

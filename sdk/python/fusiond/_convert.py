@@ -135,7 +135,8 @@ def result(p: pb.JobResult, image: bytes, by_memfd: bool) -> SwapResult:
         job_id=p.job_id, state=JobState(p.state), device=p.device, faces_swapped=p.faces_swapped,
         faces=[FaceReport(box=tuple(f.box) + (0.0,) * (4 - len(f.box)),  # type: ignore[arg-type]
                           identity_distance=f.identity_distance,
-                          target_identity_distance=f.target_identity_distance) for f in p.faces],
+                          target_identity_distance=f.target_identity_distance,
+                          score=f.score) for f in p.faces],
         stages=[stage(s) for s in p.stages], degradations=list(p.degradations), image_bytes=image,
         image_by_memfd=by_memfd, format=fmt, width=p.width, height=p.height, kind=kind,
         frames_total=p.frames_total, frames_swapped=p.frames_swapped,
