@@ -2,6 +2,7 @@
 // stage computations are in stages.cc.
 #include "pipeline/pipeline_runner.h"
 
+#include <atomic>
 #include <functional>
 #include <future>
 #include <thread>
@@ -183,11 +184,20 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
     if (!side.ok()) return side.status();
     detect_side = std::max(detect_side, *side);
   }
+  // Progress moves from 5% to 15% (the landmarks stage's) over the pictures' scan passes: a
+  // large target's detection is most of the job (seconds to minutes).
   absl::Status st = run.Stage("detect", options_.detector, DetectStagePixels(detect_side, detect),
                               DetectStageBucket(detect_side, detect), 0.05f,
                               [&](const ModelCopy& m, int tile, const Checkpoint& cp) {
-                                for (Picture& p : pics) {
-                                  if (absl::Status s = DetectFaces(m, tile, detect, p, cp.Within(p.what)); !s.ok()) {
+                                for (size_t k = 0; k < pics.size(); ++k) {
+                                  Picture& p = pics[k];
+                                  std::atomic<size_t> started{0};  // passes may run several at once
+                                  auto on_pass = [&](size_t, size_t n) {
+                                    const size_t i = started.fetch_add(1);
+                                    const float f = (k + static_cast<float>(i) / std::max<size_t>(1, n)) / pics.size();
+                                    run.Progress("detect", absl::StrCat(p.what, ": pass ", i + 1, " of ", n), 0.05f + 0.10f * f);
+                                  };
+                                  if (absl::Status s = DetectFaces(m, tile, detect, p, cp.Within(p.what), on_pass); !s.ok()) {
                                     return s;
                                   }
                                 }

@@ -131,12 +131,16 @@ static faceapi::MultiScaleOptions ScanOptions(const DetectSettings& settings) {
 }
 
 absl::Status DetectFaces(const ModelCopy& detector, int tile_px, const DetectSettings& settings, Picture& pic,
-                         const Checkpoint& cp) {
+                         const Checkpoint& cp, const std::function<void(size_t, size_t)>& on_pass) {
   const faceapi::FaceDetector* det = DetectorOf(detector);
   if (det == nullptr) return absl::InvalidArgumentError("detect: the model is not a face detector");
   faceapi::MultiScaleOptions options = ScanOptions(settings);
   options.tile_px = tile_px;  // the same passes; each runs its stem in windows
-  options.before_pass = [&cp](size_t i, size_t n) { return cp.Check("pass", i, n); };
+  options.before_pass = [&cp, &on_pass](size_t i, size_t n) {
+    if (absl::Status st = cp.Check("pass", i, n); !st.ok()) return st;
+    if (on_pass) on_pass(i, n);
+    return absl::OkStatus();
+  };
   // Untiled, settings.threads passes at once (the stage is admitted for that many). Tiled (the
   // ladder's answer to memory pressure) one at a time: the ladder's tile estimate is the whole
   // admission scaled by area, i.e. one pass's tile.

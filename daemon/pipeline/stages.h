@@ -12,6 +12,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -81,9 +82,12 @@ struct DetectSettings {
 // same boxes up to float order.
 // Every box is then checked for its orientation (faceapi::EstimateOrientations, one more pass per
 // 4 boxes): turned ones go to pic.turned, not pic.faces.
-// Checkpoint units: "pass", then "orientation pass".
+// Checkpoint units: "pass", then "orientation pass". `on_pass(index, count)`, when given, is
+// called before each scan pass (MultiScaleOptions::before_pass: concurrently when passes run at
+// once), for the job's progress.
 absl::Status DetectFaces(const ModelCopy& detector, int tile_px, const DetectSettings& settings, Picture& pic,
-                         const Checkpoint& cp = {});
+                         const Checkpoint& cp = {},
+                         const std::function<void(size_t index, size_t count)>& on_pass = nullptr);
 // The largest network input side DetectFaces uses on a w x h image with `detector` (a catalogue
 // name): the detect stage's working set is its square. NOT_FOUND for a model that is no detector.
 absl::StatusOr<int> LargestDetectInput(const std::string& detector, int w, int h, const DetectSettings& settings);

@@ -121,6 +121,30 @@ TEST(DetectOptions, MaxSideCapsThePassInputButNotTheFacesFound) {
 // check refuses it, naming the face and the turn.
 TEST(TurnedFaces, ASidewaysOnlyFaceFailsNamingTheTurn) {
   cv::Mat turned;
+// Detection is most of a large job: its progress moves with the scan passes (it sat at 5% for
+// the whole stage), from the detect stage's 5% towards the landmarks stage's 15%.
+TEST(DetectProgress, EveryScanPassIsReportedWithRisingProgress) {
+  Recorder rec;
+  v1::JobOptions o = Ratio(1);
+  o.set_simple(true);
+  auto out = Swap(o, Grace(), &rec);
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::vector<float> target;
+  int source_passes = 0;
+  for (size_t i = 0; i < rec.started.size(); ++i) {
+    const std::string& s = rec.started[i];
+    if (s.rfind("detect (source image: pass ", 0) == 0) ++source_passes;
+    if (s.rfind("detect (target image: pass ", 0) != 0) continue;
+    std::printf("%s at %.3f\n", s.c_str(), rec.progress[i]);
+    target.push_back(rec.progress[i]);
+  }
+  EXPECT_GE(source_passes, 1);
+  ASSERT_GE(target.size(), 2u);
+  EXPECT_GE(target.front(), 0.05f);
+  EXPECT_LT(target.back(), 0.15f);
+  for (size_t i = 1; i < target.size(); ++i) EXPECT_GT(target[i], target[i - 1]);
+}
+
   cv::rotate(Decode(Grace(), cv::IMREAD_COLOR), turned, cv::ROTATE_90_CLOCKWISE);
   v1::JobOptions o = Ratio(1);
   o.set_simple(true);
@@ -153,11 +177,11 @@ TEST(TurnedFaces, ATurnedFaceBesideAnUprightOneIsNotSwappedAndIsNamed) {
     std::printf("degradation: %s\n", d.c_str());
     named += d.find("is turned 90 degrees clockwise") != std::string::npos;
   }
+  EXPECT_GT(out->report.faces(0).score(), 0.9f);        // the detector's confidence in its box
+  EXPECT_LE(out->report.faces(0).score(), 1.0f);
   EXPECT_EQ(named, 1);
   ExpectAtRest();
 }
 
 }  // namespace
 }  // namespace fusion
-  EXPECT_GT(out->report.faces(0).score(), 0.9f);        // the detector's confidence in its box
-  EXPECT_LE(out->report.faces(0).score(), 1.0f);
