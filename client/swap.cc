@@ -175,6 +175,21 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
+// swap --json on a job that did not succeed (or was refused at submit): the error as a JSON
+// object on stdout, so a script reading stdout sees why; the exit code stays Fail's.
+// `message`: the job's error message (stderr gets Fail's line for `status`).
+static int FailJson(const absl::Status& status, const std::string& message, const std::string& job_id,
+                    const std::string& state, const std::string& stage, const std::vector<std::string>& degradations) {
+  nlohmann::json j = {{"job_id", job_id},
+                      {"state", state},
+                      {"error", {{"code", absl::StatusCodeToString(status.code())},
+                                 {"message", message},
+                                 {"stage", stage}}},
+                      {"degradations", degradations}};
+  std::cout << j.dump(2) << "\n";
+  return Fail(status);
+}
+
 void AddSwapOptions(CLI::App* cmd, SwapArgs& a) {
   cmd->add_option("--source", a.source, "image with the face to use")->required();
   cmd->add_option("--target", a.target,
@@ -250,7 +265,7 @@ int RunSwap(Client& client, const SwapArgs& a) {
     if (absl::Status st = CheckWritable(a.output); !st.ok()) return Usage(st);
   }
   auto job = client.SubmitJob(*source, *target, *options);
-  if (!job.ok()) return Fail(job.status());
+  if (!job.ok()) return a.json ? FailJson(job.status(), std::string(job.status().message()), "", "NOT_SUBMITTED", "submit", {}) : Fail(job.status());
   if (a.no_wait) {
     std::cout << (a.json ? JobToJson(*job).dump(2) : job->job_id) << "\n";
     return 0;
@@ -259,8 +274,12 @@ int RunSwap(Client& client, const SwapArgs& a) {
   std::fprintf(stderr, "job %s submitted\n", job->job_id.c_str());  // to find it again if we lose the daemon
   JobInfo final_job;
   absl::Status watched = client.WatchJob(job->job_id, [&](const JobEvent& e) {
+  std::string stage;  // the stage last started ("detect", without its " (...)" note)
+  std::vector<std::string> degradations;
     ShowEvent(e, tty);
     if (e.kind == JobEvent::Kind::kDone) final_job = e.job;
+    if (e.kind == JobEvent::Kind::kStageStarted) stage = e.stage.substr(0, e.stage.find(" ("));
+    if (e.kind == JobEvent::Kind::kDegradation) degradations.push_back(e.degradation);
   });
   if (!watched.ok()) {
     // The job is in fusiond's journal: a daemon restart runs it again exactly once.
@@ -268,9 +287,11 @@ int RunSwap(Client& client, const SwapArgs& a) {
                                                           "; see it later with: fusionctl job ", job->job_id, ")")));
   }
   if (final_job.state != JobState::kSucceeded) {
-    return Fail(absl::Status(static_cast<absl::StatusCode>(final_job.error_code),
-                             absl::StrCat("job ", final_job.job_id, " ", ToString(final_job.state),
-                                          ": ", final_job.error_message)));
+    const absl::Status failed(static_cast<absl::StatusCode>(final_job.error_code),
+                              absl::StrCat("job ", final_job.job_id, " ", ToString(final_job.state), ": ",
+                                           final_job.error_message));
+    if (!a.json) return Fail(failed);
+    return FailJson(failed, final_job.error_message, final_job.job_id, ToString(final_job.state), stage, degradations);
   }
   return RunResult(client, job->job_id, a.output, a.json);
 }
