@@ -211,7 +211,8 @@ void AddSwapOptions(CLI::App* cmd, SwapArgs& a) {
   cmd->add_option("--upscale", a.upscale, "whole-frame upscale of the output")->check(CLI::IsMember({"x2", "x4"}));
   cmd->add_option("--faces", a.faces, "all | largest | reference:IMG");
   auto* max_side = cmd->add_option("--max-side", a.max_side,
-                                   "cap on one detection pass's network input, pixels (416..1024, default 1024); "
+                                   "cap on one detection pass's network input, pixels (any value: rounded down to x32 and clamped to "
+                                   "416..1024; default 1024); "
                                    "a memory lever: it does not change which faces are found");
   cmd->add_flag("--low-vram", a.low_vram, "small-card profile (detection passes of at most 640 px)")->excludes(max_side);
   cmd->add_option("--min-face-px", a.min_face_px,
@@ -273,13 +274,13 @@ int RunSwap(Client& client, const SwapArgs& a) {
   const bool tty = isatty(STDERR_FILENO) != 0;
   std::fprintf(stderr, "job %s submitted\n", job->job_id.c_str());  // to find it again if we lose the daemon
   JobInfo final_job;
-  absl::Status watched = client.WatchJob(job->job_id, [&](const JobEvent& e) {
   std::string stage;  // the stage last started ("detect", without its " (...)" note)
   std::vector<std::string> degradations;
+  absl::Status watched = client.WatchJob(job->job_id, [&](const JobEvent& e) {
     ShowEvent(e, tty);
-    if (e.kind == JobEvent::Kind::kDone) final_job = e.job;
     if (e.kind == JobEvent::Kind::kStageStarted) stage = e.stage.substr(0, e.stage.find(" ("));
     if (e.kind == JobEvent::Kind::kDegradation) degradations.push_back(e.degradation);
+    if (e.kind == JobEvent::Kind::kDone) final_job = e.job;
   });
   if (!watched.ok()) {
     // The job is in fusiond's journal: a daemon restart runs it again exactly once.

@@ -106,8 +106,12 @@ struct Client::Impl {
       return absl::UnavailableError(
           absl::StrCat("cannot reach fusiond at ", target, ": ", status.error_message()));
     }
+    // The call's own deadline (ClientOptions::timeout_ms) passed: gRPC says only "Deadline
+    // Exceeded", on a connected channel too (fusionctl --timeout-ms 1 health gave that, exit 1,
+    // where the README says 2). Nobody answered in time: UNAVAILABLE naming the wait. A
+    // DEADLINE_EXCEEDED the daemon returns itself carries its own message and passes through.
     if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
-        channel->GetState(false) != GRPC_CHANNEL_READY) {
+        (channel->GetState(false) != GRPC_CHANNEL_READY || status.error_message() == "Deadline Exceeded")) {
       return absl::UnavailableError(absl::StrCat("cannot reach fusiond at ", target,
                                                  ": no answer within ", options.timeout_ms, " ms"));
     }
