@@ -171,6 +171,20 @@ def test_errors_from_real_failures(client: fusiond.Client, daemon: Daemon) -> No
         client.submit(ASTRONAUT, HOPPER, no_such_option=1)
     with pytest.raises(ValueError, match="cannot read"):
         client.submit(os.path.join(daemon.root, "missing.png"), HOPPER)
+    # Out-of-range numbers: fusiond's InvalidArgument naming the option, raised before sending
+    # (min_face_px=-5 was protobuf's raw "Value out of range" ValueError).
+    for bad, text in (({"min_face_px": -5}, "options: min_face_px -5 is not in [8,100000]"),
+                      ({"min_face_px": 4}, "options: min_face_px 4 is not in"),
+                      ({"max_side": -1}, "options: max_side -1 is not in"),
+                      ({"min_face_score": 1.5}, "options: min_face_score 1.5 is not in (0,1)"),
+                      ({"ratio": 2}, "options: ratio 2 is not in [0,1]"),
+                      ({"video_crf": 60}, "options: video_crf 60 is not in [1,51]"),
+                      ({"min_face_px": "40"}, "options: min_face_px '40' is not an integer")):
+        with pytest.raises(fusiond.InvalidOption) as caught:
+            client.submit(ASTRONAUT, HOPPER, **bad)
+        assert caught.value.message.startswith(text), caught.value.message
+        assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT
+        assert isinstance(caught.value, fusiond.InvalidArgument) and isinstance(caught.value, ValueError)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run clients as other uids")
