@@ -96,6 +96,18 @@ TEST(Cancel, CancelBetweenDetectionPassesNamesTheImageAndPass) {
   ExpectAtRest();
 }
 
+// The result's encode is one unit that cannot stop (seconds for a large result) and was no
+// stage: a cancel (or the drain deadline) during the last stage let it run; now it is a
+// checkpoint of its own.
+TEST(Cancel, ACancelDuringTheLastStageEndsTheJobBeforeTheEncode) {
+  CancelInStage rec("score", 2);  // looks: face 1 of the score stage, then the encode's
+  auto out = Swap(Ratio(1), SmallGrace(), &rec);
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kCancelled) << out.status();
+  EXPECT_EQ(out.status().message(), "job cancelled before stage 'encode'");
+  EXPECT_EQ(rec.looks, 2);
+  ExpectAtRest();
+}
+
 TEST(Cancel, CancelInTheCpuFallbackPassesThroughTheLadder) {
   // Every device attempt fails: the CPU fallback runs the per-face loop, and is cancelled there.
   E().faults.Set("generate", FaultMode::kFailDevice);
