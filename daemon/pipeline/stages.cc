@@ -179,9 +179,8 @@ absl::Status DetectFaces(const ModelCopy& detector, int tile_px, const DetectSet
 }
 
 std::string TurnedFaceNote(const std::string& what, const TurnedFace& f) {
-  static constexpr const char* kTurn[4] = {"", "90 degrees counter-clockwise", "upside down", "90 degrees clockwise"};
   return absl::StrCat(what, ": the face at (", std::lround(f.box.x), ",", std::lround(f.box.y), " ", std::lround(f.box.w),
-                      "x", std::lround(f.box.h), ") is turned ", kTurn[f.upright_turns & 3], " (the detector scores it ",
+                      "x", std::lround(f.box.h), ") is turned sideways (the detector scores it ",
                       absl::StrFormat("%.2f", f.upright_score), " righted, ", absl::StrFormat("%.2f", f.as_is_score),
                       " as it is): not swapped; store the image upright");
 }

@@ -39,7 +39,7 @@ struct DetectedFace {
 // the job's degradations (an upright face pasted across a sideways head is worse than a miss).
 struct TurnedFace {
   faceapi::FaceBox box;         // full-resolution pixels
-  int upright_turns = 0;        // clockwise quarter turns of the image that right it (1..3)
+  int upright_turns = 0;        // 1 or 3 (face_orientation.h: either may be the upright one)
   float upright_score = 0;      // the detector's score with the face righted, and as it is
   float as_is_score = 0;
 };
@@ -53,8 +53,10 @@ struct Picture {
   std::vector<TurnedFace> turned;    // faces the detector finds turned by 90/180/270 degrees
 };
 
-// "target image: the face at (x,y WxH) is turned 90 degrees clockwise (the detector scores it
-// 0.99 righted, 0.45 as it is): not swapped; store the image upright" (the job's degradation).
+// "target image: the face at (x,y WxH) is turned sideways (the detector scores it 0.99 righted,
+// 0.45 as it is): not swapped; store the image upright" (the job's degradation). No direction:
+// SSD scores an upside-down face like an upright one, so the turn that rights a sideways face
+// and the opposite one (upside down) score alike (face_orientation.h).
 std::string TurnedFaceNote(const std::string& what, const TurnedFace& f);
 
 // One target face being swapped.

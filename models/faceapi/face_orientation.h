@@ -31,7 +31,9 @@ inline constexpr int kOrientationFacesPerPass = 4;  // 16 cells of 128 px in 512
 
 struct FaceOrientation {
   // Clockwise quarter turns of the image that make the face upright: 0, 1 (cv::rotate's
-  // ROTATE_90_CLOCKWISE) or 3 (ROTATE_90_COUNTERCLOCKWISE); never 2 (UprightTurns).
+  // ROTATE_90_CLOCKWISE) or 3 (ROTATE_90_COUNTERCLOCKWISE); never 2 (UprightTurns). 1 and 3
+  // tell "sideways" reliably, not which way: the other one shows the face upside down, which
+  // SSD scores as high (the scan's boxes of sample1 turned 90 degrees clockwise came out 3, 1, 3).
   int upright_turns = 0;
   // The detector's best score in each turn's cell (0..3, 2 upside down); 0 = no box there.
   std::array<float, 4> scores{};
