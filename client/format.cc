@@ -127,7 +127,8 @@ nlohmann::json JobResultToJson(const JobResult& r) {
   for (const FaceReport& f : r.faces) {
     faces.push_back({{"box", {f.box[0], f.box[1], f.box[2], f.box[3]}},
                      {"identity_distance", f.identity_distance},
-                     {"target_identity_distance", f.target_identity_distance}});
+                     {"target_identity_distance", f.target_identity_distance},
+                     {"score", f.score}});
   }
   nlohmann::json stages = nlohmann::json::array();
   for (const StageReport& s : r.stages) {

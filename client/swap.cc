@@ -175,6 +175,21 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
+// swap --json on a job that did not succeed (or was refused at submit): the error as a JSON
+// object on stdout, so a script reading stdout sees why; the exit code stays Fail's.
+// `message`: the job's error message (stderr gets Fail's line for `status`).
+static int FailJson(const absl::Status& status, const std::string& message, const std::string& job_id,
+                    const std::string& state, const std::string& stage, const std::vector<std::string>& degradations) {
+  nlohmann::json j = {{"job_id", job_id},
+                      {"state", state},
+                      {"error", {{"code", absl::StatusCodeToString(status.code())},
+                                 {"message", message},
+                                 {"stage", stage}}},
+                      {"degradations", degradations}};
+  std::cout << j.dump(2) << "\n";
+  return Fail(status);
+}
+
 void AddSwapOptions(CLI::App* cmd, SwapArgs& a) {
   cmd->add_option("--source", a.source, "image with the face to use")->required();
   cmd->add_option("--target", a.target,
@@ -196,7 +211,8 @@ void AddSwapOptions(CLI::App* cmd, SwapArgs& a) {
   cmd->add_option("--upscale", a.upscale, "whole-frame upscale of the output")->check(CLI::IsMember({"x2", "x4"}));
   cmd->add_option("--faces", a.faces, "all | largest | reference:IMG");
   auto* max_side = cmd->add_option("--max-side", a.max_side,
-                                   "cap on one detection pass's network input, pixels (416..1024, default 1024); "
+                                   "cap on one detection pass's network input, pixels (any value: rounded down to x32 and clamped to "
+                                   "416..1024; default 1024); "
                                    "a memory lever: it does not change which faces are found");
   cmd->add_flag("--low-vram", a.low_vram, "small-card profile (detection passes of at most 640 px)")->excludes(max_side);
   cmd->add_option("--min-face-px", a.min_face_px,
@@ -250,7 +266,7 @@ int RunSwap(Client& client, const SwapArgs& a) {
     if (absl::Status st = CheckWritable(a.output); !st.ok()) return Usage(st);
   }
   auto job = client.SubmitJob(*source, *target, *options);
-  if (!job.ok()) return Fail(job.status());
+  if (!job.ok()) return a.json ? FailJson(job.status(), std::string(job.status().message()), "", "NOT_SUBMITTED", "submit", {}) : Fail(job.status());
   if (a.no_wait) {
     std::cout << (a.json ? JobToJson(*job).dump(2) : job->job_id) << "\n";
     return 0;
@@ -258,8 +274,12 @@ int RunSwap(Client& client, const SwapArgs& a) {
   const bool tty = isatty(STDERR_FILENO) != 0;
   std::fprintf(stderr, "job %s submitted\n", job->job_id.c_str());  // to find it again if we lose the daemon
   JobInfo final_job;
+  std::string stage;  // the stage last started ("detect", without its " (...)" note)
+  std::vector<std::string> degradations;
   absl::Status watched = client.WatchJob(job->job_id, [&](const JobEvent& e) {
     ShowEvent(e, tty);
+    if (e.kind == JobEvent::Kind::kStageStarted) stage = e.stage.substr(0, e.stage.find(" ("));
+    if (e.kind == JobEvent::Kind::kDegradation) degradations.push_back(e.degradation);
     if (e.kind == JobEvent::Kind::kDone) final_job = e.job;
   });
   if (!watched.ok()) {
@@ -268,9 +288,11 @@ int RunSwap(Client& client, const SwapArgs& a) {
                                                           "; see it later with: fusionctl job ", job->job_id, ")")));
   }
   if (final_job.state != JobState::kSucceeded) {
-    return Fail(absl::Status(static_cast<absl::StatusCode>(final_job.error_code),
-                             absl::StrCat("job ", final_job.job_id, " ", ToString(final_job.state),
-                                          ": ", final_job.error_message)));
+    const absl::Status failed(static_cast<absl::StatusCode>(final_job.error_code),
+                              absl::StrCat("job ", final_job.job_id, " ", ToString(final_job.state), ": ",
+                                           final_job.error_message));
+    if (!a.json) return Fail(failed);
+    return FailJson(failed, final_job.error_message, final_job.job_id, ToString(final_job.state), stage, degradations);
   }
   return RunResult(client, job->job_id, a.output, a.json);
 }

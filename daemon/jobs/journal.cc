@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include <spdlog/spdlog.h>
+
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -144,9 +146,18 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const Options& options) {
   }
   std::unique_ptr<Journal> journal(new Journal(options, db));
   MutexLock lock(&journal->mu_);
+  // auto_vacuum before the first table (a new file); an older file made without it converts
+  // with one VACUUM (rewrites the file once: seconds for hundreds of MB).
+  if (auto st = journal->Exec("PRAGMA auto_vacuum=INCREMENTAL;"); !st.ok()) return st;
   for (const char* sql : {"PRAGMA journal_mode=WAL;", "PRAGMA synchronous=FULL;",
                           "PRAGMA busy_timeout=5000;", kSchema}) {
     if (auto st = journal->Exec(sql); !st.ok()) return st;
+  }
+  if (auto mode = journal->PragmaInt("PRAGMA auto_vacuum;"); !mode.ok()) {
+    return mode.status();
+  } else if (*mode != 2) {
+    spdlog::info("journal: converting {} to incremental auto-vacuum (one VACUUM)", options.path);
+    if (auto st = journal->Exec("VACUUM;"); !st.ok()) return st;
   }
   (void)journal->Exec(kAddResultFile);  // "duplicate column" once it exists
   if (options.max_bytes > 0) {
@@ -329,7 +340,33 @@ absl::StatusOr<int> Journal::Prune(int64_t now_unix_ms) {
   }
   if (rc != SQLITE_DONE) return over.Error(rc, "prune by size");
   for (const std::string& f : files) ::unlink(f.c_str());
+  auto free_pages = PragmaInt("PRAGMA freelist_count;");
+  if (!free_pages.ok()) return free_pages.status();
+  if (*free_pages >= kReclaimPages) {
+    if (absl::Status st = Reclaim(); !st.ok()) return st;
+  }
   return removed;
+}
+
+absl::Status Journal::Reclaim() {
+  if (absl::Status st = Exec("PRAGMA incremental_vacuum;"); !st.ok()) return st;
+  return Exec("PRAGMA wal_checkpoint(TRUNCATE);");
+}
+
+absl::StatusOr<int64_t> Journal::PragmaInt(const char* pragma) {
+  Statement s(db_, pragma);
+  const int rc = s.Step();
+  if (rc != SQLITE_ROW) return s.Error(rc, pragma);
+  return s.Int(0);
+}
+
+absl::StatusOr<std::pair<int64_t, int64_t>> Journal::PageCounts() {
+  MutexLock lock(&mu_);
+  auto pages = PragmaInt("PRAGMA page_count;");
+  if (!pages.ok()) return pages.status();
+  auto free_pages = PragmaInt("PRAGMA freelist_count;");
+  if (!free_pages.ok()) return free_pages.status();
+  return std::pair{*pages, *free_pages};
 }
 
 }  // namespace fusion::jobs

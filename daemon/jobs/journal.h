@@ -5,7 +5,9 @@
 // written in the same transaction as that state (no job ever has two results). After a crash,
 // Recover() turns RUNNING jobs back into QUEUED ones. Inputs of finished jobs are dropped;
 // results are kept for `retention` and within `retention_bytes`, oldest removed first.
-// Storage: SQLite in WAL mode with synchronous=FULL (a committed submit survives power loss).
+// Storage: SQLite in WAL mode with synchronous=FULL (a committed submit survives power loss),
+// auto_vacuum=INCREMENTAL: the space of dropped inputs and removed results goes back to the file
+// system (Prune), the file does not keep growing (a user's journal was 313 MB, 137 MB free).
 // Errors: RESOURCE_EXHAUSTED when the disk (or `max_bytes`) is full - nothing is half-written;
 // NOT_FOUND for an unknown job id; INTERNAL for other SQLite failures (message has SQLite's).
 // Thread-safety: all methods may be called concurrently (one mutex around the connection).
@@ -17,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -77,12 +80,23 @@ class Journal {
   absl::StatusOr<std::vector<JobRecord>> Recover();
   // Removes finished jobs past the retention period, then the oldest results until the kept
   // result images fit `retention_bytes`; result files of removed jobs are deleted. Returns how
-  // many jobs were removed.
+  // many jobs were removed. Then, once kReclaimPages or more pages are free (dropped inputs,
+  // removed results), gives them back to the file system (Reclaim).
   absl::StatusOr<int> Prune(int64_t now_unix_ms);
+  // Free pages at which Prune shrinks the file: 2048 pages of 4 KiB = 8 MiB.
+  static constexpr int64_t kReclaimPages = 2048;
+  // Pages the database file holds and how many of them are free (PRAGMA page_count and
+  // freelist_count): for tests and the log.
+  absl::StatusOr<std::pair<int64_t, int64_t>> PageCounts();
 
  private:
   Journal(Options options, sqlite3* db) : options_(std::move(options)), db_(db) {}
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<int64_t> PragmaInt(const char* pragma) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The database is auto_vacuum=INCREMENTAL (Open converts an older one with one VACUUM):
+  // incremental_vacuum moves the free pages to the end and truncates them, and a TRUNCATE
+  // checkpoint writes that to the main file and empties the WAL, so the file shrinks now.
+  absl::Status Reclaim() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   Mutex mu_;

@@ -167,7 +167,15 @@ void Execution::Degrade(const std::string& d) {
   ctx_.Degradation(d);
 }
 
+void Execution::Progress(const std::string& stage, const std::string& note, float progress) {
+  float seen = progress_floor_.load();
+  while (seen < progress && !progress_floor_.compare_exchange_weak(seen, progress)) {
+  }
+  if (!per_frame_) ctx_.StageStarted(absl::StrCat(stage, " (", note, ")"), progress);
+}
+
 void Execution::Finish(const v1::StageReport& r, float progress, const std::vector<std::string>& degradations) {
+  progress = std::max(progress, progress_floor_.load());
   if (per_frame_) {
     Merge(r);
   } else {

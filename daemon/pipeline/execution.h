@@ -10,6 +10,7 @@
 // Thread-safety: one Execution per job, used from the job's thread only.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <future>
@@ -64,6 +65,11 @@ class Execution {
   // result and as a job event; once per job in per-frame mode.
   void Degrade(const std::string& d);
 
+  // Progress inside a running stage: a StageStarted event "stage (note)" at `progress` (the
+  // detect stage's scan passes). The stage's StageFinished then reports no less, so progress
+  // never goes back. May be called from the stage's worker threads at once.
+  void Progress(const std::string& stage, const std::string& note, float progress);
+
   // A host stage (no model, no lease): runs `fn` and reports it with mode HOST.
   absl::Status HostStage(const std::string& name, float progress,
                          const std::function<absl::Status(const Checkpoint&)>& fn);
@@ -87,6 +93,7 @@ class Execution {
   size_t next_ = 0;
   std::future<void> prefetch_;
   bool per_frame_ = false;
+  std::atomic<float> progress_floor_{0};  // the largest Progress() so far
 };
 
 // The picture of a BGR image: its RGB copy made (the caller admitted its 3 B/px).

@@ -186,6 +186,7 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
     for (float v : {b.x, b.y, b.w, b.h}) f->add_box(v);
     f->set_identity_distance(DescriptorDistance(scored[i], src.faces[0].descriptor));
     f->set_target_identity_distance(DescriptorDistance(before[i], src.faces[0].descriptor));
+    f->set_score(b.score);
   }
   report.set_faces_swapped(static_cast<uint32_t>(items.size()));
   return absl::OkStatus();

@@ -32,9 +32,8 @@ absl::Status ValidateJobOptions(const v1::JobOptions& o, const models::ModelCata
     return absl::InvalidArgumentError("options: faces REFERENCE needs a reference image");
   }
   if (o.reference_max_distance() < 0) return absl::InvalidArgumentError("options: reference_max_distance < 0");
-  if (o.max_side() != 0 && (o.max_side() < 64 || o.max_side() > 16384)) {
-    return absl::InvalidArgumentError(absl::StrCat("options: max_side ", o.max_side(), " is not in [64,16384]"));
-  }
+  // max_side: any value; DetectSettingsFor clamps the pass cap to 416..1024 (README: a user's
+  // --max-side 63 was refused although the README said clamped).
   if (o.min_face_px() != 0 && (o.min_face_px() < 8 || o.min_face_px() > 100000)) {
     return absl::InvalidArgumentError(absl::StrCat("options: min_face_px ", o.min_face_px(), " is not in [8,100000]"));
   }

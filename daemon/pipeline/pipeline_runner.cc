@@ -2,6 +2,7 @@
 // stage computations are in stages.cc.
 #include "pipeline/pipeline_runner.h"
 
+#include <atomic>
 #include <functional>
 #include <future>
 #include <thread>
@@ -183,11 +184,20 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
     if (!side.ok()) return side.status();
     detect_side = std::max(detect_side, *side);
   }
+  // Progress moves from 5% to 15% (the landmarks stage's) over the pictures' scan passes: a
+  // large target's detection is most of the job (seconds to minutes).
   absl::Status st = run.Stage("detect", options_.detector, DetectStagePixels(detect_side, detect),
                               DetectStageBucket(detect_side, detect), 0.05f,
                               [&](const ModelCopy& m, int tile, const Checkpoint& cp) {
-                                for (Picture& p : pics) {
-                                  if (absl::Status s = DetectFaces(m, tile, detect, p, cp.Within(p.what)); !s.ok()) {
+                                for (size_t k = 0; k < pics.size(); ++k) {
+                                  Picture& p = pics[k];
+                                  std::atomic<size_t> started{0};  // passes may run several at once
+                                  auto on_pass = [&](size_t, size_t n) {
+                                    const size_t i = started.fetch_add(1);
+                                    const float f = (k + static_cast<float>(i) / std::max<size_t>(1, n)) / pics.size();
+                                    run.Progress("detect", absl::StrCat(p.what, ": pass ", i + 1, " of ", n), 0.05f + 0.10f * f);
+                                  };
+                                  if (absl::Status s = DetectFaces(m, tile, detect, p, cp.Within(p.what), on_pass); !s.ok()) {
                                     return s;
                                   }
                                 }
@@ -195,6 +205,11 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
                               });
   if (!st.ok()) return st;
   for (Picture& p : pics) {
+    for (const TurnedFace& t : p.turned) run.Degrade(TurnedFaceNote(p.what, t));
+    if (p.faces.empty() && !p.turned.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("no upright face in the ", p.what, ": ", TurnedFaceNote(p.what, p.turned[0])));
+    }
     if (p.faces.empty()) return absl::FailedPreconditionError(absl::StrCat("no face in the ", p.what));
     // The source and reference faces are the largest of their image; LARGEST keeps one target.
     if (&p != &tgt || o.faces() == v1::LARGEST) p.faces = {p.faces[LargestFace(p.faces)]};
@@ -251,7 +266,11 @@ absl::Status FinishJob(const FaceStages& m, const v1::JobOptions& o, const Decod
     cv::resize(target.original, base.original, frame.size(), 0, 0, cv::INTER_CUBIC);
     cv::resize(target.bgr, base.bgr, frame.size(), 0, 0, cv::INTER_CUBIC);
   }
-  // encode: its working set and the encoded bytes admitted on the host tier first.
+  // encode: a checkpoint first. The encode is one unit that cannot stop (cv::imencode: ~1 s for
+  // the 11-MP mosaic here, several for an upscaled one), and it was not a stage: a drain deadline
+  // or a cancel that passed during the last stage let the whole encode run after it.
+  if (run.context().Cancelled()) return absl::CancelledError("job cancelled before stage 'encode'");
+  // Its working set and the encoded bytes admitted on the host tier first.
   auto encoding = run.HostBuffers(
       absl::StrCat("stage 'encode': the ", o.format() == v1::JPEG ? "JPEG" : "PNG", " encoding of a ", frame.cols,
                    "x", frame.rows, " result"),

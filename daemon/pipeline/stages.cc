@@ -9,8 +9,10 @@
 #include <opencv2/imgproc.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "models/blend/blend.h"
 #include "models/faceapi/face_landmark_68.h"
+#include "models/faceapi/face_orientation.h"
 #include "models/faceapi/face_recognition.h"
 #include "models/faceapi/multiscale.h"
 #include "models/faceapi/ssd_mobilenet_v1.h"
@@ -129,12 +131,16 @@ static faceapi::MultiScaleOptions ScanOptions(const DetectSettings& settings) {
 }
 
 absl::Status DetectFaces(const ModelCopy& detector, int tile_px, const DetectSettings& settings, Picture& pic,
-                         const Checkpoint& cp) {
+                         const Checkpoint& cp, const std::function<void(size_t, size_t)>& on_pass) {
   const faceapi::FaceDetector* det = DetectorOf(detector);
   if (det == nullptr) return absl::InvalidArgumentError("detect: the model is not a face detector");
   faceapi::MultiScaleOptions options = ScanOptions(settings);
   options.tile_px = tile_px;  // the same passes; each runs its stem in windows
-  options.before_pass = [&cp](size_t i, size_t n) { return cp.Check("pass", i, n); };
+  options.before_pass = [&cp, &on_pass](size_t i, size_t n) {
+    if (absl::Status st = cp.Check("pass", i, n); !st.ok()) return st;
+    if (on_pass) on_pass(i, n);
+    return absl::OkStatus();
+  };
   // Untiled, settings.threads passes at once (the stage is admitted for that many). Tiled (the
   // ladder's answer to memory pressure) one at a time: the ladder's tile estimate is the whole
   // admission scaled by area, i.e. one pass's tile.
@@ -145,20 +151,46 @@ absl::Status DetectFaces(const ModelCopy& detector, int tile_px, const DetectSet
   }
   auto boxes = faceapi::DetectMultiScale(*det, pic.rgb, options);
   if (!boxes.ok()) return boxes.status();
+  // Orientation: 4 boxes per pass, each pass a checkpoint.
+  std::vector<faceapi::FaceOrientation> turns;
+  const size_t per = faceapi::kOrientationFacesPerPass, passes = (boxes->size() + per - 1) / per;
+  for (size_t k = 0; k < passes; ++k) {
+    if (absl::Status st = cp.Check("orientation pass", k, passes); !st.ok()) return st;
+    const std::vector<faceapi::FaceBox> some(boxes->begin() + k * per, boxes->begin() + std::min(boxes->size(), (k + 1) * per));
+    auto o = faceapi::EstimateOrientations(*det, pic.rgb, some, tile_px);
+    if (!o.ok()) return o.status();
+    turns.insert(turns.end(), o->begin(), o->end());
+  }
   std::vector<DetectedFace> faces;
-  for (const faceapi::FaceBox& b : *boxes) {
+  std::vector<TurnedFace> turned;
+  for (size_t i = 0; i < boxes->size(); ++i) {
+    const faceapi::FaceOrientation& o = turns[i];
+    if (o.upright_turns != 0) {
+      turned.push_back({(*boxes)[i], o.upright_turns, o.scores[o.upright_turns], o.scores[0]});
+      continue;
+    }
     DetectedFace f;
-    f.box = b;
+    f.box = (*boxes)[i];
     faces.push_back(f);
   }
   pic.faces = std::move(faces);
+  pic.turned = std::move(turned);
   return absl::OkStatus();
+}
+
+std::string TurnedFaceNote(const std::string& what, const TurnedFace& f) {
+  return absl::StrCat(what, ": the face at (", std::lround(f.box.x), ",", std::lround(f.box.y), " ", std::lround(f.box.w),
+                      "x", std::lround(f.box.h), ") is turned sideways (the detector scores it ",
+                      absl::StrFormat("%.2f", f.upright_score), " righted, ", absl::StrFormat("%.2f", f.as_is_score),
+                      " as it is): not swapped; store the image upright");
 }
 
 absl::StatusOr<int> LargestDetectInput(const std::string& detector, int w, int h, const DetectSettings& settings) {
   absl::StatusOr<faceapi::DetectorTraits> traits = faceapi::DetectorTraitsOf(detector);
   if (!traits.ok()) return traits.status();
-  return faceapi::LargestPassInput(*traits, w, h, ScanOptions(settings));
+  // The orientation passes (DetectFaces) are kOrientationInputPx square.
+  const int scan = faceapi::LargestPassInput(*traits, w, h, ScanOptions(settings));
+  return scan == 0 ? 0 : std::max(scan, faceapi::kOrientationInputPx);
 }
 
 std::string DetectStageBucket(int side, const DetectSettings& settings) {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,13 +35,29 @@ struct DetectedFace {
   bool described = false;
 };
 
+// A detected face that is not upright (faceapi::EstimateOrientations): never swapped, named in
+// the job's degradations (an upright face pasted across a sideways head is worse than a miss).
+struct TurnedFace {
+  faceapi::FaceBox box;         // full-resolution pixels
+  int upright_turns = 0;        // 1 or 3 (face_orientation.h: either may be the upright one)
+  float upright_score = 0;      // the detector's score with the face righted, and as it is
+  float as_is_score = 0;
+};
+
 // One image of the job as the stages see it.
 struct Picture {
   std::string what;    // "source image", "target image", "reference image"
   cv::Mat bgr;         // CV_8UC3, full resolution
   cv::Mat rgb;         // CV_8UC3 RGB, full resolution (every stage reads it)
-  std::vector<DetectedFace> faces;
+  std::vector<DetectedFace> faces;   // upright faces, by descending detector score
+  std::vector<TurnedFace> turned;    // faces the detector finds turned by 90/180/270 degrees
 };
+
+// "target image: the face at (x,y WxH) is turned sideways (the detector scores it 0.99 righted,
+// 0.45 as it is): not swapped; store the image upright" (the job's degradation). No direction:
+// SSD scores an upside-down face like an upright one, so the turn that rights a sideways face
+// and the opposite one (upside down) score alike (face_orientation.h).
+std::string TurnedFaceNote(const std::string& what, const TurnedFace& f);
 
 // One target face being swapped.
 struct SwapItem {
@@ -65,9 +82,14 @@ struct DetectSettings {
 // multiscale.h over the full-resolution image. tile_px > 0 runs the same passes with each
 // network's stride-8 stem in tile_px windows (FaceDetector::Detect): a smaller working set, the
 // same boxes up to float order.
-// Checkpoint units: "pass".
+// Every box is then checked for its orientation (faceapi::EstimateOrientations, one more pass per
+// 4 boxes): turned ones go to pic.turned, not pic.faces.
+// Checkpoint units: "pass", then "orientation pass". `on_pass(index, count)`, when given, is
+// called before each scan pass (MultiScaleOptions::before_pass: concurrently when passes run at
+// once), for the job's progress.
 absl::Status DetectFaces(const ModelCopy& detector, int tile_px, const DetectSettings& settings, Picture& pic,
-                         const Checkpoint& cp = {});
+                         const Checkpoint& cp = {},
+                         const std::function<void(size_t index, size_t count)>& on_pass = nullptr);
 // The largest network input side DetectFaces uses on a w x h image with `detector` (a catalogue
 // name): the detect stage's working set is its square. NOT_FOUND for a model that is no detector.
 absl::StatusOr<int> LargestDetectInput(const std::string& detector, int w, int h, const DetectSettings& settings);

@@ -172,6 +172,10 @@ absl::Status PrepareSource(Execution& run, const PipelineRunner::Options& opt, c
                               });
   if (!st.ok()) return st;
   for (Picture& p : fixed) {
+    if (p.faces.empty() && !p.turned.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("no upright face in the ", p.what, ": ", TurnedFaceNote(p.what, p.turned[0])));
+    }
     if (p.faces.empty()) return absl::FailedPreconditionError(absl::StrCat("no face in the ", p.what));
     p.faces = {p.faces[LargestFace(p.faces)]};
   }

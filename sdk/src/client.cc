@@ -96,7 +96,8 @@ struct Client::Impl {
   // UNAVAILABLE means nobody answered: say where we looked. gRPC's own "message larger than
   // max" (RESOURCE_EXHAUSTED, from the daemon's max_message_bytes or this channel's limit)
   // becomes a message naming the limit and the memfd path.
-  absl::Status Error(const grpc::Status& status) const {
+  // `factor`: the call's deadline in timeout_ms (Prepare's factor), for the message.
+  absl::Status Error(const grpc::Status& status, int64_t factor = 1) const {
     if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
         (absl::StartsWith(status.error_message(), "Received message larger than max") ||
          absl::StartsWith(status.error_message(), "Sent message larger than max"))) {
@@ -106,10 +107,14 @@ struct Client::Impl {
       return absl::UnavailableError(
           absl::StrCat("cannot reach fusiond at ", target, ": ", status.error_message()));
     }
+    // The call's own deadline (ClientOptions::timeout_ms) passed: gRPC says only "Deadline
+    // Exceeded", on a connected channel too (fusionctl --timeout-ms 1 health gave that, exit 1,
+    // where the README says 2). Nobody answered in time: UNAVAILABLE naming the wait. A
+    // DEADLINE_EXCEEDED the daemon returns itself carries its own message and passes through.
     if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
-        channel->GetState(false) != GRPC_CHANNEL_READY) {
+        (channel->GetState(false) != GRPC_CHANNEL_READY || status.error_message() == "Deadline Exceeded")) {
       return absl::UnavailableError(absl::StrCat("cannot reach fusiond at ", target,
-                                                 ": no answer within ", options.timeout_ms, " ms"));
+                                                 ": no answer within ", options.timeout_ms * factor, " ms"));
     }
     return FromGrpcStatus(status);
   }
@@ -245,7 +250,7 @@ absl::StatusOr<JobInfo> Client::SubmitJob(const std::string& source_image,
   impl_->Prepare(ctx, 30);
   v1::SubmitJobResponse response;
   grpc::Status st = impl_->fusion->SubmitJob(&ctx, request, &response);
-  if (!st.ok()) return impl_->Error(st);
+  if (!st.ok()) return impl_->Error(st, 30);
   return internal::FromProto(response.job());
 }
 
@@ -303,7 +308,7 @@ absl::StatusOr<JobResult> Client::GetJobResult(const std::string& job_id, bool p
   request.set_job_id(job_id);
   request.set_prefer_memfd(prefer_memfd);
   v1::JobResult response;
-  if (grpc::Status st = impl_->CallGetJobResult(request, &response); !st.ok()) return impl_->Error(st);
+  if (grpc::Status st = impl_->CallGetJobResult(request, &response); !st.ok()) return impl_->Error(st, 30);
   JobResult result = internal::FromProto(response);
   if (response.image().has_memfd()) {
     const auto start = std::chrono::steady_clock::now();
@@ -326,7 +331,7 @@ absl::StatusOr<JobResult> Client::GetJobResult(const std::string& job_id, bool p
     impl_->Debug(absl::StrCat(impl_->FdSocketError(bytes.status()), "; fetching the result of ", size,
                               " bytes inline instead"));
     request.set_require_inline(true);
-    if (grpc::Status st = impl_->CallGetJobResult(request, &response); !st.ok()) return impl_->Error(st);
+    if (grpc::Status st = impl_->CallGetJobResult(request, &response); !st.ok()) return impl_->Error(st, 30);
     impl_->images_inline_fallback += 1;
   }
   result.image = std::move(*response.mutable_image()->mutable_inline_bytes());
@@ -377,7 +382,7 @@ absl::StatusOr<std::vector<ModelStatus>> Client::ListModels() {
     request.set_name(name);                                                     \
     v1::ModelInfo response;                                                     \
     grpc::Status st = impl_->fusion->Method(&ctx, request, &response);          \
-    if (!st.ok()) return impl_->Error(st);                                      \
+    if (!st.ok()) return impl_->Error(st, scale);                               \
     return internal::FromProto(response);                                      \
   }                                                                             \
   std::future<absl::StatusOr<ModelStatus>> Client::Method##Async(std::string name) { \

@@ -183,6 +183,7 @@ JobResult FromProto(const v1::JobResult& p) {
     for (int i = 0; i < 4 && i < f.box_size(); ++i) face.box[i] = f.box(i);
     face.identity_distance = f.identity_distance();
     face.target_identity_distance = f.target_identity_distance();
+    face.score = f.score();
     r.faces.push_back(face);
   }
   for (const auto& s : p.stages()) r.stages.push_back(FromProto(s));

@@ -13,14 +13,15 @@
 namespace fusion {
 namespace {
 
-// Says "cancelled" at its `at`-th look at the flag (1-based) once `stage` has started, and
-// counts its looks there: the runner looks once before each unit (face, tile, detection pass)
-// of the stage and once more at the next stage's boundary. `at` INT_MAX never cancels.
+// Says "cancelled" at its `at`-th look at the flag (1-based) once `stage` has started (its
+// progress lines, "detect (target image: pass 2 of 9)", count as the stage), and counts its
+// looks there: the runner looks once before each unit (face, tile, detection pass) of the stage
+// and once more at the next stage's boundary. `at` INT_MAX never cancels.
 class CancelInStage : public Recorder {
  public:
   CancelInStage(std::string stage, int at) : stage_(std::move(stage)), at_(at) {}
   bool Cancelled() const override {
-    if (started.empty() || started.back() != stage_) return false;
+    if (started.empty() || started.back().rfind(stage_, 0) != 0) return false;
     return ++looks >= at_;
   }
   mutable int looks = 0;
@@ -80,13 +81,30 @@ TEST(Cancel, CancelBetweenFacesEndsThePerFaceStageEarly) {
 
 TEST(Cancel, CancelBetweenDetectionPassesNamesTheImageAndPass) {
   // Images this small take two SSD passes each (the whole image, and the second look at 0.6x:
-  // multiscale.h): the source's two ran, the target's first is where the cancel is seen.
-  CancelInStage rec("detect", 3);
+  // multiscale.h) and one orientation pass (its face): the source's three ran, the target's
+  // first is where the cancel is seen.
+  CancelInStage rec("detect", 4);
   auto out = Swap(Ratio(1), SmallGrace(), &rec);
   EXPECT_EQ(out.status().code(), absl::StatusCode::kCancelled) << out.status();
   EXPECT_EQ(out.status().message(), "job cancelled during stage 'detect' (target image, pass 1 of 2)");
-  EXPECT_EQ(rec.looks, 3);
-  EXPECT_EQ(rec.started, std::vector<std::string>{"detect"});
+  EXPECT_EQ(rec.looks, 4);
+  EXPECT_EQ(rec.started, (std::vector<std::string>{"detect", "detect (source image: pass 1 of 2)",
+                                                   "detect (source image: pass 2 of 2)"}));
+  CancelInStage turn("detect", 3);  // at the source's orientation pass
+  out = Swap(Ratio(1), SmallGrace(), &turn);
+  EXPECT_EQ(out.status().message(), "job cancelled during stage 'detect' (source image, orientation pass 1 of 1)");
+  ExpectAtRest();
+}
+
+// The result's encode is one unit that cannot stop (seconds for a large result) and was no
+// stage: a cancel (or the drain deadline) during the last stage let it run; now it is a
+// checkpoint of its own.
+TEST(Cancel, ACancelDuringTheLastStageEndsTheJobBeforeTheEncode) {
+  CancelInStage rec("score", 2);  // looks: face 1 of the score stage, then the encode's
+  auto out = Swap(Ratio(1), SmallGrace(), &rec);
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kCancelled) << out.status();
+  EXPECT_EQ(out.status().message(), "job cancelled before stage 'encode'");
+  EXPECT_EQ(rec.looks, 2);
   ExpectAtRest();
 }
 

@@ -6,6 +6,8 @@
 
 #include <fstream>
 
+#include <opencv2/core.hpp>
+
 #include "nlohmann/json.hpp"
 #include "pipeline/pipeline_runner.h"
 #include "pipeline_env.h"
@@ -94,6 +96,11 @@ TEST(DetectOptions, OutOfRangeValuesAreInvalidArgumentNamingTheOption) {
   ok.set_min_face_px(13);
   ok.set_min_face_score(0.7f);
   EXPECT_TRUE(E().runner->StageModels(ok.SerializeAsString()).ok());
+  // max_side is clamped to 416..1024, whatever it is (the README's word; 63 was refused).
+  for (uint32_t side : {1u, 63u, 20000u}) {
+    ok.set_max_side(side);
+    EXPECT_TRUE(E().runner->StageModels(ok.SerializeAsString()).ok()) << side;
+  }
 }
 
 // max_side is a memory lever now: a 416-px pass cap gives the same faces as the default 1024.
@@ -112,6 +119,73 @@ TEST(DetectOptions, MaxSideCapsThePassInputButNotTheFacesFound) {
   EXPECT_EQ(found_wide, 3);
   EXPECT_EQ(found_narrow, 3);
   EXPECT_EQ(false_narrow, 0);
+}
+
+// Detection is most of a large job: its progress moves with the scan passes (it sat at 5% for
+// the whole stage), from the detect stage's 5% towards the landmarks stage's 15%.
+TEST(DetectProgress, EveryScanPassIsReportedWithRisingProgress) {
+  Recorder rec;
+  v1::JobOptions o = Ratio(1);
+  o.set_simple(true);
+  auto out = Swap(o, Grace(), &rec);
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::vector<float> target;
+  int source_passes = 0;
+  for (size_t i = 0; i < rec.started.size(); ++i) {
+    const std::string& s = rec.started[i];
+    if (s.rfind("detect (source image: pass ", 0) == 0) ++source_passes;
+    if (s.rfind("detect (target image: pass ", 0) != 0) continue;
+    std::printf("%s at %.3f\n", s.c_str(), rec.progress[i]);
+    target.push_back(rec.progress[i]);
+  }
+  EXPECT_GE(source_passes, 1);
+  ASSERT_GE(target.size(), 2u);
+  EXPECT_GE(target.front(), 0.05f);
+  EXPECT_LT(target.back(), 0.15f);
+  for (size_t i = 1; i < target.size(); ++i) EXPECT_GT(target[i], target[i - 1]);
+}
+
+// A photo stored sideways (new-user trial): SSD finds Grace turned 90 degrees clockwise at 0.9
+// and an upright face used to be pasted across her sideways head (SUCCEEDED). The orientation
+// check refuses it, naming the face and the turn.
+TEST(TurnedFaces, ASidewaysOnlyFaceFailsNamingTheTurn) {
+  cv::Mat turned;
+  cv::rotate(Decode(Grace(), cv::IMREAD_COLOR), turned, cv::ROTATE_90_CLOCKWISE);
+  v1::JobOptions o = Ratio(1);
+  o.set_simple(true);
+  auto out = Swap(o, Png(turned));
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition) << out.status();
+  EXPECT_NE(out.status().message().find("no upright face in the target image"), std::string::npos) << out.status();
+  EXPECT_NE(out.status().message().find("is turned sideways"), std::string::npos) << out.status();
+  ExpectAtRest();
+}
+
+// Beside an upright copy, the turned face is left alone and named in the degradations; the
+// upright one is swapped.
+TEST(TurnedFaces, ATurnedFaceBesideAnUprightOneIsNotSwappedAndIsNamed) {
+  const cv::Mat grace = Decode(Grace(), cv::IMREAD_COLOR);  // 512 x 600
+  cv::Mat turned, both(grace.rows, grace.cols + grace.rows, CV_8UC3, cv::Scalar::all(0));
+  cv::rotate(grace, turned, cv::ROTATE_90_CLOCKWISE);  // 600 x 512 (SSD finds her turned clockwise)
+  grace.copyTo(both(cv::Rect(0, 0, grace.cols, grace.rows)));
+  turned.copyTo(both(cv::Rect(grace.cols, 0, turned.cols, turned.rows)));
+  v1::JobOptions o = Ratio(1);
+  o.set_simple(true);
+  Recorder rec;
+  auto out = Swap(o, Png(both), &rec);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->report.faces_swapped(), 1u);
+  ASSERT_EQ(out->report.faces_size(), 1);
+  EXPECT_LT(out->report.faces(0).box(0), grace.cols);  // the upright one
+  EXPECT_GT(out->report.faces(0).score(), 0.9f);        // the detector's confidence in its box
+  EXPECT_LE(out->report.faces(0).score(), 1.0f);
+  int named = 0;
+  for (const std::string& d : out->report.degradations()) {
+    std::printf("degradation: %s\n", d.c_str());
+    named += d.find("is turned sideways") != std::string::npos;
+  }
+  EXPECT_EQ(named, 1);
+  ExpectAtRest();
 }
 
 }  // namespace

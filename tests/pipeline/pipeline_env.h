@@ -34,11 +34,15 @@ Env& E();
 class Recorder : public jobs::JobRunner::Context {
  public:
   bool Cancelled() const override { return cancel; }
-  void StageStarted(const std::string& stage, float) override { started.push_back(stage); }
+  void StageStarted(const std::string& stage, float p) override {
+    started.push_back(stage);
+    progress.push_back(p);
+  }
   void StageFinished(const v1::StageReport&, float) override {}
   void Degradation(const std::string& what) override { degradations.push_back(what); }
   bool cancel = false;
   std::vector<std::string> started, degradations;
+  std::vector<float> progress;  // of each StageStarted, in order
 };
 
 std::string ReadFile(const std::string& path);

@@ -65,7 +65,11 @@ TEST(PipelineRunner, SwapKeepsTheTargetSizeAndMovesTheIdentityTowardsTheSource) 
   EXPECT_GT(d_target - d_result, 0.10f);
   // The report's own distance of the target face: the ratio-0 result is the target itself.
   EXPECT_NEAR(swapped->report.faces(0).target_identity_distance(), d_target, 0.01f);
-  EXPECT_EQ(rec.started, (std::vector<std::string>{"detect", "landmarks", "encode", "generate", "blend", "score"}));
+  std::vector<std::string> stages;  // without detect's per-pass progress, "detect (... pass 1 of 2)"
+  for (const std::string& s : rec.started) {
+    if (s.find(" (") == std::string::npos) stages.push_back(s);
+  }
+  EXPECT_EQ(stages, (std::vector<std::string>{"detect", "landmarks", "encode", "generate", "blend", "score"}));
   for (const auto& s : swapped->report.stages()) {
     EXPECT_EQ(s.mode(), s.name() == "blend" ? v1::HOST : v1::DEVICE) << s.name();
     EXPECT_EQ(s.attempts(), 1u) << s.name();

@@ -119,6 +119,53 @@ class SwapProcessTest : public ::testing::Test {
   int daemons_ = 0;
 };
 
+// swap --json printed nothing on a failed job (new-user trial): now the error as JSON on stdout,
+// the exit code and the stderr line unchanged.
+TEST_F(SwapProcessTest, SwapJsonOfAFailedJobPrintsTheErrorAsJson) {
+  auto daemon = StartDaemon("");
+  ASSERT_TRUE(daemon->Running());
+  const std::string grey = dir_.File("grey.png");
+  ASSERT_TRUE(cv::imwrite(grey, cv::Mat(200, 240, CV_8UC3, cv::Scalar::all(128))));
+  const RunResult r = AstronautOnto(grey, dir_.File("out.png"), {});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("FAILED_PRECONDITION"), std::string::npos) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded()) << "stdout: " << r.out;
+  EXPECT_EQ(j["state"], "FAILED");
+  EXPECT_EQ(j["job_id"].get<std::string>().rfind("j-", 0), 0u) << j;
+  EXPECT_EQ(j["error"]["code"], "FAILED_PRECONDITION");
+  EXPECT_EQ(j["error"]["message"], "no face in the target image");
+  EXPECT_EQ(j["error"]["stage"], "detect");
+  // Refused at submit (a target that is no image): the same object, no job.
+  const std::string junk = dir_.File("junk.png");
+  std::ofstream(junk) << "this is not an image at all";
+  const RunResult bad = AstronautOnto(junk, dir_.File("out2.png"), {});
+  EXPECT_EQ(bad.exit_code, 1) << bad.err;
+  const nlohmann::json b = nlohmann::json::parse(bad.out, nullptr, false);
+  ASSERT_FALSE(b.is_discarded()) << "stdout: " << bad.out;
+  EXPECT_EQ(b["error"]["code"], "INVALID_ARGUMENT") << b;
+  EXPECT_EQ(b["error"]["stage"], "submit");
+  Stop(std::move(daemon));
+}
+
+// --timeout-ms: a call that gets no answer in time is exit 2 "no answer within N ms", as the
+// README says, on a connected channel too (it was exit 1, gRPC's bare "Deadline Exceeded").
+TEST_F(SwapProcessTest, ACallPastTimeoutMsIsExit2NamingTheWait) {
+  auto daemon = StartDaemon("");
+  ASSERT_TRUE(daemon->Running());
+  int timed_out = 0;
+  for (int i = 0; i < 5; ++i) {
+    const RunResult r = Ctl({"--timeout-ms", "1", "health"});
+    if (r.exit_code == 0) continue;  // answered within 1 ms
+    ++timed_out;
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("no answer within 1 ms"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("Deadline Exceeded"), std::string::npos) << r.err;
+  }
+  std::printf("--timeout-ms 1 health: %d of 5 timed out\n", timed_out);
+  Stop(std::move(daemon));
+}
+
 TEST_F(SwapProcessTest, SwapThroughTheDaemonWritesATargetSizedPngWithTheSourceIdentity) {
   auto daemon = StartDaemon("", {"--pin-model", "face_recognition"});
   ASSERT_TRUE(daemon->Running());
@@ -136,6 +183,9 @@ TEST_F(SwapProcessTest, SwapThroughTheDaemonWritesATargetSizedPngWithTheSourceId
   // Ratio 0 keeps the target face: its distance is the target's own distance to the source.
   EXPECT_LT(r["faces"][0]["identity_distance"].get<double>() + 0.1,
             k["faces"][0]["identity_distance"].get<double>());
+  // The detector's confidence in Grace's box (SSD: 0.99).
+  EXPECT_GT(r["faces"][0]["score"].get<double>(), 0.9);
+  EXPECT_LE(r["faces"][0]["score"].get<double>(), 1.0);
   for (const char* name : {"detect", "landmarks", "encode", "generate", "blend", "score"}) {
     const nlohmann::json* s = Stage(r, name);
     ASSERT_NE(s, nullptr) << name;

@@ -62,6 +62,7 @@ def test_swap_result(simple_swap: fusiond.SwapResult, tmp_path) -> None:
     assert not r.image_by_memfd and r.degradations == []
     [face] = r.faces
     assert face.identity_distance + 0.1 < face.target_identity_distance
+    assert 0.9 < face.score <= 1.0  # the detector's confidence in Grace's box
     assert 100 < face.box[2] < 300 and 100 < face.box[3] < 300
     assert [s.name for s in r.stages] == STAGES
     assert all(s.mode in ("device", "host") and s.ms > 0 and s.attempts == 1 for s in r.stages)
@@ -87,6 +88,10 @@ def test_progress_events_arrive_in_order_then_jobs_and_job(client: fusiond.Clien
     assert isinstance(events[-1], fusiond.Done) and events[-1].job.state == fusiond.JobState.SUCCEEDED
     assert job.state == fusiond.JobState.SUCCEEDED
     assert all(e.job_id == job.id for e in events)
+    # Within a stage, StageStarted repeats with a note: "detect (target image: pass 2 of 3)".
+    notes = [e for e in events if isinstance(e, fusiond.StageStarted) and " (" in e.stage]
+    assert notes and all(e.stage.startswith("detect (") for e in notes)
+    events = [e for e in events if e not in notes]
     started = [e.stage for e in events if isinstance(e, fusiond.StageStarted) and e.stage]
     finished = [e for e in events if isinstance(e, fusiond.StageFinished)]
     assert started == STAGES and [e.stage for e in finished] == STAGES
@@ -119,7 +124,8 @@ def test_cancel_a_running_job(client: fusiond.Client) -> None:
     with pytest.raises(fusiond.DeadlineExceeded):
         job.wait(timeout=0.05)
     for e in job.events():
-        if isinstance(e, fusiond.StageStarted) and e.stage == "detect":
+        # "detect", or "detect (source image: pass 1 of 2)" when the watch starts mid-stage
+        if isinstance(e, fusiond.StageStarted) and e.stage.split(" (")[0] == "detect":
             info = job.cancel()
             assert info.state == fusiond.JobState.CANCELLED or info.cancel_requested
     assert job.state == fusiond.JobState.CANCELLED
@@ -166,6 +172,20 @@ def test_errors_from_real_failures(client: fusiond.Client, daemon: Daemon) -> No
         client.submit(ASTRONAUT, HOPPER, no_such_option=1)
     with pytest.raises(ValueError, match="cannot read"):
         client.submit(os.path.join(daemon.root, "missing.png"), HOPPER)
+    # Out-of-range numbers: fusiond's InvalidArgument naming the option, raised before sending
+    # (min_face_px=-5 was protobuf's raw "Value out of range" ValueError).
+    for bad, text in (({"min_face_px": -5}, "options: min_face_px -5 is not in [8,100000]"),
+                      ({"min_face_px": 4}, "options: min_face_px 4 is not in"),
+                      ({"max_side": -1}, "options: max_side -1 is not in"),
+                      ({"min_face_score": 1.5}, "options: min_face_score 1.5 is not in (0,1)"),
+                      ({"ratio": 2}, "options: ratio 2 is not in [0,1]"),
+                      ({"video_crf": 60}, "options: video_crf 60 is not in [1,51]"),
+                      ({"min_face_px": "40"}, "options: min_face_px '40' is not an integer")):
+        with pytest.raises(fusiond.InvalidOption) as caught:
+            client.submit(ASTRONAUT, HOPPER, **bad)
+        assert caught.value.message.startswith(text), caught.value.message
+        assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT
+        assert isinstance(caught.value, fusiond.InvalidArgument) and isinstance(caught.value, ValueError)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run clients as other uids")

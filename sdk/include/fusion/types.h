@@ -128,6 +128,7 @@ struct FaceReport {
   float box[4] = {0, 0, 0, 0};      // x, y, w, h in target pixels
   float identity_distance = 0;      // descriptor distance of the result face to the source
   float target_identity_distance = 0;  // the target face before the swap to the source
+  float score = 0;                  // the detector's confidence in the box, 0..1
 };
 
 struct JobResult {

@@ -12,8 +12,8 @@ thread- and fork-safety.
 from .aio import AsyncClient, AsyncJob
 from .client import Client, Job
 from .errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExceeded, Error,
-                     FailedPrecondition, Internal, InvalidArgument, NotFound, OutOfRange,
-                     PermissionDenied, ResourceExhausted, Unauthenticated, Unavailable,
+                     FailedPrecondition, Internal, InvalidArgument, InvalidOption, NotFound,
+                     OutOfRange, PermissionDenied, ResourceExhausted, Unauthenticated, Unavailable,
                      Unimplemented, Unknown)
 from .types import (ClientUsage, Counters, Degradation, Done, FaceReport, FramesDone, JobEvent,
                     JobInfo, JobKind, JobState, MemoryState, ModelInfo, Queued, ServingStatus,
@@ -24,7 +24,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AsyncClient", "AsyncJob", "Client", "Job",
     "Error", "Aborted", "AlreadyExists", "Cancelled", "DataLoss", "DeadlineExceeded",
-    "FailedPrecondition", "Internal", "InvalidArgument", "NotFound", "OutOfRange",
+    "FailedPrecondition", "Internal", "InvalidArgument", "InvalidOption", "NotFound", "OutOfRange",
     "PermissionDenied", "ResourceExhausted", "Unauthenticated", "Unavailable", "Unimplemented",
     "Unknown",
     "ClientUsage", "Counters", "Degradation", "Done", "FaceReport", "FramesDone", "JobEvent",

@@ -2,9 +2,11 @@
 with the defaults of `fusionctl swap` (client/swap.cc), so the same call gives the same job."""
 from __future__ import annotations
 
+import numbers
 from typing import Any, Dict, Optional, Tuple
 
 from ._images import ImageInput, read_image
+from .errors import InvalidOption
 from ._proto.fusion.v1 import fusion_pb2 as pb
 from .types import (AnyJobEvent, ClientUsage, Counters, Degradation, Done, FaceReport, FramesDone,
                     JobInfo, JobKind, JobState, MemoryState, ModelInfo, Queued, StageFinished,
@@ -26,6 +28,19 @@ def _choice(table: Dict[Any, Any], value: Any, name: str) -> Any:
     return table[key]
 
 
+def _number(value: Any, name: str, low: float, high: float, allowed: str, *, integer: bool = False,
+            high_open: bool = False) -> Any:
+    """`value` as a JobOptions number, InvalidOption naming `name` when it is no number or out
+    of [low, high] (high excluded when high_open): the daemon's check (job_options.cc), made
+    here so that a negative uint32 is not protobuf's raw ValueError."""
+    kind = numbers.Integral if integer else numbers.Real  # numpy's numbers too
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise InvalidOption(f"options: {name} {value!r} is not {'an integer' if integer else 'a number'}")
+    if not (low <= value and (value < high if high_open else value <= high)):
+        raise InvalidOption(f"options: {name} {value} is not in {allowed}")
+    return value
+
+
 def job_options(*, ratio: float = 1.0, enhance: Any = None, enhance_model: Optional[str] = None,
                 upscale: Any = None, faces: str = "all", reference: Optional[ImageInput] = None,
                 reference_max_distance: float = 0.0, max_side: Optional[int] = None,
@@ -36,7 +51,22 @@ def job_options(*, ratio: float = 1.0, enhance: Any = None, enhance_model: Optio
                 video_preset: Optional[str] = None,
                 **later_options: Any) -> Tuple[pb.JobOptions, Optional[bytes]]:
     """JobOptions of a swap and the reference image's bytes (None when not REFERENCE).
-    Raises ValueError/TypeError for a value fusionctl would refuse as a usage error."""
+    Raises InvalidOption (an InvalidArgument and a ValueError) naming the option for a value
+    fusiond refuses, ValueError/TypeError for a value fusionctl would refuse as a usage error."""
+    ratio = _number(ratio, "ratio", 0, 1, "[0,1]")
+    reference_max_distance = _number(reference_max_distance, "reference_max_distance", 0, float("inf"), "[0,inf)")
+    if max_side is not None:  # any value is clamped to 416..1024 by fusiond
+        max_side = _number(max_side, "max_side", 0, 2**32 - 1, "[0,4294967295]", integer=True)
+    if min_face_px:
+        min_face_px = _number(min_face_px, "min_face_px", 8, 100000, "[8,100000]", integer=True)
+    if min_face_score:
+        min_face_score = _number(min_face_score, "min_face_score", 0, 1, "(0,1)", high_open=True)
+        if min_face_score <= 0:
+            raise InvalidOption(f"options: min_face_score {min_face_score} is not in (0,1)")
+    start_seconds = _number(start_seconds, "start_seconds", 0, 1e7, "[0,1e7)", high_open=True)
+    duration_seconds = _number(duration_seconds, "duration_seconds", 0, 1e7, "[0,1e7)", high_open=True)
+    if video_crf:
+        video_crf = _number(video_crf, "video_crf", 1, 51, "[1,51] (0 = 18)", integer=True)
     if max_side and low_vram:
         raise ValueError("max_side and low_vram exclude each other (low_vram is max_side 640)")
     if isinstance(faces, str) and faces.startswith("reference:"):
@@ -135,7 +165,8 @@ def result(p: pb.JobResult, image: bytes, by_memfd: bool) -> SwapResult:
         job_id=p.job_id, state=JobState(p.state), device=p.device, faces_swapped=p.faces_swapped,
         faces=[FaceReport(box=tuple(f.box) + (0.0,) * (4 - len(f.box)),  # type: ignore[arg-type]
                           identity_distance=f.identity_distance,
-                          target_identity_distance=f.target_identity_distance) for f in p.faces],
+                          target_identity_distance=f.target_identity_distance,
+                          score=f.score) for f in p.faces],
         stages=[stage(s) for s in p.stages], degradations=list(p.degradations), image_bytes=image,
         image_by_memfd=by_memfd, format=fmt, width=p.width, height=p.height, kind=kind,
         frames_total=p.frames_total, frames_swapped=p.frames_swapped,

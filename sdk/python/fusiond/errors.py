@@ -40,6 +40,12 @@ class InvalidArgument(Error):
     code = grpc.StatusCode.INVALID_ARGUMENT
 
 
+class InvalidOption(InvalidArgument, ValueError):
+    """A swap option the client refuses before anything is sent (an InvalidArgument with the
+    daemon's wording, "options: min_face_px -5 is not in [8,100000]"; also a ValueError, what
+    earlier versions raised)."""
+
+
 class DeadlineExceeded(Error):
     """DEADLINE_EXCEEDED: waited for memory (or for the job) until the deadline."""
     code = grpc.StatusCode.DEADLINE_EXCEEDED

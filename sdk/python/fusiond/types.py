@@ -149,6 +149,7 @@ class FaceReport:
     box: Tuple[float, float, float, float]  # x, y, w, h in target pixels
     identity_distance: float         # result face to the source (smaller: more alike)
     target_identity_distance: float  # the target face before the swap to the source
+    score: float = 0.0               # the detector's confidence in the box, 0..1
 
 
 @dataclass(frozen=True)
