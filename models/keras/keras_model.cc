@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <fstream>
 #include <sstream>
@@ -17,6 +18,18 @@
 #include "models/tfjs/weights.h"
 
 namespace fusion::keras {
+namespace {
+// The fast path's precision unless FUSION_ONEDNN_PRECISION says otherwise (program.h).
+constexpr onednn::Precision kFastPathPrecision = onednn::Precision::kF32;
+
+// The catalogue's name of a model from its origin ".../esrgan-slim/x2/model.json":
+// "esrgan-slim-x2" (the key FUSION_ONEDNN_PRECISION uses); the origin itself otherwise.
+std::string CatalogueName(const std::string& origin) {
+  const std::filesystem::path p(origin);
+  if (p.filename() != "model.json" || !p.has_parent_path() || !p.parent_path().has_parent_path()) return origin;
+  return p.parent_path().parent_path().filename().string() + "-" + p.parent_path().filename().string();
+}
+}  // namespace
 
 // A layer as parsed (keras_topology.h) with its weights bound.
 struct Layer : LayerSpec {
@@ -175,6 +188,7 @@ absl::Status KerasModel::Compile() {
   }
   std::vector<int> value(n, -1);
   onednn::Program::Builder b;
+  b.SetPrecision(onednn::PrecisionFor(CatalogueName(origin_), kFastPathPrecision));
   for (int i = 0; i < n; ++i) {
     const Layer& l = *layers_[i];
     std::vector<int> in;

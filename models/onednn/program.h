@@ -40,6 +40,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -52,6 +53,23 @@ bool Usable(const at::Tensor& x);
 // Networks compile Programs at Create unless the environment sets FUSION_ONEDNN=0 (the at::
 // path then: for A/B measurements in one process, and as a way out should oneDNN misbehave).
 bool Enabled();
+
+// The data type a Program computes in. kBf16: weights packed as bf16 at Build (the resident
+// copy: half the fp32 bytes, as laid out), activations bf16 between layers; Run still takes and
+// returns fp32 (the first convolution reads the input through a reorder, the outputs are
+// reordered back); bias, per-channel affines and accumulation stay fp32 (oneDNN's bf16
+// convolutions accumulate in fp32). Not exact: each layer's input and weights are rounded to
+// 8 significant bits, so a network uses it only where its output stays within its tolerance.
+enum class Precision { kF32, kBf16 };
+// This CPU runs bf16 natively (oneDNN's effective ISA includes avx512_core_bf16, i.e.
+// AVX512-BF16 dot products, or AMX; oneDNN 2.6 asks Linux for the AMX tile state itself,
+// arch_prctl(ARCH_REQ_XCOMP_PERM)). Elsewhere oneDNN would emulate bf16, slower than fp32.
+bool Bf16Native();
+// The precision network `net` (its catalogue name) compiles in: `fallback` (the network's
+// measured default) unless FUSION_ONEDNN_PRECISION says otherwise, as "bf16" or "fp32" for
+// every net, or per net "ssd_mobilenetv1=bf16,tiny_face_detector=fp32" (a net's own entry wins
+// over a bare value). kBf16 only where Bf16Native(), else kF32.
+Precision PrecisionFor(std::string_view net, Precision fallback);
 
 enum class Activation { kNone, kRelu, kLeakyRelu, kClip };  // kClip: min(max(x, 0), alpha)
 enum class Padding { kValid, kSame, kExplicit };            // kSame: TensorFlow's (asymmetric)
@@ -104,6 +122,7 @@ class Program {
     // ESRGAN's 64->4 and 48->3; measured 1.2-1.3x for the whole net): the packed bytes then
     // exceed the parameters' (PackedBytes() says by how much; the budget's meter measures it).
     void AllowPadding() { allow_padding_ = true; }
+    void SetPrecision(Precision p) { precision_ = p; }
     // Packs every convolution's weight for an input [1,c,h,w] (the network's usual size).
     absl::StatusOr<std::unique_ptr<Program>> Build(int c, int h, int w) &&;
 
@@ -114,6 +133,7 @@ class Program {
     std::vector<std::shared_ptr<Op>> ops_;  // ops_[v - 1] produces value v
     std::vector<int> outputs_;
     bool allow_padding_ = false;
+    Precision precision_ = Precision::kF32;
   };
 
   ~Program();
@@ -123,7 +143,9 @@ class Program {
   // Names of the weights held packed (no longer needed in their plain form), and their bytes.
   std::vector<std::string> packed_names() const;
   uint64_t PackedBytes() const;
-  // The packed weights back in OIHW (exact), by name: for moving a network off the CPU.
+  Precision precision() const;
+  // The packed weights back in OIHW fp32, by name: for moving a network off the CPU (exact for
+  // kF32; for kBf16 the bf16 values, which is all the program holds).
   std::vector<std::pair<std::string, at::Tensor>> PlainWeights() const;
   // A one-line summary of the implementations oneDNN chose at the Build shape (tests, bench).
   std::string Describe() const;
