@@ -13,9 +13,10 @@
 
 namespace fusion::faceapi {
 namespace {
-// The fast path's precision unless FUSION_ONEDNN_PRECISION says otherwise (program.h); the
-// faster of fp32 and bf16 that keeps the goldens' tolerance (docs/PERFORMANCE.md).
-constexpr onednn::Precision kFastPathPrecision = onednn::Precision::kF32;
+// The fast path's precision unless FUSION_ONEDNN_PRECISION says otherwise (program.h): bf16,
+// the faster of fp32 and bf16 here, within the goldens' tolerances (docs/PERFORMANCE.md;
+// tests/models/onednn_test.cc Bf16FastPath). fp32 where the CPU has no native bf16.
+constexpr onednn::Precision kFastPathPrecision = onednn::Precision::kBf16;
 }  // namespace
 namespace {
 

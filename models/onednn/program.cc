@@ -6,6 +6,7 @@
 #include <ATen/autocast_mode.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
+#include <omp.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -117,7 +118,15 @@ bool Bf16Native() {
   return (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
 }
 
+namespace {
+thread_local bool fp32_only = false;
+}  // namespace
+
+Fp32Scope::Fp32Scope() : was_(fp32_only) { fp32_only = true; }
+Fp32Scope::~Fp32Scope() { fp32_only = was_; }
+
 Precision PrecisionFor(std::string_view net, Precision fallback) {
+  if (fp32_only) return Precision::kF32;
   const char* v = std::getenv("FUSION_ONEDNN_PRECISION");
   Precision p = fallback;
   if (v != nullptr) {
@@ -198,6 +207,7 @@ struct Step {
   dnnl::primitive prim;
   std::vector<Arg> args;
   bool residual_down = false;  // custom: args = {o, pooled, out}
+  int threads = 1;             // the OpenMP team it was made for and runs on
 };
 
 struct Plan {
@@ -207,9 +217,43 @@ struct Plan {
   std::vector<int64_t> temp_offset;
   std::vector<Step> steps;
   std::vector<std::pair<dnnl::reorder, memory::desc>> out_reorders;  // value md -> nchw
+  std::vector<int> out_threads;
+  int threads = 1;  // the caller's (the key's)
   int64_t scratch_offset = 0, arena_bytes = 0;
   std::vector<std::string> impls;
 };
+
+// Small steps on one thread (issue 12's 2-thread gap): each oneDNN primitive is an OpenMP
+// parallel region with a barrier, and on a shared 2-core machine the second thread's wake-up
+// (and its wait for a core) costs more than a small layer's work. A step under this many
+// multiply-adds (convolutions) or 32x this many elements (other steps) is made and run with a
+// team of one (oneDNN then calls it inline, no parallel region): 4M MACs, ~0.1 ms on one core.
+// FUSION_ONEDNN_ONE_THREAD_BELOW sets it (0: every step on the caller's team, as before).
+int64_t OneThreadBelow() {
+  static const int64_t v = [] {
+    const char* e = std::getenv("FUSION_ONEDNN_ONE_THREAD_BELOW");
+    return e != nullptr && *e != '\0' ? std::strtoll(e, nullptr, 10) : int64_t{1} << 22;
+  }();
+  return v;
+}
+
+// This thread's OpenMP team size while it lives (oneDNN reads omp_get_max_threads() when a
+// primitive is made and when one without a fixed team runs); the previous size after.
+class TeamSize {
+ public:
+  explicit TeamSize(int n) : was_(omp_get_max_threads()) { Set(n); }
+  ~TeamSize() { omp_set_num_threads(was_); }
+  void Set(int n) {
+    if (n != now_) omp_set_num_threads(n);
+    now_ = n;
+  }
+
+ private:
+  const int was_;
+  int now_ = -1;
+};
+
+int TeamFor(int threads, int64_t work) { return threads > 1 && work < OneThreadBelow() ? 1 : threads; }
 
 // MakePlan at Build: bf16 conv ops[index] has only oneDNN's reference kernel; Build keeps it fp32.
 struct KeepF32 {
@@ -285,11 +329,16 @@ std::shared_ptr<const Plan> Program::Impl::MakePlan(const Dims& key, bool any_we
     scratch = std::max<int64_t>(scratch, pd.scratchpad_desc().get_size());
     p.impls.push_back(pd.impl_info_str());
   };
+  p.threads = static_cast<int>(key[5]);
+  TeamSize team(p.threads);
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& op = *ops[i];
     const int v = static_cast<int>(i + 1);
     const memory::desc& src = p.value_md[op.in[0]];
     const Dims sd = src.dims();
+    const size_t first_step = p.steps.size();
+    int op_team = TeamFor(p.threads, 32 * (sd[0] * sd[1] * sd[2] * sd[3]));
+    team.Set(op_team);
     if (op.kind == Kind::kConv) {
       const ConvSpec& c = op.conv;
       const memory::data_type dt = this->dt == kBf16 && !op.f32 ? kBf16 : kF32;  // this conv's
@@ -298,6 +347,8 @@ std::shared_ptr<const Plan> Program::Impl::MakePlan(const Dims& key, bool any_we
       const Geometry gh = ConvGeometry(sd[2], k, c.stride, c.padding, c.pad);
       const Geometry gw = ConvGeometry(sd[3], k, c.stride, c.padding, c.pad);
       const Dims dd = {sd[0], out_c, gh.out, gw.out};
+      op_team = TeamFor(p.threads, dd[0] * dd[1] * dd[2] * dd[3] * k * k * (c.depthwise ? 1 : sd[1]));
+      team.Set(op_team);
       memory::desc dst(dd, dt, Tag::nhwc);
       if (c.sum >= 0) {
         dst = p.value_md[c.sum];
@@ -511,6 +562,7 @@ std::shared_ptr<const Plan> Program::Impl::MakePlan(const Dims& key, bool any_we
       p.steps.push_back(std::move(s));
       p.impls.push_back("residual_down:native");
     }
+    for (size_t k = first_step; k < p.steps.size(); ++k) p.steps[k].threads = op_team;
   }
   // Buffers: live from their first definition to their last read (outputs to the end).
   std::vector<std::pair<int, int>> life;
@@ -544,6 +596,9 @@ std::shared_ptr<const Plan> Program::Impl::MakePlan(const Dims& key, bool any_we
   for (size_t t = 0; t < p.temp_md.size(); ++t) p.temp_offset.push_back(offset[nbuf + t]);
   for (int out : outputs) {
     const memory::desc plain(p.value_md[out].dims(), kF32, Tag::nhwc);
+    const Dims od = plain.dims();
+    p.out_threads.push_back(TeamFor(p.threads, 32 * od[0] * od[1] * od[2] * od[3]));
+    team.Set(p.out_threads.back());
     p.out_reorders.push_back(
         {dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), p.value_md[out], Engine(), plain)), plain});
   }
@@ -720,7 +775,9 @@ std::vector<at::Tensor> Program::Run(const at::Tensor& input, const std::vector<
   dnnl::stream stream(Engine());
   std::unordered_map<int, memory> args;
   std::vector<char*> ptrs;
+  TeamSize team(p.threads);
   for (const Step& s : p.steps) {
+    team.Set(s.threads);
     args.clear();
     ptrs.clear();
     for (const Arg& a : s.args) {
@@ -756,6 +813,7 @@ std::vector<at::Tensor> Program::Run(const at::Tensor& input, const std::vector<
   for (size_t i = 0; i < impl_->outputs.size(); ++i) {
     const int v = impl_->outputs[i];
     const auto& [reorder, plain] = p.out_reorders[i];
+    team.Set(p.out_threads[i]);
     const Dims d = plain.dims();
     at::Tensor out = at::empty({d[0], d[1], d[2], d[3]}, x.options().memory_format(at::MemoryFormat::ChannelsLast));
     memory from(p.value_md[v], Engine(), base + p.value_offset[v]);

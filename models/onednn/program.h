@@ -16,7 +16,11 @@
 // plain weight (output channels padded to its vector width): then HWIO (its JIT GEMM kernel),
 // so that the packed bytes stay within 1/16 of the fp32 parameters (the meter measures them; a
 // brgemm layout of 512 outputs in 48-row blocks, +3%, runs 1.7x the GEMM's speed);
-// Builder::AllowPadding() keeps any padded layout instead.
+// Builder::AllowPadding() keeps any padded layout instead. In bf16 (Builder::SetPrecision) a
+// padded layout is kept while it stays within the weight's fp32 bytes (3 input channels padded
+// to the kernel's pairs: oneDNN 2.6's bf16 GEMM convolution is ~30x slower than its brgemm), and
+// a convolution that has only oneDNN's reference kernel in bf16 at the Build shape is kept fp32
+// (its input reordered to fp32, its output fp32 where it goes; FaceRecognitionNet's last two).
 // Plans are per (input shape, layout, at::get_num_threads()): oneDNN's OpenMP kernels fix their
 // thread count when they are made, so each thread count gets its own primitives.
 // Arenas of 4 MiB and more are advised as transparent huge pages (fewer page faults per run).
@@ -70,6 +74,19 @@ bool Bf16Native();
 // every net, or per net "ssd_mobilenetv1=bf16,tiny_face_detector=fp32" (a net's own entry wins
 // over a bare value). kBf16 only where Bf16Native(), else kF32.
 Precision PrecisionFor(std::string_view net, Precision fallback);
+// While one lives, PrecisionFor on this thread answers kF32 whatever the defaults and the
+// environment: for a network built on the CPU to be moved to another device (its weights go
+// there through PlainWeights(), which would carry a bf16 program's rounding).
+class Fp32Scope {
+ public:
+  Fp32Scope();
+  ~Fp32Scope();
+  Fp32Scope(const Fp32Scope&) = delete;
+  Fp32Scope& operator=(const Fp32Scope&) = delete;
+
+ private:
+  bool was_;
+};
 
 enum class Activation { kNone, kRelu, kLeakyRelu, kClip };  // kClip: min(max(x, 0), alpha)
 enum class Padding { kValid, kSame, kExplicit };            // kSame: TensorFlow's (asymmetric)

@@ -418,7 +418,18 @@ TEST(Bf16FastPath, ResidentBytesHoldTheConvWeightsInBf16) {
               (unsigned long long)r32->ResidentBytes(), (unsigned long long)r16->ResidentBytes());
   // DeviceBytes() stays the catalogue's fp32 parameter bytes (the residency prior).
   EXPECT_EQ(t16->DeviceBytes(), t32->DeviceBytes());
-  EXPECT_LT(t16->ResidentBytes(), t32->ResidentBytes());
+  // Every conv weight of the detectors is bf16 (biases fp32): measured 396,164 of 789,668 bytes
+  // (tiny) and 11,315,132 of 22,402,300 (SSD). The landmark net's and the recogniser's fc layer
+  // is not a conv (fp32), and two of the recogniser's 256x256 3x3 convs (at 4x4 and 1x1) have no
+  // bf16 JIT kernel in oneDNN 2.6 and stay fp32: 788,000 of 1,427,360 and 13,678,464 of 22,458,368.
+  auto between = [](uint64_t bf16, uint64_t fp32, double lo, double hi) {
+    EXPECT_GE(bf16, static_cast<uint64_t>(lo * fp32)) << bf16 << " of " << fp32;
+    EXPECT_LE(bf16, static_cast<uint64_t>(hi * fp32)) << bf16 << " of " << fp32;
+  };
+  between(t16->ResidentBytes(), t32->ResidentBytes(), 0.5, 0.51);
+  between(s16->ResidentBytes(), s32->ResidentBytes(), 0.5, 0.51);
+  between(l16->ResidentBytes(), l32->ResidentBytes(), 0.5, 0.56);
+  between(r16->ResidentBytes(), r32->ResidentBytes(), 0.5, 0.62);
 }
 
 }  // namespace
