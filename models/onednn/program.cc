@@ -173,6 +173,7 @@ int Program::Builder::Push(Op op) {
 
 int Program::Builder::Conv(int x, ConvSpec spec) {
   Op op{Kind::kConv, {x}, std::move(spec)};
+  op.f32 = op.conv.fp32;
   if (op.conv.sum >= 0) op.in.push_back(op.conv.sum);
   return Push(std::move(op));
 }

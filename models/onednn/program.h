@@ -105,6 +105,7 @@ struct ConvSpec {
   float alpha = 0;        // kLeakyRelu: slope; kClip: upper bound
   int sum = -1;           // a value added before the activation; the conv writes into its buffer,
                           // so this must be that value's last use (and not the input)
+  bool fp32 = false;      // kept fp32 in a bf16 program (a network's precision-sensitive tail)
   int affine_arg = -1;    // instead of scale/shift: Run's args[affine_arg], args[affine_arg + 1]
                           // (computed per call, e.g. from batch-norm statistics: nothing resident)
 };
