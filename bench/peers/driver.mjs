@@ -8,7 +8,11 @@
 //
 //   node driver.mjs --bin BIN --models-dir DIR --image PNG --out DIR
 //                   [--threads 1,2] [--rounds 10] [--iters 3] [--warmup 3] [--settle-ms 20]
-//                   [--wait-policy spin|passive] [ID...]
+//                   [--wait-policy spin|passive] [--bf16] [--no-opencv] [ID...]
+// --no-opencv: leaves OpenCV dnn out (its columns print "—"), for shorter runs.
+// --bf16: fusiond twice, its fast path in fp32 ("fusiond") and in bf16 ("fusiond bf16", a fourth
+//   runtime in the same rotation; FUSION_ONEDNN_PRECISION, models/onednn/program.h), with the
+//   bf16 output's max abs / relative difference from fusiond's fp32 output.
 // --settle-ms: a pause after each block of runs, so the idle threads of the runtime that just ran
 // (OpenMP, TBB and ORT pools spin a while before sleeping) do not take a core from the next.
 // --wait-policy: how idle intra-op threads wait, the same for both thread-pool runtimes.
@@ -21,11 +25,11 @@ import os from 'node:os';
 import path from 'node:path';
 
 import { OrtRunner, ortVersion } from './ort_runner.mjs';
-import { markdownTable, maxAbsDiff, median } from './table.mjs';
+import { bf16Table, markdownTable, maxAbsDiff, median } from './table.mjs';
 import { WorkerClient } from './worker_client.mjs';
 
 function parseArgs(argv) {
-  const a = { threads: [1, 2], rounds: 10, iters: 3, warmup: 3, settleMs: 20, waitPolicy: 'spin', ids: [] };
+  const a = { threads: [1, 2], rounds: 10, iters: 3, warmup: 3, settleMs: 20, waitPolicy: 'spin', bf16: false, ids: [] };
   for (let i = 0; i < argv.length; ++i) {
     const k = argv[i];
     const v = () => argv[++i];
@@ -39,6 +43,8 @@ function parseArgs(argv) {
     else if (k === '--warmup') a.warmup = Number(v());
     else if (k === '--settle-ms') a.settleMs = Number(v());
     else if (k === '--wait-policy') a.waitPolicy = v();
+    else if (k === '--bf16') a.bf16 = true;
+    else if (k === '--no-opencv') a.noOpencv = true;
     else a.ids.push(k);
   }
   if (!a.bin || !a.modelsDir || !a.image || !a.out) throw new Error('usage: see the head of driver.mjs');
@@ -58,8 +64,10 @@ async function benchNet(worker, a, id) {
   const onnx = path.join(a.out, `${id}.onnx`);
   const input = readF32(path.join(a.out, `${id}.input.f32`));
   const ref = readF32(path.join(a.out, `${id}.fusiond.f32`));
-  await worker.call(`net ${id}`);
-  const cv = await worker.call(`onnx ${onnx}`, true);
+  await worker.call(a.bf16 ? `net ${id} fp32` : `net ${id}`);
+  const bf16 = a.bf16 ? await worker.call('variant bf16') : null;
+  if (bf16) log(`${id}: bf16 vs fp32 max abs diff ${bf16.max_abs_diff}, relative ${bf16.max_rel_diff}`);
+  const cv = a.noOpencv ? { ok: false, error: '--no-opencv' } : await worker.call(`onnx ${onnx}`, true);
   if (!cv.ok) log(`${id}: OpenCV dnn left out: ${cv.error}`);
   const rows = [];
   for (const t of a.threads) {
@@ -72,6 +80,7 @@ async function benchNet(worker, a, id) {
     const runtimes = {
       fusiond: async (n) => fromWorker(await worker.call(`time fusiond ${t} ${n}`)),
       ort: (n) => ort.time(n),
+      ...(bf16 ? { fusiondBf16: async (n) => fromWorker(await worker.call(`time fusiond_variant ${t} ${n}`)) } : {}),
       ...(cv.ok ? { opencv: async (n) => fromWorker(await worker.call(`time opencv ${t} ${n}`)) } : {}),
     };
     const names = Object.keys(runtimes);
@@ -91,15 +100,17 @@ async function benchNet(worker, a, id) {
       }
     }
     const row = { id, threads: t, flops: mirror.flops, mirrorDiff: mirror.mirror_max_abs_diff, ortDiff,
-      opencvDiff: cv.ok ? cv.max_abs_diff : NaN, runs: a.rounds * a.iters };
-    for (const n of ['fusiond', 'ort', 'opencv']) {
+      opencvDiff: cv.ok ? cv.max_abs_diff : NaN, runs: a.rounds * a.iters,
+      bf16Diff: bf16 ? bf16.max_abs_diff : NaN, bf16Rel: bf16 ? bf16.max_rel_diff : NaN };
+    for (const n of ['fusiond', 'ort', 'opencv', 'fusiondBf16']) {
       row[n] = ms[n] ? median(ms[n]) : NaN;
       row[`${n}Cpu`] = cpu[n] ? median(cpu[n]) : NaN;
     }
     row.ms = ms;  // every run, for results.json
     row.cpuMs = cpu;
     log(`${id} @${t} thread(s): fusiond ${row.fusiond.toFixed(2)} ms (CPU ${row.fusiondCpu.toFixed(2)}), ` +
-        `ORT ${row.ort.toFixed(2)} ms (CPU ${row.ortCpu.toFixed(2)}), OpenCV ${row.opencv.toFixed(2)} ms (load ${load()})`);
+        `ORT ${row.ort.toFixed(2)} ms (CPU ${row.ortCpu.toFixed(2)}), OpenCV ${row.opencv.toFixed(2)} ms` +
+        (bf16 ? `, fusiond bf16 ${row.fusiondBf16.toFixed(2)} ms (CPU ${row.fusiondBf16Cpu.toFixed(2)})` : '') + ` (load ${load()})`);
     rows.push(row);
   }
   return rows;
@@ -133,6 +144,7 @@ async function main() {
   console.log(`Medians of ${a.rounds * a.iters} runs each (${a.rounds} interleaved rounds of ${a.iters}, after ` +
     `${a.warmup} warm-up runs); % peak is against threads x the one-core peak.\n`);
   console.log(markdownTable(rows, peak));
+  if (a.bf16) console.log(`\nfusiond's fast path in bf16 (FUSION_ONEDNN_PRECISION=bf16), same rounds:\n\n${bf16Table(rows)}`);
   fs.writeFileSync(path.join(a.out, 'results.json'), JSON.stringify({ peak, peak0, peak1, startLoad, endLoad: load(),
     date: new Date().toISOString(), waitPolicy: a.waitPolicy, rounds: a.rounds, iters: a.iters, rows }, null, 1));
 }

@@ -8,11 +8,17 @@
 //       ({"id", "input_shape", "output_numel"}) per network (default: all of NetIds()).
 //   fusion_peer_bench worker --models-dir DIR --image PNG --out DIR
 //       reads commands on stdin, one per line, and answers one JSON line each on stdout:
-//         net ID                     load fusiond's network ID and its input -> {"ok":true}
+//         net ID [PRECISION]         load fusiond's network ID and its input -> {"ok":true};
+//                                    PRECISION fp32|bf16 sets FUSION_ONEDNN_PRECISION for the
+//                                    load (onednn/program.h), else the nets' defaults
+//         variant PRECISION          the same network again in PRECISION (a second fusiond
+//                                    runtime, "fusiond_variant") -> {"ok":true,
+//                                    "max_abs_diff":d,"max_rel_diff":r} against `net`'s output
+//                                    (r: d over the largest magnitude of that output)
 //         onnx PATH                  import PATH into OpenCV dnn, run it once on the input
 //                                    -> {"ok":true,"max_abs_diff":d} (against fusiond's output)
 //                                    or {"ok":false,"error":"..."} when OpenCV refuses it
-//         time fusiond|opencv T N    N forwards at T threads (at::set_num_threads /
+//         time fusiond|fusiond_variant|opencv T N    N forwards at T threads (at::set_num_threads /
 //                                    cv::setNumThreads) -> {"ok":true,"ms":[...],"cpu_ms":[...]}
 //                                    (wall ms and this process's CPU ms, all threads, per run)
 //         peak                       one core's fp32 FMA peak -> {"ok":true,"gflops":g}
@@ -24,6 +30,7 @@
 
 #include <opencv2/core/utility.hpp>
 
+#include <stdlib.h>
 #include <time.h>
 
 #include <chrono>
@@ -121,6 +128,7 @@ class Worker {
     try {
       if (cmd == "net") return Net(in);
       if (cmd == "onnx") return Onnx(in);
+      if (cmd == "variant") return Variant(in);
       if (cmd == "time") return Time(in);
       if (cmd == "peak") return absl::StrCat("{\"ok\":true,\"gflops\":", fusion::peers::MeasureFmaPeakGflops(), "}");
       return Error(absl::StrCat("unknown command '", cmd, "'"));
@@ -132,15 +140,45 @@ class Worker {
  private:
   static std::string Error(const std::string& m) { return absl::StrCat("{\"ok\":false,\"error\":", JsonString(m), "}"); }
 
-  std::string Net(std::istringstream& in) {
-    std::string id;
-    in >> id;
-    opencv_.reset();
+  // Network `id` with FUSION_ONEDNN_PRECISION=precision while it is made (empty: as set).
+  absl::StatusOr<FusiondNet> Make(const std::string& id, const std::string& precision) {
+    const char* was = getenv("FUSION_ONEDNN_PRECISION");
+    const std::string before = was ? was : "";
+    if (!precision.empty()) setenv("FUSION_ONEDNN_PRECISION", precision.c_str(), 1);
     absl::StatusOr<FusiondNet> net = fusion::peers::MakeFusiondNet(id, args_.models_dir, args_.image);
+    if (!precision.empty()) {
+      if (was) {
+        setenv("FUSION_ONEDNN_PRECISION", before.c_str(), 1);
+      } else {
+        unsetenv("FUSION_ONEDNN_PRECISION");
+      }
+    }
+    return net;
+  }
+
+  std::string Net(std::istringstream& in) {
+    std::string id, precision;
+    in >> id >> precision;
+    opencv_.reset();
+    variant_ = FusiondNet();
+    absl::StatusOr<FusiondNet> net = Make(id, precision);
     if (!net.ok()) return Error(net.status().ToString());
     net_ = std::move(*net);
     reference_ = net_.forward(net_.input);
     return "{\"ok\":true}";
+  }
+
+  std::string Variant(std::istringstream& in) {
+    std::string precision;
+    in >> precision;
+    if (!reference_.defined()) return Error("variant before net");
+    absl::StatusOr<FusiondNet> net = Make(net_.id, precision);
+    if (!net.ok()) return Error(net.status().ToString());
+    variant_ = std::move(*net);
+    const at::Tensor y = variant_.forward(variant_.input);
+    const double d = (y - reference_).abs().max().item<double>();
+    const double m = reference_.abs().max().item<double>();
+    return absl::StrCat("{\"ok\":true,\"max_abs_diff\":", d, ",\"max_rel_diff\":", m > 0 ? d / m : 0.0, "}");
   }
 
   std::string Onnx(std::istringstream& in) {
@@ -167,6 +205,9 @@ class Worker {
     if (runtime == "fusiond" && reference_.defined()) {
       at::set_num_threads(threads);
       fn = [this] { net_.forward(net_.input); };
+    } else if (runtime == "fusiond_variant" && variant_.forward) {
+      at::set_num_threads(threads);
+      fn = [this] { variant_.forward(variant_.input); };
     } else if (runtime == "opencv" && opencv_) {
       cv::setNumThreads(threads);
       fn = [this] { opencv_->Forward(net_.input); };
@@ -185,7 +226,7 @@ class Worker {
   }
 
   const Args& args_;
-  FusiondNet net_;
+  FusiondNet net_, variant_;
   at::Tensor reference_;
   std::unique_ptr<fusion::peers::OpenCvDnnNet> opencv_;
 };

@@ -36,3 +36,16 @@ export function markdownTable(rows, corePeak) {
   }
   return lines.join('\n');
 }
+
+// driver.mjs --bf16: fusiond's fp32 and bf16 fast paths against ORT, from the same rounds.
+export function bf16Table(rows) {
+  const head = ['network @input', 'threads', 'fusiond fp32 ms', 'fusiond bf16 ms', 'ORT ms', 'bf16 / fp32',
+    'fp32 / ORT', 'bf16 / ORT', 'CPU ms fp32 / bf16', 'bf16 vs fp32 max abs (rel) diff'];
+  const lines = [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`];
+  for (const r of rows) {
+    lines.push(`| ${[r.id, r.threads, fmt(r.fusiond), fmt(r.fusiondBf16), fmt(r.ort), fmt(r.fusiondBf16 / r.fusiond),
+      fmt(r.fusiond / r.ort), fmt(r.fusiondBf16 / r.ort), `${fmt(r.fusiondCpu)} / ${fmt(r.fusiondBf16Cpu)}`,
+      `${exp(r.bf16Diff)} (${exp(r.bf16Rel)})`].join(' | ')} |`);
+  }
+  return lines.join('\n');
+}

@@ -9,6 +9,7 @@
 #endif
 
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "models/common/exception_text.h"
@@ -22,6 +23,7 @@
 #include "models/generator/generator_factory.h"
 #include "models/generator/torchscript_enhancer.h"
 #include "models/keras/keras_model.h"
+#include "models/onednn/program.h"
 #include "models/tfjs/weights.h"
 #include "pipeline/device_oom.h"
 #include "pipeline/precision.h"
@@ -119,6 +121,10 @@ absl::StatusOr<std::shared_ptr<ModelCopy>> ModelStore::Build(const models::Model
   const tfjs::WeightMap cloned = clone ? Clone(host.weights) : tfjs::WeightMap();
   const tfjs::WeightMap& w = clone ? cloned : host.weights;
   absl::Status st;
+  // A copy for another device is built on the CPU and moved: fp32 there, whatever the CPU
+  // fast path's precision (onednn/program.h).
+  std::optional<onednn::Fp32Scope> fp32;
+  if (device && options_.device != "cpu") fp32.emplace();
   if (spec.format == "tfjs-weights") {
     if (spec.name == faceapi::TinyFaceDetector::kModelName) {
       st = Take(faceapi::TinyFaceDetector::Create(w, {}), copy->tiny_detector);

@@ -11,6 +11,12 @@
 #include "models/onednn/program.h"
 
 namespace fusion::faceapi {
+namespace {
+// The fast path's precision unless FUSION_ONEDNN_PRECISION says otherwise (program.h): bf16,
+// the faster of fp32 and bf16 here, within the goldens' tolerances (docs/PERFORMANCE.md;
+// tests/models/onednn_test.cc Bf16FastPath). fp32 where the CPU has no native bf16.
+constexpr onednn::Precision kFastPathPrecision = onednn::Precision::kBf16;
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<FaceLandmark68Net>> FaceLandmark68Net::Create(const tfjs::WeightMap& w) {
   std::unique_ptr<FaceLandmark68Net> net(new FaceLandmark68Net());
@@ -53,6 +59,7 @@ absl::Status FaceLandmark68Net::Compile() {
   using onednn::Padding;
   const Params& p = params_;
   onednn::Program::Builder b;
+  b.SetPrecision(onednn::PrecisionFor(kModelName, kFastPathPrecision));
   // Separable conv (TF "SAME") + bias, [+ sum in the summand's buffer], [ReLU].
   auto sep = [&](int x, const std::string& c, int stride, bool relu, int sum) {
     x = b.Conv(x, {.name = c + "/depthwise_filter", .weight = params_.Release(c + "/depthwise_filter"), .stride = stride,

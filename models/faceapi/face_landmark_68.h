@@ -10,7 +10,13 @@
 // CPU fast path (issue #12): Create on the CPU compiles the dense blocks into an
 // onednn::Program (weights packed once; bias, the dense sums and the ReLU fused; activations
 // NHWC); Forward runs it for a float32 CPU input (else, and after To() another device, the
-// at:: path). ResidentBytes() is what the copy holds, DeviceBytes() the fp32 parameters.
+// at:: path). ResidentBytes() is what the copy holds, DeviceBytes() the fp32 parameters:
+// 1,427,360 bytes fp32, 788,000 bf16 (the fc layer stays fp32).
+// Precision of the fast path: bf16 by default where the CPU has it natively (AVX512-BF16 or
+// AMX; onednn::Bf16Native()), fp32 elsewhere or with FUSION_ONEDNN_PRECISION=fp32 (or
+// face_landmark_68=fp32): conv weights held as bf16, activations bf16 between layers, input and
+// output fp32. Within the goldens' tolerances (onednn_test.cc Bf16FastPath) and 0.65x the fp32 CPU time at 1 thread
+// (docs/PERFORMANCE.md). A copy built for another device is fp32 (onednn::Fp32Scope).
 // Thread-safety: const methods may run concurrently; To() must not overlap them.
 #pragma once
 

@@ -18,6 +18,12 @@
 
 namespace fusion::faceapi {
 namespace {
+// The fast path's precision unless FUSION_ONEDNN_PRECISION says otherwise (program.h): bf16,
+// the faster of fp32 and bf16 here, within the goldens' tolerances (docs/PERFORMANCE.md;
+// tests/models/onednn_test.cc Bf16FastPath). fp32 where the CPU has no native bf16.
+constexpr onednn::Precision kFastPathPrecision = onednn::Precision::kBf16;
+}  // namespace
+namespace {
 
 struct Block {
   const char* name;
@@ -78,6 +84,7 @@ absl::Status FaceRecognitionNet::Compile() {
   using onednn::Padding;
   const Params& p = params_;
   onednn::Program::Builder b;
+  b.SetPrecision(onednn::PrecisionFor(kModelName, kFastPathPrecision));
   // ConvLayer: conv + bias, then * scale + shift (the scale layer), [+ sum], [ReLU].
   auto conv = [&](int x, const std::string& prefix, int stride, bool relu, bool same, int sum = -1) {
     return b.Conv(x, {.name = prefix + "/conv/filters", .weight = params_.Release(prefix + "/conv/filters"),

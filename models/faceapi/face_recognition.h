@@ -13,7 +13,14 @@
 // onednn::Program (weights packed once; bias, the per-channel scale layer, the residual sum and
 // the ReLU fused into each convolution; activations NHWC); Forward runs it for a float32 CPU
 // input (else, and after To() another device, the at:: path). ResidentBytes() is what the copy
-// holds (packed weights replace the plain ones), DeviceBytes() the fp32 parameters.
+// holds (packed weights replace the plain ones), DeviceBytes() the fp32 parameters:
+// 22,458,368 bytes fp32, 13,678,464 bf16 (the fc layer and two 256x256 3x3 convs at 4x4 and
+// 1x1, for which oneDNN 2.6 has no bf16 JIT kernel, stay fp32).
+// Precision of the fast path: bf16 by default where the CPU has it natively (AVX512-BF16 or
+// AMX; onednn::Bf16Native()), fp32 elsewhere or with FUSION_ONEDNN_PRECISION=fp32 (or
+// face_recognition=fp32): conv weights held as bf16, activations bf16 between layers, input and
+// output fp32. Within the goldens' tolerances (onednn_test.cc Bf16FastPath) and 0.6-0.7x the fp32 CPU time at 1 thread
+// (docs/PERFORMANCE.md). A copy built for another device is fp32 (onednn::Fp32Scope).
 // Thread-safety: const methods may run concurrently; To() must not overlap them.
 #pragma once
 

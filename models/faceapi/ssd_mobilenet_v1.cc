@@ -13,6 +13,12 @@
 
 namespace fusion::faceapi {
 namespace {
+// The fast path's precision unless FUSION_ONEDNN_PRECISION says otherwise (program.h): bf16,
+// the faster of fp32 and bf16 here, within the goldens' tolerances (docs/PERFORMANCE.md;
+// tests/models/onednn_test.cc Bf16FastPath). fp32 where the CPU has no native bf16.
+constexpr onednn::Precision kFastPathPrecision = onednn::Precision::kBf16;
+}  // namespace
+namespace {
 
 constexpr double kBnEpsilon = 0.0010000000474974513;  // face-api mobileNetV1.ts
 // MobileNetV1 channels after conv_0..conv_13.
@@ -92,6 +98,9 @@ absl::Status SsdMobilenetV1::Compile() {
     return pointwise(b, x, absl::StrCat("MobilenetV1/Conv2d_", i, "_pointwise"), 1);
   };
   onednn::Program::Builder stem, head;
+  const onednn::Precision precision = onednn::PrecisionFor(kModelName, kFastPathPrecision);
+  stem.SetPrecision(precision);
+  head.SetPrecision(precision);
   // The input normalisation of Stem() (x / 127.5 - 1), in the program: one pass.
   int x = pointwise(stem, stem.Normalize(stem.input(), at::full({3}, 127.5f), 127.5f),
                     "MobilenetV1/Conv2d_0_pointwise", 2);

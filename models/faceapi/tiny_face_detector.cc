@@ -13,6 +13,12 @@
 
 namespace fusion::faceapi {
 namespace {
+// The fast path's precision unless FUSION_ONEDNN_PRECISION says otherwise (program.h): bf16,
+// the faster of fp32 and bf16 here, within the goldens' tolerances (docs/PERFORMANCE.md;
+// tests/models/onednn_test.cc Bf16FastPath). fp32 where the CPU has no native bf16.
+constexpr onednn::Precision kFastPathPrecision = onednn::Precision::kBf16;
+}  // namespace
+namespace {
 
 constexpr float kAnchors[5][2] = {{1.603231f, 2.094468f}, {6.041143f, 7.080126f}, {2.882459f, 3.518061f},
                                   {4.266906f, 5.178857f}, {9.041765f, 10.66308f}};
@@ -70,6 +76,9 @@ absl::Status TinyFaceDetector::Compile() {
                            : onednn::PoolSpec{.k = 2, .stride = 1, .same = true});
   };
   onednn::Program::Builder stem, head;
+  const onednn::Precision precision = onednn::PrecisionFor(kModelName, kFastPathPrecision);
+  stem.SetPrecision(precision);
+  head.SetPrecision(precision);
   // The input normalisation of Stem(), in the program: one pass instead of two at:: ops.
   const int normalized = stem.Normalize(stem.input(), at::tensor({117.001f, 114.697f, 97.404f}), 255.f);
   int x = stem.Conv(normalized, {.name = "conv0/filters", .weight = params_.Release("conv0/filters"), .bias = p["conv0/bias"],

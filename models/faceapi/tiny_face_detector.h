@@ -16,8 +16,13 @@
 // CPU fast path (issue #12): Create on the CPU compiles the stem and the rest as two
 // onednn::Programs (weights packed once, activations NHWC, bias + leaky ReLU fused); Forward
 // runs them for a float32 CPU input (else, and after To() another device, the at:: path).
-// ResidentBytes() is what the copy holds (the packed weights replace the plain ones, unpadded:
-// equal to DeviceBytes(), the fp32 parameters).
+// ResidentBytes() is what the copy holds (the packed weights replace the plain ones): fp32
+// 789,668 bytes (DeviceBytes() + 2%, brgemm's blocks), bf16 396,164 (the weights' half).
+// Precision of the fast path: bf16 by default where the CPU has it natively (AVX512-BF16 or
+// AMX; onednn::Bf16Native()), fp32 elsewhere or with FUSION_ONEDNN_PRECISION=fp32 (or
+// tiny_face_detector=fp32): conv weights held as bf16, activations bf16 between layers, input and
+// output fp32. Within the goldens' tolerances (onednn_test.cc Bf16FastPath) and 0.3-0.6x the fp32 CPU time at 1 thread
+// (docs/PERFORMANCE.md). A copy built for another device is fp32 (onednn::Fp32Scope).
 // Thread-safety: see FaceDetector.
 #pragma once
 

@@ -22,6 +22,12 @@
 // oneDNN form (MultiplyBeta, PixelShuffle: esrgan-thick) or FUSION_ONEDNN=0. Forward runs it
 // for a float32 CPU input without CPU autocast; under autocast (a bf16 copy) the at:: path runs
 // on the packed weights unpacked for that call (exact; charged to the caller's scope).
+// Precision: fp32 by default; FUSION_ONEDNN_PRECISION=bf16 (or esrgan-slim-x2=bf16, the
+// catalogue name taken from the origin's directories) compiles it in bf16 (onednn/program.h)
+// with the two convolutions nearest the output in fp32: 0.5-0.7x the fp32 CPU time, 0.56-0.71
+// levels (0..255) off fp32 on a face crop (all-bf16: 1.1-1.25, over the catalogue's
+// reduced_precision_tolerance of 1.0). Not the default: the enhancers' precision is the
+// catalogue's default_precision, settled by ModelStore's probe (docs/PERFORMANCE.md).
 // resident_bytes() is what the model holds: the packed weights replace the plain ones, padded
 // where oneDNN pads few-channel convs (esrgan-slim-x2 953,820 vs 888,300 parameter bytes).
 // Thread-safety: immutable after Load() except MoveTo(); Forward() may run concurrently.

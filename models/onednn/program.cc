@@ -6,9 +6,11 @@
 #include <ATen/autocast_mode.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
+#include <omp.h>
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cstdlib>
 #include <string_view>
 #include <list>
@@ -28,6 +30,7 @@ using dnnl::memory;
 using Tag = memory::format_tag;
 using Dims = memory::dims;
 constexpr auto kF32 = memory::data_type::f32;
+constexpr auto kBf16 = memory::data_type::bf16;
 
 dnnl::engine& Engine() {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
@@ -62,7 +65,7 @@ constexpr Tag kLayouts[] = {Tag::nChw16c, Tag::nChw8c, Tag::nchw, Tag::nhwc};
 
 Tag LayoutOf(const memory::desc& md) {
   for (Tag t : kLayouts) {
-    if (md == memory::desc(md.dims(), kF32, t)) return t;
+    if (md == memory::desc(md.dims(), md.data_type(), t)) return t;
   }
   throw std::runtime_error("onednn::Program: an activation in an unexpected layout");
 }
@@ -110,6 +113,43 @@ bool Enabled() {
   return v == nullptr || std::string_view(v) != "0";
 }
 
+bool Bf16Native() {
+  const unsigned isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  return (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+}
+
+namespace {
+thread_local bool fp32_only = false;
+}  // namespace
+
+Fp32Scope::Fp32Scope() : was_(fp32_only) { fp32_only = true; }
+Fp32Scope::~Fp32Scope() { fp32_only = was_; }
+
+Precision PrecisionFor(std::string_view net, Precision fallback) {
+  if (fp32_only) return Precision::kF32;
+  const char* v = std::getenv("FUSION_ONEDNN_PRECISION");
+  Precision p = fallback;
+  if (v != nullptr) {
+    // "bf16" / "fp32" for every net, or "name=bf16,name=fp32" (a bare value applies to the rest).
+    std::string_view rest(v);
+    while (!rest.empty()) {
+      const size_t comma = rest.find(',');
+      const std::string_view item = rest.substr(0, comma);
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+      std::string_view value = item;
+      const size_t eq = item.find('=');
+      if (eq != std::string_view::npos) {
+        if (item.substr(0, eq) != net) continue;
+        value = item.substr(eq + 1);
+      }
+      if (value == "bf16") p = Precision::kBf16;
+      if (value == "fp32") p = Precision::kF32;
+      if (eq != std::string_view::npos) break;  // the net's own entry wins over a bare value
+    }
+  }
+  return p == Precision::kBf16 && !Bf16Native() ? Precision::kF32 : p;
+}
+
 enum class Kind { kConv, kPool, kRelu, kResidualDown, kConcat, kAdd, kUpsample, kNormalize };
 
 struct Program::Builder::Op {
@@ -117,6 +157,7 @@ struct Program::Builder::Op {
   std::vector<int> in;  // values read; a conv's sum is in[1]
   ConvSpec conv;
   PoolSpec pool;
+  bool f32 = false;   // a bf16 program's conv kept in fp32 (oneDNN 2.6 has no bf16 JIT kernel for it)
   at::Tensor packed;  // the weight in packed_md (after Build)
   memory::desc packed_md, plain_md, source_md;  // plain: dense OIHW (goihw); source: as given
   int factor = 1;     // kUpsample
@@ -132,6 +173,7 @@ int Program::Builder::Push(Op op) {
 
 int Program::Builder::Conv(int x, ConvSpec spec) {
   Op op{Kind::kConv, {x}, std::move(spec)};
+  op.f32 = op.conv.fp32;
   if (op.conv.sum >= 0) op.in.push_back(op.conv.sum);
   return Push(std::move(op));
 }
@@ -166,6 +208,7 @@ struct Step {
   dnnl::primitive prim;
   std::vector<Arg> args;
   bool residual_down = false;  // custom: args = {o, pooled, out}
+  int threads = 1;             // the OpenMP team it was made for and runs on
 };
 
 struct Plan {
@@ -175,8 +218,47 @@ struct Plan {
   std::vector<int64_t> temp_offset;
   std::vector<Step> steps;
   std::vector<std::pair<dnnl::reorder, memory::desc>> out_reorders;  // value md -> nchw
+  std::vector<int> out_threads;
+  int threads = 1;  // the caller's (the key's)
   int64_t scratch_offset = 0, arena_bytes = 0;
   std::vector<std::string> impls;
+};
+
+// Small steps on one thread (issue 12's 2-thread gap): each oneDNN primitive is an OpenMP
+// parallel region with a barrier, and on a shared 2-core machine the second thread's wake-up
+// (and its wait for a core) costs more than a small layer's work. A step under this many
+// multiply-adds (convolutions) or 32x this many elements (other steps) is made and run with a
+// team of one (oneDNN then calls it inline, no parallel region): 4M MACs, ~0.1 ms on one core.
+// FUSION_ONEDNN_ONE_THREAD_BELOW sets it (0: every step on the caller's team, as before).
+int64_t OneThreadBelow() {
+  static const int64_t v = [] {
+    const char* e = std::getenv("FUSION_ONEDNN_ONE_THREAD_BELOW");
+    return e != nullptr && *e != '\0' ? std::strtoll(e, nullptr, 10) : int64_t{1} << 22;
+  }();
+  return v;
+}
+
+// This thread's OpenMP team size while it lives (oneDNN reads omp_get_max_threads() when a
+// primitive is made and when one without a fixed team runs); the previous size after.
+class TeamSize {
+ public:
+  explicit TeamSize(int n) : was_(omp_get_max_threads()) { Set(n); }
+  ~TeamSize() { omp_set_num_threads(was_); }
+  void Set(int n) {
+    if (n != now_) omp_set_num_threads(n);
+    now_ = n;
+  }
+
+ private:
+  const int was_;
+  int now_ = -1;
+};
+
+int TeamFor(int threads, int64_t work) { return threads > 1 && work < OneThreadBelow() ? 1 : threads; }
+
+// MakePlan at Build: bf16 conv ops[index] has only oneDNN's reference kernel; Build keeps it fp32.
+struct KeepF32 {
+  size_t index;
 };
 
 struct Program::Impl {
@@ -184,6 +266,7 @@ struct Program::Impl {
   std::vector<int> outputs;
   int channels = 0;
   bool allow_padding = false;
+  memory::data_type dt = kF32;  // activations and weights (Precision)
   std::string described;
 
   mutable std::mutex mu;
@@ -247,25 +330,33 @@ std::shared_ptr<const Plan> Program::Impl::MakePlan(const Dims& key, bool any_we
     scratch = std::max<int64_t>(scratch, pd.scratchpad_desc().get_size());
     p.impls.push_back(pd.impl_info_str());
   };
+  p.threads = static_cast<int>(key[5]);
+  TeamSize team(p.threads);
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& op = *ops[i];
     const int v = static_cast<int>(i + 1);
     const memory::desc& src = p.value_md[op.in[0]];
     const Dims sd = src.dims();
+    const size_t first_step = p.steps.size();
+    int op_team = TeamFor(p.threads, 32 * (sd[0] * sd[1] * sd[2] * sd[3]));
+    team.Set(op_team);
     if (op.kind == Kind::kConv) {
       const ConvSpec& c = op.conv;
+      const memory::data_type dt = this->dt == kBf16 && !op.f32 ? kBf16 : kF32;  // this conv's
       const int64_t out_c = c.depthwise ? sd[1] : op.plain_md.dims()[0];
       const int k = static_cast<int>(op.plain_md.dims()[c.depthwise ? 3 : 2]);
       const Geometry gh = ConvGeometry(sd[2], k, c.stride, c.padding, c.pad);
       const Geometry gw = ConvGeometry(sd[3], k, c.stride, c.padding, c.pad);
       const Dims dd = {sd[0], out_c, gh.out, gw.out};
-      memory::desc dst(dd, kF32, Tag::nhwc);
+      op_team = TeamFor(p.threads, dd[0] * dd[1] * dd[2] * dd[3] * k * k * (c.depthwise ? 1 : sd[1]));
+      team.Set(op_team);
+      memory::desc dst(dd, dt, Tag::nhwc);
       if (c.sum >= 0) {
         dst = p.value_md[c.sum];
         if (dst.dims() != dd) throw std::runtime_error(absl::StrCat("onednn::Program: conv '", c.name, "' sums a value of another shape"));
         buffer_of[v] = buffer_of[c.sum];
       }
-      const memory::desc wmd = any_weights ? memory::desc(op.plain_md.dims(), kF32, Tag::any) : op.packed_md;
+      const memory::desc wmd = any_weights ? memory::desc(op.plain_md.dims(), dt, Tag::any) : op.packed_md;
       const memory::desc bmd = c.bias.defined() ? memory::desc({out_c}, kF32, Tag::a) : memory::desc();
       dnnl::post_ops po;
       const memory::desc cmd({1, out_c, 1, 1}, kF32, Tag::nchw);
@@ -283,7 +374,7 @@ std::shared_ptr<const Plan> Program::Impl::MakePlan(const Dims& key, bool any_we
       // Activations are NHWC: oneDNN 2.6's AVX-512 brgemm kernels want it, and take binary
       // post-ops only there (measured: nChw16c + binary post-ops falls to ref:any). Should a
       // JIT kernel refuse it anyway, the layout oneDNN wants, reordered into.
-      const memory::desc nhwc(sd, kF32, Tag::nhwc);
+      const memory::desc nhwc(sd, dt, Tag::nhwc);
       memory::desc conv_src = nhwc;
       auto make = [&](const memory::desc& w) {
         dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
@@ -291,7 +382,7 @@ std::shared_ptr<const Plan> Program::Impl::MakePlan(const Dims& key, bool any_we
                                           {gh.after, gw.after});
         dnnl::convolution_forward::primitive_desc pd(d, attr, Engine());
         if (conv_src == nhwc && std::string_view(pd.impl_info_str()).substr(0, 4) == "ref:") {
-          conv_src = memory::desc(sd, kF32, Tag::any);
+          conv_src = memory::desc(sd, dt, Tag::any);
           dnnl::convolution_forward::desc any(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                               conv_src, w, bmd, dst, {c.stride, c.stride}, {gh.before, gw.before},
                                               {gh.after, gw.after});
@@ -306,13 +397,17 @@ std::shared_ptr<const Plan> Program::Impl::MakePlan(const Dims& key, bool any_we
       bool repack = false;  // the packed layout has no JIT kernel at this shape
       try {
         pd = make(wmd);
-        if (any_weights && !allow_padding && pd.weights_desc().get_size() > PaddingAllowance(op.plain_md.get_size()) &&
+        // bf16: padding is kept while the packed bytes stay within the fp32 parameters' (the
+        // first convs' 3 input channels padded to the kernel's pairs; oneDNN 2.6's bf16 GEMM
+        // convolution is 30x slower than its brgemm there).
+        const size_t allowance = dt == kBf16 ? op.plain_md.get_size() : PaddingAllowance(op.plain_md.get_size());
+        if (any_weights && !allow_padding && pd.weights_desc().get_size() > allowance &&
             !c.depthwise) {
           // Padded well beyond the parameters (output channels below the vector width): HWIO
           // through oneDNN's JIT GEMM instead, when it has a kernel, so the packed bytes stay
           // the parameters'. A little padding is kept: brgemm blocks 512 output channels by 48
           // at 32x32 (528 rows, +3%), and its kernel is 1.7x the GEMM's speed there.
-          const memory::desc hwio(op.plain_md.dims(), kF32, Tag::hwio);
+          const memory::desc hwio(op.plain_md.dims(), dt, Tag::hwio);
           try {
             dnnl::convolution_forward::primitive_desc alt = make(hwio);
             if (!is_ref(alt)) pd = alt;
@@ -321,13 +416,15 @@ std::shared_ptr<const Plan> Program::Impl::MakePlan(const Dims& key, bool any_we
         }
         repack = !any_weights && is_ref(pd);
       } catch (const dnnl::error&) {
+        if (any_weights && dt == kBf16) throw KeepF32{i};
         repack = true;
       }
+      if (any_weights && dt == kBf16 && is_ref(pd)) throw KeepF32{i};  // Build retries it in fp32
       if (repack) {
         // oneDNN's brgemm kernels block the weights by shape (e.g. Acdb64a at 13x13, Acdb32a at
         // 32x32) and fall to ref:any (100-1000x slower) for another blocking: reorder the
         // packed weights per run into the layout this shape's kernel wants (a temp).
-        pd = make(memory::desc(op.plain_md.dims(), kF32, Tag::any));
+        pd = make(memory::desc(op.plain_md.dims(), dt, Tag::any));
         weight_temp = static_cast<int>(p.temp_md.size());
         p.temp_md.push_back(pd.weights_desc());
         temp_life.push_back({v, v});
@@ -371,7 +468,7 @@ std::shared_ptr<const Plan> Program::Impl::MakePlan(const Dims& key, bool any_we
     } else if (op.kind == Kind::kPool) {
       const PoolSpec& ps = op.pool;
       const Geometry gh = PoolGeometry(sd[2], ps), gw = PoolGeometry(sd[3], ps);
-      const memory::desc dst({sd[0], sd[1], gh.out, gw.out}, kF32, Tag::nhwc);
+      const memory::desc dst({sd[0], sd[1], gh.out, gw.out}, src.data_type(), Tag::nhwc);
       dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference,
                                     ps.max ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding,
                                     src, dst, {ps.stride, ps.stride}, {ps.k, ps.k}, {gh.before, gw.before},
@@ -420,7 +517,7 @@ std::shared_ptr<const Plan> Program::Impl::MakePlan(const Dims& key, bool any_we
       }
       Dims dd = sd;
       if (op.kind == Kind::kConcat) dd[1] = channels;
-      const memory::desc dst(dd, kF32, Tag::nhwc);
+      const memory::desc dst(dd, srcs[0].data_type(), Tag::nhwc);
       Step s;
       if (op.kind == Kind::kConcat) {
         dnnl::concat::primitive_desc pd(dst, 1, srcs, Engine(), UserScratch());
@@ -440,7 +537,7 @@ std::shared_ptr<const Plan> Program::Impl::MakePlan(const Dims& key, bool any_we
       s.args.push_back({Arg::kValue, DNNL_ARG_DST, v, nullptr, dst});
       p.steps.push_back(std::move(s));
     } else if (op.kind == Kind::kUpsample) {
-      const memory::desc dst({sd[0], sd[1], sd[2] * op.factor, sd[3] * op.factor}, kF32, Tag::nhwc);
+      const memory::desc dst({sd[0], sd[1], sd[2] * op.factor, sd[3] * op.factor}, src.data_type(), Tag::nhwc);
       const float f = static_cast<float>(op.factor);
       dnnl::resampling_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::resampling_nearest,
                                        {f, f}, src, dst);
@@ -456,7 +553,7 @@ std::shared_ptr<const Plan> Program::Impl::MakePlan(const Dims& key, bool any_we
       if (od[1] < pdims[1] || od[2] > pdims[2] || od[3] > pdims[3]) {
         throw std::runtime_error("onednn::Program: ResidualDown shapes do not nest");
       }
-      p.value_md[v] = memory::desc({od[0], od[1], pdims[2], pdims[3]}, kF32, LayoutOf(src));
+      p.value_md[v] = memory::desc({od[0], od[1], pdims[2], pdims[3]}, src.data_type(), LayoutOf(src));
       LayoutOf(p.value_md[op.in[1]]);  // checks the layout is one Indexer reads
       Step s;
       s.residual_down = true;
@@ -466,6 +563,7 @@ std::shared_ptr<const Plan> Program::Impl::MakePlan(const Dims& key, bool any_we
       p.steps.push_back(std::move(s));
       p.impls.push_back("residual_down:native");
     }
+    for (size_t k = first_step; k < p.steps.size(); ++k) p.steps[k].threads = op_team;
   }
   // Buffers: live from their first definition to their last read (outputs to the end).
   std::vector<std::pair<int, int>> life;
@@ -499,6 +597,9 @@ std::shared_ptr<const Plan> Program::Impl::MakePlan(const Dims& key, bool any_we
   for (size_t t = 0; t < p.temp_md.size(); ++t) p.temp_offset.push_back(offset[nbuf + t]);
   for (int out : outputs) {
     const memory::desc plain(p.value_md[out].dims(), kF32, Tag::nhwc);
+    const Dims od = plain.dims();
+    p.out_threads.push_back(TeamFor(p.threads, 32 * od[0] * od[1] * od[2] * od[3]));
+    team.Set(p.out_threads.back());
     p.out_reorders.push_back(
         {dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), p.value_md[out], Engine(), plain)), plain});
   }
@@ -524,6 +625,7 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Builder::Build(int c, int h, i
   impl->channels = c;
   impl->outputs = outputs_;
   impl->allow_padding = allow_padding_;
+  impl->dt = precision_ == Precision::kBf16 ? kBf16 : kF32;
   const int nv = static_cast<int>(ops_.size()) + 1;
   std::vector<int> last_read(nv, -1);
   for (size_t i = 0; i < ops_.size(); ++i) {
@@ -559,7 +661,14 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Builder::Build(int c, int h, i
   impl->ops = std::move(ops_);
   try {
     // The layouts oneDNN picks at the usual shape; every later plan asks for exactly them.
-    std::shared_ptr<const Plan> probe = impl->MakePlan(PlanKey({1, c, h, w}, false), /*any_weights=*/true);
+    std::shared_ptr<const Plan> probe;
+    while (!probe) {
+      try {
+        probe = impl->MakePlan(PlanKey({1, c, h, w}, false), /*any_weights=*/true);
+      } catch (const KeepF32& k) {
+        impl->ops[k.index]->f32 = true;
+      }
+    }
     dnnl::stream stream(Engine());
     size_t step = 0;  // conv ops and the steps with weights come in the same order
     for (auto& opp : impl->ops) {
@@ -610,21 +719,39 @@ void AdviseHugePages(char* base, int64_t bytes) {
   if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
 }
 
+// bf16 <-> fp32 (bf16 is the upper half of an IEEE float; round to nearest even, as oneDNN).
+float Load(const char* base, bool bf16, int64_t i) {
+  if (!bf16) return reinterpret_cast<const float*>(base)[i];
+  const uint32_t bits = static_cast<uint32_t>(reinterpret_cast<const uint16_t*>(base)[i]) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+void Store(char* base, bool bf16, int64_t i, float v) {
+  if (!bf16) {
+    reinterpret_cast<float*>(base)[i] = v;
+    return;
+  }
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  reinterpret_cast<uint16_t*>(base)[i] = static_cast<uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
+}
+
+// relu(o' + p') (program.h), each of the three in fp32 or bf16 (a few KB: FaceRecognitionNet's
+// shortcuts at 36x36 and smaller).
 void RunResidualDown(const Step& s, const std::vector<char*>& ptr) {
   const memory::desc &om = s.args[0].md, &pm = s.args[1].md, &rm = s.args[2].md;
   const Indexer oi(om), pi(pm), ri(rm);
-  const float* o = reinterpret_cast<const float*>(ptr[0]);
-  const float* pp = reinterpret_cast<const float*>(ptr[1]);
-  float* r = reinterpret_cast<float*>(ptr[2]);
-  std::fill(r, r + rm.get_size() / sizeof(float), 0.f);
+  const bool o16 = om.data_type() == kBf16, p16 = pm.data_type() == kBf16, r16 = rm.data_type() == kBf16;
+  std::memset(ptr[2], 0, rm.get_size());
   const Dims od = om.dims(), pd = pm.dims(), rd = rm.dims();
   for (int64_t n = 0; n < rd[0]; ++n) {
     for (int64_t c = 0; c < rd[1]; ++c) {
       for (int64_t h = 0; h < rd[2]; ++h) {
         for (int64_t w = 0; w < rd[3]; ++w) {
-          const float a = h < od[2] && w < od[3] ? o[oi(n, c, h, w)] : 0.f;
-          const float b = c < pd[1] ? pp[pi(n, c, h, w)] : 0.f;
-          r[ri(n, c, h, w)] = std::max(a + b, 0.f);
+          const float a = h < od[2] && w < od[3] ? Load(ptr[0], o16, oi(n, c, h, w)) : 0.f;
+          const float b = c < pd[1] ? Load(ptr[1], p16, pi(n, c, h, w)) : 0.f;
+          Store(ptr[2], r16, ri(n, c, h, w), std::max(a + b, 0.f));
         }
       }
     }
@@ -649,7 +776,9 @@ std::vector<at::Tensor> Program::Run(const at::Tensor& input, const std::vector<
   dnnl::stream stream(Engine());
   std::unordered_map<int, memory> args;
   std::vector<char*> ptrs;
+  TeamSize team(p.threads);
   for (const Step& s : p.steps) {
+    team.Set(s.threads);
     args.clear();
     ptrs.clear();
     for (const Arg& a : s.args) {
@@ -685,6 +814,7 @@ std::vector<at::Tensor> Program::Run(const at::Tensor& input, const std::vector<
   for (size_t i = 0; i < impl_->outputs.size(); ++i) {
     const int v = impl_->outputs[i];
     const auto& [reorder, plain] = p.out_reorders[i];
+    team.Set(p.out_threads[i]);
     const Dims d = plain.dims();
     at::Tensor out = at::empty({d[0], d[1], d[2], d[3]}, x.options().memory_format(at::MemoryFormat::ChannelsLast));
     memory from(p.value_md[v], Engine(), base + p.value_offset[v]);
@@ -727,6 +857,8 @@ std::vector<std::pair<std::string, at::Tensor>> Program::PlainWeights() const {
   stream.wait();
   return out;
 }
+
+Precision Program::precision() const { return impl_->dt == kBf16 ? Precision::kBf16 : Precision::kF32; }
 
 std::string Program::Describe() const { return impl_->described; }
 

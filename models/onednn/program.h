@@ -16,7 +16,11 @@
 // plain weight (output channels padded to its vector width): then HWIO (its JIT GEMM kernel),
 // so that the packed bytes stay within 1/16 of the fp32 parameters (the meter measures them; a
 // brgemm layout of 512 outputs in 48-row blocks, +3%, runs 1.7x the GEMM's speed);
-// Builder::AllowPadding() keeps any padded layout instead.
+// Builder::AllowPadding() keeps any padded layout instead. In bf16 (Builder::SetPrecision) a
+// padded layout is kept while it stays within the weight's fp32 bytes (3 input channels padded
+// to the kernel's pairs: oneDNN 2.6's bf16 GEMM convolution is ~30x slower than its brgemm), and
+// a convolution that has only oneDNN's reference kernel in bf16 at the Build shape is kept fp32
+// (its input reordered to fp32, its output fp32 where it goes; FaceRecognitionNet's last two).
 // Plans are per (input shape, layout, at::get_num_threads()): oneDNN's OpenMP kernels fix their
 // thread count when they are made, so each thread count gets its own primitives.
 // Arenas of 4 MiB and more are advised as transparent huge pages (fewer page faults per run).
@@ -40,6 +44,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -52,6 +57,36 @@ bool Usable(const at::Tensor& x);
 // Networks compile Programs at Create unless the environment sets FUSION_ONEDNN=0 (the at::
 // path then: for A/B measurements in one process, and as a way out should oneDNN misbehave).
 bool Enabled();
+
+// The data type a Program computes in. kBf16: weights packed as bf16 at Build (the resident
+// copy: half the fp32 bytes, as laid out), activations bf16 between layers; Run still takes and
+// returns fp32 (the first convolution reads the input through a reorder, the outputs are
+// reordered back); bias, per-channel affines and accumulation stay fp32 (oneDNN's bf16
+// convolutions accumulate in fp32). Not exact: each layer's input and weights are rounded to
+// 8 significant bits, so a network uses it only where its output stays within its tolerance.
+enum class Precision { kF32, kBf16 };
+// This CPU runs bf16 natively (oneDNN's effective ISA includes avx512_core_bf16, i.e.
+// AVX512-BF16 dot products, or AMX; oneDNN 2.6 asks Linux for the AMX tile state itself,
+// arch_prctl(ARCH_REQ_XCOMP_PERM)). Elsewhere oneDNN would emulate bf16, slower than fp32.
+bool Bf16Native();
+// The precision network `net` (its catalogue name) compiles in: `fallback` (the network's
+// measured default) unless FUSION_ONEDNN_PRECISION says otherwise, as "bf16" or "fp32" for
+// every net, or per net "ssd_mobilenetv1=bf16,tiny_face_detector=fp32" (a net's own entry wins
+// over a bare value). kBf16 only where Bf16Native(), else kF32.
+Precision PrecisionFor(std::string_view net, Precision fallback);
+// While one lives, PrecisionFor on this thread answers kF32 whatever the defaults and the
+// environment: for a network built on the CPU to be moved to another device (its weights go
+// there through PlainWeights(), which would carry a bf16 program's rounding).
+class Fp32Scope {
+ public:
+  Fp32Scope();
+  ~Fp32Scope();
+  Fp32Scope(const Fp32Scope&) = delete;
+  Fp32Scope& operator=(const Fp32Scope&) = delete;
+
+ private:
+  bool was_;
+};
 
 enum class Activation { kNone, kRelu, kLeakyRelu, kClip };  // kClip: min(max(x, 0), alpha)
 enum class Padding { kValid, kSame, kExplicit };            // kSame: TensorFlow's (asymmetric)
@@ -70,6 +105,7 @@ struct ConvSpec {
   float alpha = 0;        // kLeakyRelu: slope; kClip: upper bound
   int sum = -1;           // a value added before the activation; the conv writes into its buffer,
                           // so this must be that value's last use (and not the input)
+  bool fp32 = false;      // kept fp32 in a bf16 program (a network's precision-sensitive tail)
   int affine_arg = -1;    // instead of scale/shift: Run's args[affine_arg], args[affine_arg + 1]
                           // (computed per call, e.g. from batch-norm statistics: nothing resident)
 };
@@ -104,6 +140,7 @@ class Program {
     // ESRGAN's 64->4 and 48->3; measured 1.2-1.3x for the whole net): the packed bytes then
     // exceed the parameters' (PackedBytes() says by how much; the budget's meter measures it).
     void AllowPadding() { allow_padding_ = true; }
+    void SetPrecision(Precision p) { precision_ = p; }
     // Packs every convolution's weight for an input [1,c,h,w] (the network's usual size).
     absl::StatusOr<std::unique_ptr<Program>> Build(int c, int h, int w) &&;
 
@@ -114,6 +151,7 @@ class Program {
     std::vector<std::shared_ptr<Op>> ops_;  // ops_[v - 1] produces value v
     std::vector<int> outputs_;
     bool allow_padding_ = false;
+    Precision precision_ = Precision::kF32;
   };
 
   ~Program();
@@ -123,7 +161,9 @@ class Program {
   // Names of the weights held packed (no longer needed in their plain form), and their bytes.
   std::vector<std::string> packed_names() const;
   uint64_t PackedBytes() const;
-  // The packed weights back in OIHW (exact), by name: for moving a network off the CPU.
+  Precision precision() const;
+  // The packed weights back in OIHW fp32, by name: for moving a network off the CPU (exact for
+  // kF32; for kBf16 the bf16 values, which is all the program holds).
   std::vector<std::pair<std::string, at::Tensor>> PlainWeights() const;
   // A one-line summary of the implementations oneDNN chose at the Build shape (tests, bench).
   std::string Describe() const;

@@ -3,12 +3,14 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "fusion_fixture.h"
 #include "models/keras/enhancer.h"
 #include "models/keras/keras_model.h"
+#include "models/onednn/program.h"
 #include "models/tfjs/weights.h"
 
 namespace fusion::keras {
@@ -66,6 +68,36 @@ TEST_P(EsrganGolden, MatchesTheNumpyReferenceWithinATenthOfALevel) {
   EXPECT_LE(max_diff, 0.1f);
   for (int c = 0; c < 3; ++c) EXPECT_NEAR(channel_mean[c].item<float>(), mean[c], 0.01f) << "channel " << c;
   EXPECT_TRUE(model->tileable());
+}
+
+// The oneDNN fast path in bf16 (FUSION_ONEDNN_PRECISION=bf16; not ESRGAN's default, see
+// keras_model.h; its last two convs fp32): it must really round (differ from fp32), stay within
+// the catalogue's reduced_precision_tolerance (1.0 level, 0..255) of fp32 and of the golden
+// (+0.1, the golden's own tolerance), and hold its weights in fewer bytes.
+TEST_P(EsrganGolden, Bf16FastPathStaysWithinTheCataloguesToleranceOfFp32) {
+  if (!onednn::Bf16Native()) GTEST_SKIP() << "this CPU has no native bf16";
+  setenv("FUSION_ONEDNN_PRECISION", "fp32", 1);
+  auto fp32 = LoadModel(GetParam().rel);
+  setenv("FUSION_ONEDNN_PRECISION", "bf16", 1);
+  auto bf16 = LoadModel(GetParam().rel);
+  unsetenv("FUSION_ONEDNN_PRECISION");
+  ASSERT_TRUE(fp32 && bf16 && fp32->compiled() && bf16->compiled());
+  auto a = fp32->Forward(GoldenCrop()), b = bf16->Forward(GoldenCrop());
+  ASSERT_TRUE(a.ok() && b.ok());
+  const float diff = (*a - *b).abs().max().item<float>();
+  const json& g = Goldens().at("models").at(GetParam().key);
+  const auto ys = g.at("sample_ys").get<std::vector<int64_t>>(), xs = g.at("sample_xs").get<std::vector<int64_t>>();
+  std::vector<float> want = g.at("samples_hwc").get<std::vector<float>>();
+  const at::Tensor golden = at::from_blob(want.data(), {1, 32, 32, 3}, at::kFloat).permute({0, 3, 1, 2});
+  const float golden_diff =
+      (b->index_select(2, at::tensor(ys)).index_select(3, at::tensor(xs)) - golden).abs().max().item<float>();
+  std::printf("%s bf16: max |diff| %.3f levels vs fp32, %.3f vs the golden samples; resident %llu -> %llu bytes\n",
+              GetParam().key.c_str(), diff, golden_diff, static_cast<unsigned long long>(fp32->resident_bytes()),
+              static_cast<unsigned long long>(bf16->resident_bytes()));
+  EXPECT_GT(diff, 0.01f) << "bf16 equals fp32: it did not round";
+  EXPECT_LE(diff, 1.0f);
+  EXPECT_LE(golden_diff, 1.1f);
+  EXPECT_LT(bf16->resident_bytes(), fp32->resident_bytes() * 7 / 10);
 }
 
 INSTANTIATE_TEST_SUITE_P(UpscalerJs, EsrganGolden,

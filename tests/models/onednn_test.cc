@@ -120,6 +120,67 @@ TEST(OnednnProgram, PackedWeightsComeBackExactly) {
   for (const auto& [name, t] : prog->PlainWeights()) EXPECT_TRUE(at::equal(t, name == "w" ? w : dw)) << name;
 }
 
+// bf16 (program.h): the same graph built twice, fp32 and bf16. The bf16 program must differ from
+// fp32 (it really rounds: a bf16 program that ran fp32 would fail here), stay within bf16's
+// rounding of it, hold its weights in half the bytes, and run oneDNN's native bf16 kernels.
+TEST(OnednnProgram, Bf16ProgramRoundsToBf16AndHoldsHalfTheWeightBytes) {
+  if (!Bf16Native()) GTEST_SKIP() << "this CPU has no native bf16 (AVX512-BF16 or AMX)";
+  at::manual_seed(7);
+  const at::Tensor w1 = at::randn({32, 16, 3, 3}) * 0.1, b1 = at::randn({32}), w2 = at::randn({32, 1, 3, 3}),
+                   w3 = at::randn({64, 32, 1, 1}) * 0.1, b3 = at::randn({64}), w4 = at::randn({32, 32, 3, 3}) * 0.1;
+  auto build = [&](Precision precision) {
+    Program::Builder b;
+    b.SetPrecision(precision);
+    const int c1 = b.Conv(b.input(), {.name = "w1", .weight = w1.clone(), .bias = b1, .padding = Padding::kSame,
+                                      .act = Activation::kRelu});
+    const int d = b.Conv(c1, {.name = "w2", .weight = w2.clone(), .stride = 2, .depthwise = true,
+                              .padding = Padding::kSame, .act = Activation::kClip, .alpha = 6.f});
+    const int p = b.Pool(d, {.k = 2, .stride = 2, .ceil_mode = true});
+    b.MarkOutput(b.Conv(p, {.name = "w3", .weight = w3.clone(), .bias = b3, .act = Activation::kLeakyRelu, .alpha = 0.1f}));
+    // ResidualDown (FaceRecognitionNet's shortcut) on bf16 values.
+    const int o = b.Conv(c1, {.name = "w4", .weight = w4.clone(), .stride = 2});
+    b.MarkOutput(b.ResidualDown(o, b.Pool(c1, {.max = false, .k = 2, .stride = 2})));
+    return BuildOrDie(std::move(b), 16, 24, 24);
+  };
+  auto f32 = build(Precision::kF32), bf16 = build(Precision::kBf16);
+  EXPECT_EQ(f32->precision(), Precision::kF32);
+  EXPECT_EQ(bf16->precision(), Precision::kBf16);
+  EXPECT_EQ(bf16->PackedBytes() * 2, f32->PackedBytes());
+  EXPECT_EQ(bf16->Describe().find("ref:"), std::string::npos) << bf16->Describe();
+  EXPECT_NE(bf16->Describe().find("bf16"), std::string::npos) << bf16->Describe();
+  for (int side : {24, 19}) {
+    const at::Tensor x = at::rand({1, 16, side, side});
+    const std::vector<at::Tensor> a = f32->Run(x), b = bf16->Run(x);
+    ASSERT_EQ(b.size(), 2u);
+    for (int k = 0; k < 2; ++k) {
+      EXPECT_EQ(b[k].scalar_type(), at::kFloat);
+      const double scale = a[k].abs().max().item<double>(), diff = MaxDiff(a[k], b[k]);
+      EXPECT_GT(diff, 1e-6 * scale) << side << " output " << k << ": bf16 equals fp32, so it did not round";
+      EXPECT_LT(diff, 3e-2 * scale) << side << " output " << k;
+    }
+  }
+  for (const auto& [name, t] : bf16->PlainWeights()) {  // the bf16 values, as fp32
+    const at::Tensor& w = name == "w1" ? w1 : name == "w2" ? w2 : name == "w3" ? w3 : w4;
+    EXPECT_TRUE(at::equal(t, w.to(at::kBFloat16).to(at::kFloat))) << name;
+  }
+}
+
+TEST(OnednnProgram, PrecisionForReadsTheEnvironmentPerNetwork) {
+  const Precision bf16 = Bf16Native() ? Precision::kBf16 : Precision::kF32;
+  unsetenv("FUSION_ONEDNN_PRECISION");
+  EXPECT_EQ(PrecisionFor("a", Precision::kF32), Precision::kF32);
+  EXPECT_EQ(PrecisionFor("a", Precision::kBf16), bf16);
+  setenv("FUSION_ONEDNN_PRECISION", "bf16", 1);
+  EXPECT_EQ(PrecisionFor("a", Precision::kF32), bf16);
+  setenv("FUSION_ONEDNN_PRECISION", "a=fp32,bf16", 1);
+  EXPECT_EQ(PrecisionFor("a", Precision::kBf16), Precision::kF32);
+  EXPECT_EQ(PrecisionFor("b", Precision::kF32), bf16);
+  setenv("FUSION_ONEDNN_PRECISION", "b=bf16", 1);
+  EXPECT_EQ(PrecisionFor("a", Precision::kBf16), bf16);
+  EXPECT_EQ(PrecisionFor("b", Precision::kF32), bf16);
+  unsetenv("FUSION_ONEDNN_PRECISION");
+}
+
 double CpuSeconds(int who) {
   rusage u{};
   getrusage(who, &u);
@@ -167,11 +228,24 @@ TEST(OnednnProgram, RunFollowsTheCallersThreadCount) {
 }
 
 // The face-api networks built twice: the at:: path (FUSION_ONEDNN=0) and the fast path.
+// The fast path in fp32 whatever the nets' defaults (these compare it with the at:: path to 1e-4).
 template <typename Net, typename... Args>
 std::unique_ptr<Net> LoadPath(bool fast, Args&&... args) {
   setenv("FUSION_ONEDNN", fast ? "1" : "0", 1);
+  setenv("FUSION_ONEDNN_PRECISION", "fp32", 1);
   auto net = Net::Load(faceapi::Catalogue(), std::forward<Args>(args)...);
   unsetenv("FUSION_ONEDNN");
+  unsetenv("FUSION_ONEDNN_PRECISION");
+  if (!net.ok()) throw std::runtime_error(net.status().ToString());
+  return *std::move(net);
+}
+
+// The fast path in `precision` ("fp32" | "bf16").
+template <typename Net, typename... Args>
+std::unique_ptr<Net> LoadAs(const char* precision, Args&&... args) {
+  setenv("FUSION_ONEDNN_PRECISION", precision, 1);
+  auto net = Net::Load(faceapi::Catalogue(), std::forward<Args>(args)...);
+  unsetenv("FUSION_ONEDNN_PRECISION");
   if (!net.ok()) throw std::runtime_error(net.status().ToString());
   return *std::move(net);
 }
@@ -262,6 +336,100 @@ TEST(FastPath, ConcurrentForwardsOfOneNetworkAgreeWithASerialRun) {
   }
   for (auto& th : threads) th.join();
   for (double w : worst) EXPECT_LT(w, 1e-4);
+}
+
+// bf16 fast path (program.h) against the numpy reference's goldens, with the tolerances of
+// faceapi_test.cc (box IoU > 0.9 and score within 0.02, landmarks within 2 px, descriptor L2 <
+// 0.05), whatever each net's default; and its resident bytes: the conv weights held as bf16 (half
+// their fp32 bytes as packed), biases and scales fp32.
+TEST(Bf16FastPath, FaceApiGoldensHoldWithTheSameTolerances) {
+  if (!Bf16Native()) GTEST_SKIP() << "this CPU has no native bf16 (AVX512-BF16 or AMX)";
+  at::NoGradGuard no_grad;
+  auto tiny = LoadAs<faceapi::TinyFaceDetector>("bf16", faceapi::TinyFaceDetector::Options{});
+  auto marks = LoadAs<faceapi::FaceLandmark68Net>("bf16");
+  auto rec = LoadAs<faceapi::FaceRecognitionNet>("bf16");
+  auto tiny32 = LoadAs<faceapi::TinyFaceDetector>("fp32", faceapi::TinyFaceDetector::Options{});
+  constexpr int kPoints[8] = {0, 8, 16, 30, 36, 45, 48, 54};
+  for (const auto& [file, key] : {std::pair{"astronaut_eileen_collins_512.png", "astronaut.png"},
+                                  std::pair{"grace_hopper_512x600.jpg", "grace_hopper.jpg"}}) {
+    const cv::Mat rgb = faceapi::Face(file);
+    const at::Tensor x = faceapi::ToBatchTensor(rgb, 416, false);
+    EXPECT_GT(MaxDiff(tiny->Forward(x), tiny32->Forward(x)), 1e-4) << file << ": bf16 equals fp32";
+    auto boxes = tiny->Detect(rgb, 416);
+    ASSERT_TRUE(boxes.ok()) << boxes.status();
+    ASSERT_EQ(boxes->size(), 1u) << file;
+    const faceapi::FaceBox& b = boxes->at(0);
+    const auto& g = faceapi::Golden()[key];
+    EXPECT_GT(faceapi::IoU(b, faceapi::GoldenBox(key)), 0.9f) << file;
+    EXPECT_NEAR(b.score, g["det_score"].get<float>(), 0.02) << file;
+    auto pts = marks->Detect(rgb, b);
+    ASSERT_TRUE(pts.ok()) << pts.status();
+    double worst_px = 0;
+    for (int i = 0; i < 8; ++i) {
+      const faceapi::Point p = (*pts)[kPoints[i]];
+      worst_px = std::max<double>(worst_px, std::hypot(p.x - g["landmarks_px_0_8_16_30_36_45_48_54"][i][0].get<float>(),
+                                                       p.y - g["landmarks_px_0_8_16_30_36_45_48_54"][i][1].get<float>()));
+    }
+    EXPECT_LT(worst_px, 2.0) << file;
+    auto desc = rec->Compute(rgb, *pts);
+    ASSERT_TRUE(desc.ok()) << desc.status();
+    faceapi::Descriptor golden;
+    for (int i = 0; i < 128; ++i) golden[i] = faceapi::Golden()[std::string(key) + "_descriptor"][i].get<float>();
+    const float l2 = faceapi::DescriptorDistance(*desc, golden);
+    EXPECT_LT(l2, 0.05f) << file;
+    std::printf("%s bf16: box IoU %.4f score %.4f (golden %.4f), worst landmark %.3f px, descriptor L2 %.4f\n", file,
+                faceapi::IoU(b, faceapi::GoldenBox(key)), b.score, g["det_score"].get<float>(), worst_px, l2);
+  }
+}
+
+// SSD has no numpy golden: its bf16 detections against its fp32 ones on the astronaut photo
+// (the same faces, box IoU > 0.95, scores within 0.02).
+TEST(Bf16FastPath, SsdFindsTheFp32BoxesWithin002Score) {
+  if (!Bf16Native()) GTEST_SKIP() << "this CPU has no native bf16 (AVX512-BF16 or AMX)";
+  auto a = LoadAs<faceapi::SsdMobilenetV1>("fp32", faceapi::SsdMobilenetV1::Options{});
+  auto b = LoadAs<faceapi::SsdMobilenetV1>("bf16", faceapi::SsdMobilenetV1::Options{});
+  for (const char* file : {"astronaut_eileen_collins_512.png", "grace_hopper_512x600.jpg"}) {
+    const cv::Mat rgb = faceapi::Face(file);
+    auto da = a->Detect(rgb), db = b->Detect(rgb);
+    ASSERT_TRUE(da.ok() && db.ok());
+    ASSERT_EQ(da->size(), db->size()) << file;
+    ASSERT_GE(da->size(), 1u) << file;
+    for (size_t i = 0; i < da->size(); ++i) {
+      EXPECT_GT(faceapi::IoU(da->at(i), db->at(i)), 0.95f) << file << " box " << i;
+      EXPECT_NEAR(da->at(i).score, db->at(i).score, 0.02) << file << " box " << i;
+      std::printf("%s ssd box %zu: IoU bf16 vs fp32 %.4f, score %.4f vs %.4f\n", file, i,
+                  faceapi::IoU(da->at(i), db->at(i)), db->at(i).score, da->at(i).score);
+    }
+  }
+}
+
+TEST(Bf16FastPath, ResidentBytesHoldTheConvWeightsInBf16) {
+  if (!Bf16Native()) GTEST_SKIP() << "this CPU has no native bf16 (AVX512-BF16 or AMX)";
+  auto t32 = LoadAs<faceapi::TinyFaceDetector>("fp32", faceapi::TinyFaceDetector::Options{});
+  auto t16 = LoadAs<faceapi::TinyFaceDetector>("bf16", faceapi::TinyFaceDetector::Options{});
+  auto s32 = LoadAs<faceapi::SsdMobilenetV1>("fp32", faceapi::SsdMobilenetV1::Options{});
+  auto s16 = LoadAs<faceapi::SsdMobilenetV1>("bf16", faceapi::SsdMobilenetV1::Options{});
+  auto l32 = LoadAs<faceapi::FaceLandmark68Net>("fp32"), l16 = LoadAs<faceapi::FaceLandmark68Net>("bf16");
+  auto r32 = LoadAs<faceapi::FaceRecognitionNet>("fp32"), r16 = LoadAs<faceapi::FaceRecognitionNet>("bf16");
+  std::printf("resident bytes fp32 -> bf16: tiny %llu -> %llu, ssd %llu -> %llu, landmarks %llu -> %llu, recognition %llu -> %llu\n",
+              (unsigned long long)t32->ResidentBytes(), (unsigned long long)t16->ResidentBytes(),
+              (unsigned long long)s32->ResidentBytes(), (unsigned long long)s16->ResidentBytes(),
+              (unsigned long long)l32->ResidentBytes(), (unsigned long long)l16->ResidentBytes(),
+              (unsigned long long)r32->ResidentBytes(), (unsigned long long)r16->ResidentBytes());
+  // DeviceBytes() stays the catalogue's fp32 parameter bytes (the residency prior).
+  EXPECT_EQ(t16->DeviceBytes(), t32->DeviceBytes());
+  // Every conv weight of the detectors is bf16 (biases fp32): measured 396,164 of 789,668 bytes
+  // (tiny) and 11,315,132 of 22,402,300 (SSD). The landmark net's and the recogniser's fc layer
+  // is not a conv (fp32), and two of the recogniser's 256x256 3x3 convs (at 4x4 and 1x1) have no
+  // bf16 JIT kernel in oneDNN 2.6 and stay fp32: 788,000 of 1,427,360 and 13,678,464 of 22,458,368.
+  auto between = [](uint64_t bf16, uint64_t fp32, double lo, double hi) {
+    EXPECT_GE(bf16, static_cast<uint64_t>(lo * fp32)) << bf16 << " of " << fp32;
+    EXPECT_LE(bf16, static_cast<uint64_t>(hi * fp32)) << bf16 << " of " << fp32;
+  };
+  between(t16->ResidentBytes(), t32->ResidentBytes(), 0.5, 0.51);
+  between(s16->ResidentBytes(), s32->ResidentBytes(), 0.5, 0.51);
+  between(l16->ResidentBytes(), l32->ResidentBytes(), 0.5, 0.56);
+  between(r16->ResidentBytes(), r32->ResidentBytes(), 0.5, 0.62);
 }
 
 }  // namespace

@@ -586,7 +586,8 @@ TEST_F(SwapProcessTest, MosaicCropWithEnhanceX4OnSixtyFourMiBGivesTheSameBytesAl
   }
   // The same degradations, up to the byte figures of a refusal: before the model's first upload
   // the residency manager knows the catalogue's prior (SSD's fp32 parameters, 21.2 MiB), after
-  // it the measured resident copy (the fast path's padded packed weights, 21.4 MiB).
+  // it the measured resident copy (the fast path's packed weights: 21.4 MiB in fp32, 10.8 MiB
+  // in bf16 where the CPU has it).
   auto without_model_bytes = [](const nlohmann::json& list) {
     std::vector<std::string> out;
     for (const auto& d : list) {
