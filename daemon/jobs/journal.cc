@@ -328,11 +328,13 @@ absl::StatusOr<int> Journal::Prune(int64_t now_unix_ms) {
   }
   if (rc != SQLITE_DONE) return expired.Error(rc, "prune expired");
   // Then the oldest results until the rest fit the byte budget: keep the newest rows whose
-  // running total of result bytes stays within retention_bytes.
+  // running total of result bytes stays within retention_bytes - and the newest result whatever
+  // its size (total == its own bytes: no result after it), so a result larger than the whole
+  // budget (a long video) is there for its client to fetch; it goes when a newer one finishes.
   Statement over(db_,
-                 "DELETE FROM jobs WHERE seq IN (SELECT seq FROM (SELECT seq, SUM(result_bytes) "
-                 "OVER (ORDER BY finished_ms DESC, seq DESC) AS total FROM jobs WHERE state IN "
-                 "(3,4,5)) WHERE total > ?) RETURNING result_file");
+                 "DELETE FROM jobs WHERE seq IN (SELECT seq FROM (SELECT seq, result_bytes, "
+                 "SUM(result_bytes) OVER (ORDER BY finished_ms DESC, seq DESC) AS total FROM jobs "
+                 "WHERE state IN (3,4,5)) WHERE total > ? AND total > result_bytes) RETURNING result_file");
   over.Bind(1, static_cast<int64_t>(options_.retention_bytes));
   while ((rc = over.Step()) == SQLITE_ROW) {
     ++removed;

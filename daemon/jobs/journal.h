@@ -79,7 +79,9 @@ class Journal {
   // Crash recovery: RUNNING -> QUEUED; returns every QUEUED job in submit order.
   absl::StatusOr<std::vector<JobRecord>> Recover();
   // Removes finished jobs past the retention period, then the oldest results until the kept
-  // result images fit `retention_bytes`; result files of removed jobs are deleted. Returns how
+  // result images fit `retention_bytes` (the newest result is kept whatever its size, so a
+  // result larger than the budget can still be fetched); result files of removed jobs are
+  // deleted. Returns how
   // many jobs were removed. Then, once kReclaimPages or more pages are free (dropped inputs,
   // removed results), gives them back to the file system (Reclaim).
   absl::StatusOr<int> Prune(int64_t now_unix_ms);

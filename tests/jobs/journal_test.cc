@@ -162,6 +162,32 @@ TEST_F(JournalTest, PruneRemovesExpiredThenOldestBeyondTheByteBudget) {
   EXPECT_TRUE(j->Get(queued).ok());  // unfinished jobs are never pruned
 }
 
+// A result larger than the whole byte budget (a long video at the default 1 GiB) stays until a
+// newer result finishes: it was deleted as it finished, before its own client could fetch it.
+TEST_F(JournalTest, TheNewestResultIsKeptEvenWhenItAloneExceedsTheByteBudget) {
+  auto j = Open({.retention = absl::Hours(1), .retention_bytes = 100});
+  auto small = j->Insert(Spec(1), 0)->id;
+  ASSERT_TRUE(j->Finish(small, JobState::kSucceeded, 0, "", {"r", std::string(50, 's')}, 10).ok());
+  auto big = j->Insert(Spec(1), 0)->id;
+  ASSERT_TRUE(j->Finish(big, JobState::kSucceeded, 0, "", {"r", std::string(1000, 'b')}, 20).ok());
+  auto failed = j->Insert(Spec(1), 0)->id;  // a newer job with no result bytes
+  ASSERT_TRUE(j->Finish(failed, JobState::kFailed, 3, "no face", {}, 30).ok());
+  auto removed = j->Prune(40);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, 1);  // the older result: 1050 bytes > 100
+  EXPECT_EQ(j->Get(small).status().code(), absl::StatusCode::kNotFound);
+  auto kept = j->GetResult(big);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->image.size(), 1000u);
+  EXPECT_TRUE(j->Get(failed).ok());
+  // A newer result takes its place: the big one goes.
+  auto next = j->Insert(Spec(1), 0)->id;
+  ASSERT_TRUE(j->Finish(next, JobState::kSucceeded, 0, "", {"r", std::string(60, 'n')}, 50).ok());
+  ASSERT_EQ(*j->Prune(60), 1);
+  EXPECT_EQ(j->Get(big).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(j->GetResult(next).ok());
+}
+
 // The journal file shrinks when inputs are dropped and results pruned (a user's was 313 MB with
 // 137 MB of free pages): 24 jobs with 2 x 1 MiB of inputs each, finished (inputs dropped), make
 // 48 MiB of free pages; Prune gives them back.
