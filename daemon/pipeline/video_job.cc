@@ -388,7 +388,7 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::SwapVideo(Execution& run
                                  .preset = o.video_preset().empty() ? "medium" : o.video_preset()};
   const std::string size = absl::StrCat(info.width, "x", info.height);
   auto decode_lease = run.HostBuffers(absl::StrCat("stage 'decode': the video decoder and the queued ", size, " frames"),
-                                      video::VideoReader::DecoderHostBytes(info.width, info.height) +
+                                      video::VideoReader::DecoderHostBytes(info.width, info.height, info.rotation != 0) +
                                           FrameHostBytes(info.width, info.height, options_.video_queue_frames, o.simple()));
   if (!decode_lease.ok()) return decode_lease.status();
   auto encode_lease = run.HostBuffers(absl::StrCat("stage 'encode': the H.264 encoder's ", size, " frames"),

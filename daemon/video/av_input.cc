@@ -1,11 +1,13 @@
 #include "video/av_input.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdarg>
 #include <cstring>
 #include <mutex>
 
 extern "C" {
+#include <libavutil/display.h>
 #include <libavutil/error.h>
 #include <libavutil/mem.h>
 }
@@ -15,6 +17,19 @@ extern "C" {
 #include "spdlog/spdlog.h"
 
 namespace fusion::video::internal {
+
+int UprightRotation(const AVStream* stream) {
+  size_t size = 0;
+  const uint8_t* m = av_stream_get_side_data(stream, AV_PKT_DATA_DISPLAYMATRIX, &size);
+  if (m == nullptr || size < 9 * sizeof(int32_t)) return 0;
+  // av_display_rotation_get: the counter-clockwise angle of the matrix; players turn the frame
+  // clockwise by it (FFmpeg's own autorotate: theta = -angle).
+  const double angle = av_display_rotation_get(reinterpret_cast<const int32_t*>(m));
+  if (std::isnan(angle)) return 0;
+  const long quarter = std::lround(-angle / 90.0);
+  return static_cast<int>(((quarter % 4) + 4) % 4) * 90;
+}
+
 namespace {
 
 constexpr int kAvioBuffer = 64 * 1024;

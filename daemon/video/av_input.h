@@ -32,6 +32,11 @@ inline constexpr int kSwsFlags = 2 /*SWS_BILINEAR*/ | 0x40000 /*SWS_ACCURATE_RND
 
 inline constexpr char kFormatWhitelist[] = "mov,mp4,m4a,3gp,3g2,mj2,matroska,webm,avi,yuv4mpegpipe";
 
+// Clockwise degrees (0, 90, 180 or 270) that turn the stream's decoded frames the way players
+// show them: its display matrix (a phone's portrait clip is stored sideways with "rotate 90"),
+// rounded to a quarter turn; 0 without one. A mirrored matrix is read as its rotation only.
+int UprightRotation(const AVStream* stream);
+
 // FFmpeg's text for `err` (av_strerror).
 std::string AvErrorText(int err);
 // "<what>: <doing> (FFmpeg: <text>)" with `code`: FFmpeg's words only after ours.

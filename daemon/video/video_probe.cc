@@ -49,8 +49,10 @@ absl::StatusOr<VideoInfo> ProbeVideo(absl::string_view bytes, const std::string&
   info.container = d.ctx()->iformat->name;
   info.codec = avcodec_get_name(v->codecpar->codec_id);
   info.video_stream = d.video_index();
-  info.width = v->codecpar->width;
-  info.height = v->codecpar->height;
+  info.rotation = internal::UprightRotation(v);
+  const bool sideways = info.rotation == 90 || info.rotation == 270;
+  info.width = sideways ? v->codecpar->height : v->codecpar->width;
+  info.height = sideways ? v->codecpar->width : v->codecpar->height;
   const AVRational rate = v->avg_frame_rate.num > 0 ? v->avg_frame_rate : v->r_frame_rate;
   info.fps = rate.num > 0 && rate.den > 0 ? av_q2d(rate) : 0;
   for (unsigned i = 0; i < d.ctx()->nb_streams; ++i) info.streams.push_back(Describe(d.ctx()->streams[i]));

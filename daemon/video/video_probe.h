@@ -31,7 +31,8 @@ struct VideoInfo {
   std::string container;        // FFmpeg's demuxer name, e.g. "mov,mp4,m4a,3gp,3g2,mj2"
   std::string codec;            // the video stream's codec
   int video_stream = 0;         // index of the video stream
-  int width = 0, height = 0;    // frame size, pixels
+  int width = 0, height = 0;    // frame size as shown (after `rotation`), pixels
+  int rotation = 0;             // clockwise degrees the stored frames are turned to show upright
   double fps = 0;               // average frame rate, frames per second (0 if unknown)
   double duration_s = 0;        // the video stream's duration, seconds
   int64_t frames = 0;           // video packets (= frames) in the file

@@ -31,9 +31,9 @@ absl::string_view Packet::data() const {
   return p_ != nullptr ? absl::string_view(reinterpret_cast<const char*>(p_->data), p_->size) : absl::string_view();
 }
 
-uint64_t VideoReader::DecoderHostBytes(int width, int height) {
+uint64_t VideoReader::DecoderHostBytes(int width, int height, bool rotated) {
   const uint64_t px = static_cast<uint64_t>(width) * static_cast<uint64_t>(height);
-  return px * 24 * 3 / 2 + px * 3;
+  return px * 24 * 3 / 2 + px * 3 + (rotated ? px * 3 : 0);
 }
 
 double VideoReader::PtsSeconds(int64_t pts) const { return pts * av_q2d(demuxer_->video()->time_base); }
@@ -63,6 +63,7 @@ absl::StatusOr<std::unique_ptr<VideoReader>> VideoReader::Open(absl::string_view
   AVStream* v = r->demuxer_->video();
   r->width_ = v->codecpar->width;
   r->height_ = v->codecpar->height;
+  r->rotation_ = internal::UprightRotation(v);
   r->origin_ = v->start_time != AV_NOPTS_VALUE ? v->start_time : 0;
   const AVCodec* codec = avcodec_find_decoder(v->codecpar->codec_id);
   r->dec_ = avcodec_alloc_context3(codec);
@@ -120,10 +121,16 @@ absl::Status VideoReader::Convert(const AVFrame* f, int64_t pts, Frame* out) {
     return absl::InternalError(absl::StrCat(what_, ": no conversion from pixel format ",
                                             av_get_pix_fmt_name(static_cast<AVPixelFormat>(f->format)), " to BGR"));
   }
-  out->bgr.create(height_, width_, CV_8UC3);
-  uint8_t* dst[4] = {out->bgr.data, nullptr, nullptr, nullptr};
-  int dst_stride[4] = {static_cast<int>(out->bgr.step[0]), 0, 0, 0};
+  cv::Mat& bgr = rotation_ == 0 ? out->bgr : stored_;
+  bgr.create(height_, width_, CV_8UC3);
+  uint8_t* dst[4] = {bgr.data, nullptr, nullptr, nullptr};
+  int dst_stride[4] = {static_cast<int>(bgr.step[0]), 0, 0, 0};
   sws_scale(sws_, f->data, f->linesize, 0, f->height, dst, dst_stride);
+  if (rotation_ != 0) {  // turned upright, as players show it (the output carries no rotation)
+    cv::rotate(stored_, out->bgr, rotation_ == 90    ? cv::ROTATE_90_CLOCKWISE
+                                  : rotation_ == 180 ? cv::ROTATE_180
+                                                     : cv::ROTATE_90_COUNTERCLOCKWISE);
+  }
   out->pts = pts - Shift(demuxer_->video_index());
   out->duration = f->pkt_duration;
   out->index = emitted_++;

@@ -35,7 +35,7 @@ class MemoryDemuxer;
 }
 
 struct Frame {
-  cv::Mat bgr;           // CV_8UC3 BGR, the stream's width x height
+  cv::Mat bgr;           // CV_8UC3 BGR, VideoReader::width() x height(): upright as players show it
   int64_t pts = 0;       // presentation time, video stream time base, shifted by the range start
   int64_t duration = 0;  // same unit; 0 if unknown
   int64_t index = 0;     // 0-based among the frames of the range
@@ -82,11 +82,14 @@ class VideoReader {
   // The next frame of the range or packet of another stream; false at the end.
   absl::StatusOr<bool> Next(Item* item);
 
-  int width() const { return width_; }
-  int height() const { return height_; }
+  // The frames' size as they come out: upright (the stream's display matrix applied).
+  int width() const { return rotation_ % 180 == 0 ? width_ : height_; }
+  int height() const { return rotation_ % 180 == 0 ? height_ : width_; }
+  int rotation() const { return rotation_; }  // VideoInfo::rotation
   // Host bytes the decoder itself holds (reference and threading frames), an estimate from the
-  // frame size: 24 frames of 1.5 B/px (YUV 4:2:0) plus the current one's BGR copy (3 B/px).
-  static uint64_t DecoderHostBytes(int width, int height);
+  // frame size: 24 frames of 1.5 B/px (YUV 4:2:0) plus the current one's BGR copy (3 B/px), and
+  // for a rotated stream the stored-orientation BGR it is turned from (3 B/px more).
+  static uint64_t DecoderHostBytes(int width, int height, bool rotated = false);
   // `pts` (a Frame's) in seconds of the output timeline.
   double PtsSeconds(int64_t pts) const;
   // The type ("audio", "subtitle", ...) of stream `index` (a Packet's stream_index()).
@@ -107,7 +110,9 @@ class VideoReader {
   AVFrame* frame_ = nullptr;
   AVPacket* pkt_ = nullptr;
   SwsContext* sws_ = nullptr;
-  int width_ = 0, height_ = 0;
+  int width_ = 0, height_ = 0;  // as stored (coded)
+  int rotation_ = 0;
+  cv::Mat stored_;              // a rotated stream's frame before it is turned upright
   int64_t origin_ = 0;  // the video stream's start time, its time base
   int64_t decoded_ = 0, emitted_ = 0, next_pts_ = 0;
   bool flushing_ = false, done_ = false;

@@ -175,6 +175,63 @@ TEST_F(VideoIoTest, DecodeAndEncodeKeepAFlatColour) {
   }
 }
 
+// A phone's portrait clip is stored sideways with a display matrix: frames come out as players
+// show them (FFmpeg's autorotate is the reference: measured with the ffmpeg CLI, FFmpeg 5.1's
+// `rotate=270` tag shows the stored frame turned 90 degrees clockwise, `rotate=90` turned
+// counter-clockwise), and the output is upright with no display matrix. It was: faces sideways,
+// "no face in any frame", and the output lost the tag, so it played turned.
+TEST_F(VideoIoTest, ARotatedStreamComesOutUprightAndIsWrittenUpright) {
+  const std::string stored = dir_.File("stored.mp4");
+  // 64x48 stored, white top-left quadrant.
+  ASSERT_TRUE(testclips::Ffmpeg("-f lavfi -i color=c=black:s=64x48:r=10:d=0.3 -vf "
+                                "drawbox=x=0:y=0:w=32:h=24:color=white:t=fill -c:v libx264 -preset ultrafast "
+                                "-pix_fmt yuv444p '" + stored + "'"));
+  auto plain = ProbeVideo(ReadFile(stored), "clip", kMaxPixels);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->rotation, 0);
+  EXPECT_EQ(plain->width, 64);
+  struct Case {
+    int tag, rotation;
+    cv::Rect white;  // the quadrant that is white as shown (48x64)
+  };
+  for (const Case& c : {Case{270, 90, cv::Rect(24, 0, 24, 32)}, Case{90, 270, cv::Rect(0, 32, 24, 32)}}) {
+    SCOPED_TRACE(c.tag);
+    const std::string tagged = dir_.File("tagged" + std::to_string(c.tag) + ".mp4");
+    const std::string out = dir_.File("out" + std::to_string(c.tag) + ".mp4");
+    ASSERT_TRUE(testclips::Ffmpeg("-i '" + stored + "' -c copy -metadata:s:v:0 rotate=" + std::to_string(c.tag) +
+                                  " '" + tagged + "'"));
+    auto info = ProbeVideo(ReadFile(tagged), "clip", kMaxPixels);
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_EQ(info->rotation, c.rotation);
+    EXPECT_EQ(info->width, 48);
+    EXPECT_EQ(info->height, 64);
+    std::vector<std::string> degradations;
+    ASSERT_TRUE(Transcode(ReadFile(tagged), out, &degradations).ok());
+    for (const std::string& file : {tagged, out}) {
+      auto reader = VideoReader::Open(ReadFile(file), "clip", {});
+      ASSERT_TRUE(reader.ok()) << reader.status();
+      EXPECT_EQ((*reader)->width(), 48) << file;
+      EXPECT_EQ((*reader)->height(), 64) << file;
+      Item item;
+      auto more = (*reader)->Next(&item);
+      ASSERT_TRUE(more.ok() && *more) << file;
+      ASSERT_EQ(item.frame.bgr.size(), cv::Size(48, 64)) << file;
+      for (int y = 0; y < 64; y += 32) {
+        for (int x = 0; x < 48; x += 24) {
+          const cv::Rect q(x, y, 24, 32);
+          const double mean = cv::mean(item.frame.bgr(q))[0];
+          if (q == c.white) EXPECT_GT(mean, 235.0) << file << " " << q;
+          else EXPECT_LT(mean, 20.0) << file << " " << q;
+        }
+      }
+    }
+    auto written = ProbeVideo(ReadFile(out), "clip", kMaxPixels);
+    ASSERT_TRUE(written.ok()) << written.status();
+    EXPECT_EQ(written->rotation, 0);  // written upright: no display matrix to apply twice
+    EXPECT_EQ(written->width, 48);
+  }
+}
+
 TEST_F(VideoIoTest, ARangeKeepsItsFramesAndStartsAtZero) {
   const std::string in = ReadFile(testclips::ZoomPanMp4(dir_.path(), kPhoto));
   const FrameRange range{.start_s = 0.5, .duration_s = 1.0};
