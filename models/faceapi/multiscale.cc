@@ -98,6 +98,68 @@ std::vector<FaceBox> SuppressContained(std::vector<FaceBox> merged) {
   return kept;
 }
 
+// Proposal gating (multiscale.h): a tiled level's tiles run only where the next coarser level,
+// scanned whole, saw something.
+enum class LevelRole { kFull, kProposes, kGated };
+
+// Per level (index = DetectionPass::level): from the finest up, a level of several tiles whose
+// next coarser level has regular passes is gated and that level proposes; a proposing level
+// runs every pass (a gated one's proposals would miss what its skipped tiles hold), so gating
+// alternates (levels 0, 2, ... with 1, 3, ... whole). proposal_score 0: every level full.
+std::vector<LevelRole> LevelRoles(const std::vector<DetectionPass>& passes, float proposal_score) {
+  const int levels = passes.empty() ? 0 : passes.back().level + 1;
+  std::vector<int> regular(levels, 0);
+  for (const DetectionPass& p : passes) regular[p.level] += p.fill == 1;
+  std::vector<LevelRole> role(levels, LevelRole::kFull);
+  if (!(proposal_score > 0)) return role;
+  for (int level = 0; level + 1 < levels; ++level) {
+    if (role[level] != LevelRole::kFull || regular[level] < 2 || regular[level + 1] == 0) continue;
+    role[level] = LevelRole::kGated;
+    role[level + 1] = LevelRole::kProposes;
+  }
+  return role;
+}
+
+// A proposal's box is at most this many face_max_px wide (network px of the proposing level):
+// the finer level keeps boxes up to 2 * face_max_px of its own, half that here, with room for
+// the box's error.
+constexpr float kProposalMaxShare = 1.25f;
+// Around a proposal, the square a finer-level tile must hold whole: this many times its box
+// side, and at least kProposalMinSidePx network px of the finer level (a 40-80 px face there is
+// a 20-40 px box, off-centre by a few px, here); under the tile overlap (face_max_px +
+// kOverlapMarginPx), so some tile holds it whole.
+constexpr float kProposalGrow = 1.5f;
+constexpr int kProposalMinSidePx = 96;
+
+// The tiles (indices into `tiles`, image px) of a gated level at `scale` network px per image
+// px to run: for each proposal, every tile holding its square (kProposalGrow) whole - the tiles
+// where the full scan could keep a box for it - or, when none does, every tile the square
+// touches; and every tile touching a proposing pass that returned the detector's cap of boxes.
+std::vector<size_t> ChosenTiles(const std::vector<cv::Rect>& tiles, const std::vector<FaceBox>& proposals,
+                                const std::vector<cv::Rect>& saturated, double scale, int w, int h) {
+  std::vector<char> chosen(tiles.size(), 0);
+  const cv::Rect2d image(0, 0, w, h);
+  for (const cv::Rect& r : saturated) {
+    for (size_t t = 0; t < tiles.size(); ++t) chosen[t] |= (tiles[t] & r).area() > 0;
+  }
+  for (const FaceBox& b : proposals) {
+    const double side = std::max<double>(kProposalGrow * std::max(b.w, b.h), kProposalMinSidePx / scale);
+    const cv::Rect2d e = cv::Rect2d(b.x + b.w / 2 - side / 2, b.y + b.h / 2 - side / 2, side, side) & image;
+    bool held = false;
+    for (size_t t = 0; t < tiles.size(); ++t) {
+      const cv::Rect2d r(tiles[t]);
+      if ((e & r) == e) chosen[t] = 1, held = true;
+    }
+    if (held) continue;
+    for (size_t t = 0; t < tiles.size(); ++t) chosen[t] |= (e & cv::Rect2d(tiles[t])).area() > 0;
+  }
+  std::vector<size_t> out;
+  for (size_t t = 0; t < tiles.size(); ++t) {
+    if (chosen[t]) out.push_back(t);
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<DetectorTraits> DetectorTraitsOf(const std::string& model) {
@@ -155,8 +217,18 @@ absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detect
   const bool with_support = confirm_below > 0 && traits.support_score > 0 && threshold > traits.support_score;
   const float pass_score = with_support ? traits.support_score : options.min_score;
   const std::vector<DetectionPass> passes = PlanPasses(traits, rgb.cols, rgb.rows, options);
-  // Per pass, in image pixels: the boxes kept, and those that only confirm (support_score up).
-  std::vector<std::vector<FaceBox>> kept(passes.size()), support(passes.size());
+  // Which levels are gated (their tiles run only around the next coarser level's proposals) and
+  // which propose (LevelRoles).
+  const std::vector<LevelRole> role = LevelRoles(passes, options.gate_tiles ? traits.proposal_score : 0);
+  // Proposing passes detect down to the proposal score; the scan's own boxes stay those above
+  // `scan_floor` (Detect keeps score > min_score, 0 = the detector's threshold).
+  const float scan_floor = pass_score > 0 ? pass_score : threshold;
+  const float proposal_score = std::min(traits.proposal_score, scan_floor);
+  // Per pass, in image pixels: the boxes kept, those that only confirm (support_score up), and
+  // (a proposing level's passes) the proposals; `saturated`: the detector returned its cap of
+  // boxes, so proposals may be missing: every finer tile under the pass runs.
+  std::vector<std::vector<FaceBox>> kept(passes.size()), support(passes.size()), proposals(passes.size());
+  std::vector<char> saturated(passes.size(), 0);
   auto run_pass = [&](size_t i) -> absl::Status {
     const DetectionPass& p = passes[i];
     if (options.before_pass) {
@@ -175,7 +247,9 @@ absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detect
     } else {
       cv::resize(rgb(p.region), scaled, size, 0, 0, cv::INTER_AREA);
     }
-    absl::StatusOr<std::vector<FaceBox>> found = detector.Detect(scaled, p.input_size, options.tile_px, pass_score);
+    const bool proposing = p.fill == 1 && role[p.level] == LevelRole::kProposes;
+    const float detect_score = proposing ? proposal_score : pass_score;
+    absl::StatusOr<std::vector<FaceBox>> found = detector.Detect(scaled, p.input_size, options.tile_px, detect_score);
     if (!found.ok()) {
       return absl::Status(found.status().code(),
                           absl::StrCat(found.status().message(), " (pass: region ", p.region.x, ",", p.region.y, " ",
@@ -184,21 +258,54 @@ absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detect
     const bool whole = p.region == cv::Rect(0, 0, rgb.cols, rgb.rows);
     const float margin = 0.01f * std::max(p.region.width, p.region.height);
     const double kx = static_cast<double>(p.region.width) / size.width, ky = static_cast<double>(p.region.height) / size.height;
+    saturated[i] = proposing && traits.max_boxes > 0 && static_cast<int>(found->size()) >= traits.max_boxes;
     for (const FaceBox& n : *found) {
-      if (n.w < 0.5f * traits.face_min_px || (!p.coarsest && n.w > 2.0f * traits.face_max_px)) continue;
       const FaceBox b{static_cast<float>(p.region.x + n.x * kx), static_cast<float>(p.region.y + n.y * ky),
                       static_cast<float>(n.w * kx), static_cast<float>(n.h * ky), n.score};
+      // A proposal: any box up to the widest the finer level keeps (2 * face_max_px there),
+      // with room for the box's error; no edge rule (the finer tiles decide).
+      if (proposing && n.w <= kProposalMaxShare * traits.face_max_px) proposals[i].push_back(b);
+      if (n.score <= scan_floor) continue;  // a proposal only
+      if (n.w < 0.5f * traits.face_min_px || (!p.coarsest && n.w > 2.0f * traits.face_max_px)) continue;
       if (!whole && TouchesInnerEdge(b, p.region, rgb.cols, rgb.rows, margin)) continue;
       (!with_support || b.score > threshold ? kept : support)[i].push_back(b);  // Detect keeps score > min_score
     }
     return absl::OkStatus();
   };
-  if (options.for_each_pass) {
-    if (absl::Status st = options.for_each_pass(passes.size(), run_pass); !st.ok()) return st;
-  } else {
-    for (size_t i = 0; i < passes.size(); ++i) {
-      if (absl::Status st = run_pass(i); !st.ok()) return st;
+  auto run_passes = [&](const std::vector<size_t>& which) -> absl::Status {
+    auto body = [&](size_t j) { return run_pass(which[j]); };
+    if (options.for_each_pass) return options.for_each_pass(which.size(), body);
+    for (size_t j = 0; j < which.size(); ++j) {
+      if (absl::Status st = body(j); !st.ok()) return st;
     }
+    return absl::OkStatus();
+  };
+  // Ungated levels first (all at once), then each gated level's chosen tiles.
+  std::vector<size_t> first;
+  for (size_t i = 0; i < passes.size(); ++i) {
+    if (role[passes[i].level] != LevelRole::kGated) first.push_back(i);
+  }
+  if (absl::Status st = run_passes(first); !st.ok()) return st;
+  for (int level = static_cast<int>(role.size()) - 1; level >= 0; --level) {
+    if (role[level] != LevelRole::kGated) continue;
+    std::vector<cv::Rect> tiles;
+    std::vector<size_t> index;
+    std::vector<FaceBox> level_proposals;
+    std::vector<cv::Rect> saturated_regions;
+    for (size_t i = 0; i < passes.size(); ++i) {
+      if (passes[i].level == level) tiles.push_back(passes[i].region), index.push_back(i);
+      if (passes[i].level == level + 1 && passes[i].fill == 1) {
+        level_proposals.insert(level_proposals.end(), proposals[i].begin(), proposals[i].end());
+        if (saturated[i]) saturated_regions.push_back(passes[i].region);
+      }
+    }
+    const DetectionPass& p0 = passes[index.front()];
+    const double scale = p0.input_size / static_cast<double>(std::max(p0.region.width, p0.region.height));
+    std::vector<size_t> chosen;
+    for (size_t t : ChosenTiles(tiles, level_proposals, saturated_regions, scale, rgb.cols, rgb.rows)) {
+      chosen.push_back(index[t]);
+    }
+    if (absl::Status st = run_passes(chosen); !st.ok()) return st;
   }
   std::vector<FaceBox> all, weak;
   std::vector<size_t> pass_of, weak_pass_of;  // the pass of each box of `all`, of `weak`

@@ -58,6 +58,9 @@ struct MultiScaleOptions {
   // (grey) at a cost of 3 of 150 faces of 40-80 px on clutter.
   float confirm_below = -1;
   int tile_px = 0;             // > 0: each pass runs its stem in windows (FaceDetector::Detect)
+  // Tiles of a gated level run only around the next coarser level's proposals (see above);
+  // false = every planned pass runs (the full scan, for comparisons).
+  bool gate_tiles = true;
   // Called before pass `index` (0-based) of `count`; a non-OK status ends the scan with it
   // unchanged (the pipeline's cancellation checkpoint). Null = none.
   std::function<absl::Status(size_t index, size_t count)> before_pass;
