@@ -167,11 +167,13 @@ int Collage(const std::string& which, int w, int h, float lo, float hi, const Mu
   const double make_ms = Ms(t0);
   const Run r = Detect(Detector(which), t.rgb, o);
   std::map<int, std::pair<int, int>> bins;  // lower bin edge -> (found, faces)
+  std::string missed;
   for (const FaceBox& f : t.faces) {
     int edge = 1;
     while (edge * 2 <= f.w) edge *= 2;
     bool hit = false;
     for (const FaceBox& d : r.dets) hit |= IoU(d, f) >= 0.4f;
+    if (!hit) missed += absl::StrCat(" (", static_cast<int>(f.x), ",", static_cast<int>(f.y), " ", static_cast<int>(f.w), "px)");
     bins[edge].first += hit;
     bins[edge].second += 1;
   }
@@ -179,6 +181,7 @@ int Collage(const std::string& which, int w, int h, float lo, float hi, const Mu
   std::printf("%s collage %dx%d (made in %.0f ms), faces %.0f..%.0f px: %d/%d found, %d false boxes%s\n", which.c_str(), w,
               h, make_ms, lo, hi, s.found, s.faces, s.false_boxes, s.false_list.substr(0, 400).c_str());
   for (const auto& [edge, fc] : bins) std::printf("  faces %5d..%5d px: %d/%d\n", edge, 2 * edge - 1, fc.first, fc.second);
+  if (!missed.empty()) std::printf("  missed:%s\n", missed.c_str());
   std::printf("  %zu of %zu passes, largest input %d, %.0f ms (%d threads)\n", r.passes, r.planned, r.max_input, r.ms,
               at::get_num_threads());
   if (!png.empty()) SavePng(png, t, r.dets);

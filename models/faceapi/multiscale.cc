@@ -123,41 +123,54 @@ std::vector<LevelRole> LevelRoles(const std::vector<DetectionPass>& passes, floa
 // A proposal's box is at most this many face_max_px wide (network px of the proposing level):
 // the finer level keeps boxes up to 2 * face_max_px of its own, half that here, with room for
 // the box's error.
-constexpr float kProposalMaxShare = 1.25f;
-// Around a proposal, the square a finer-level tile must hold whole: this many times its box
-// side, and at least kProposalMinSidePx network px of the finer level (a 40-80 px face there is
-// a 20-40 px box, off-centre by a few px, here); under the tile overlap (face_max_px +
-// kOverlapMarginPx), so some tile holds it whole.
-constexpr float kProposalGrow = 1.5f;
+constexpr float kProposalMaxShare = 1.05f;
+// Around a proposal, the square a window must hold whole: this many times its box side, and at
+// least kProposalMinSidePx network px of the finer level (a 40-80 px face there is a 20-40 px box
+// here, off-centre by a few px).
+constexpr float kProposalGrow = 1.25f;
 constexpr int kProposalMinSidePx = 96;
 
-// The tiles (indices into `tiles`, image px) of a gated level at `scale` network px per image
-// px to run: for each proposal, every tile holding its square (kProposalGrow) whole - the tiles
-// where the full scan could keep a box for it - or, when none does, every tile the square
-// touches; and every tile touching a proposing pass that returned the detector's cap of boxes.
-std::vector<size_t> ChosenTiles(const std::vector<cv::Rect>& tiles, const std::vector<FaceBox>& proposals,
-                                const std::vector<cv::Rect>& saturated, double scale, int w, int h) {
-  std::vector<char> chosen(tiles.size(), 0);
+// The windows a gated level runs instead of its tiles: squares of `side` image px (the level's
+// tile, clipped to the w x h image) placed so each proposal's square (kProposalGrow) lies whole
+// inside one, clear of its inner edges (where a box is dropped, TouchesInnerEdge); proposals are
+// taken in reading order and a window takes every later one that still fits with it.
+std::vector<cv::Rect> ProposalWindows(const std::vector<FaceBox>& proposals, int side, double scale, int w, int h) {
   const cv::Rect2d image(0, 0, w, h);
-  for (const cv::Rect& r : saturated) {
-    for (size_t t = 0; t < tiles.size(); ++t) chosen[t] |= (tiles[t] & r).area() > 0;
-  }
+  std::vector<cv::Rect2d> need;
   for (const FaceBox& b : proposals) {
-    const double side = std::max<double>(kProposalGrow * std::max(b.w, b.h), kProposalMinSidePx / scale);
-    const cv::Rect2d e = cv::Rect2d(b.x + b.w / 2 - side / 2, b.y + b.h / 2 - side / 2, side, side) & image;
+    const double e = std::max<double>(kProposalGrow * std::max(b.w, b.h), kProposalMinSidePx / scale);
+    need.push_back(cv::Rect2d(b.x + b.w / 2 - e / 2, b.y + b.h / 2 - e / 2, e, e) & image);
+  }
+  std::stable_sort(need.begin(), need.end(), [](const cv::Rect2d& a, const cv::Rect2d& b) {
+    return a.y + a.height / 2 < b.y + b.height / 2 || (a.y + a.height / 2 == b.y + b.height / 2 && a.x < b.x);
+  });
+  const double clear = std::ceil(0.01 * side) + 2;  // TouchesInnerEdge's margin, and 2 px to spare
+  const double inner = side - 2 * clear;
+  std::vector<cv::Rect> windows;
+  std::vector<char> taken(need.size(), 0);
+  auto inside = [&](const cv::Rect2d& e, const cv::Rect& r) {
+    const cv::Rect2d in(r.x > 0 ? r.x + clear : 0, r.y > 0 ? r.y + clear : 0,
+                        r.width - (r.x > 0 ? clear : 0) - (r.x + r.width < w ? clear : 0),
+                        r.height - (r.y > 0 ? clear : 0) - (r.y + r.height < h ? clear : 0));
+    return (e & in) == e;
+  };
+  for (size_t i = 0; i < need.size(); ++i) {
+    if (taken[i]) continue;
     bool held = false;
-    for (size_t t = 0; t < tiles.size(); ++t) {
-      const cv::Rect2d r(tiles[t]);
-      if ((e & r) == e) chosen[t] = 1, held = true;
-    }
+    for (const cv::Rect& r : windows) held = held || inside(need[i], r);
     if (held) continue;
-    for (size_t t = 0; t < tiles.size(); ++t) chosen[t] |= (e & cv::Rect2d(tiles[t])).area() > 0;
+    cv::Rect2d u = need[i];
+    for (size_t j = i + 1; j < need.size(); ++j) {
+      const cv::Rect2d v = u | need[j];
+      if (!taken[j] && v.width <= inner && v.height <= inner) u = v, taken[j] = 1;
+    }
+    auto place = [&](double centre, int len) {  // the window's start on one axis
+      if (len <= side) return 0;
+      return std::clamp(static_cast<int>(std::lround(centre - side / 2.0)), 0, len - side);
+    };
+    windows.emplace_back(place(u.x + u.width / 2, w), place(u.y + u.height / 2, h), std::min(side, w), std::min(side, h));
   }
-  std::vector<size_t> out;
-  for (size_t t = 0; t < tiles.size(); ++t) {
-    if (chosen[t]) out.push_back(t);
-  }
-  return out;
+  return windows;
 }
 
 }  // namespace
@@ -216,19 +229,24 @@ absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detect
   const float threshold = options.min_score > 0 ? options.min_score : traits.min_score;
   const bool with_support = confirm_below > 0 && traits.support_score > 0 && threshold > traits.support_score;
   const float pass_score = with_support ? traits.support_score : options.min_score;
-  const std::vector<DetectionPass> passes = PlanPasses(traits, rgb.cols, rgb.rows, options);
-  // Which levels are gated (their tiles run only around the next coarser level's proposals) and
-  // which propose (LevelRoles).
-  const std::vector<LevelRole> role = LevelRoles(passes, options.gate_tiles ? traits.proposal_score : 0);
+  const std::vector<DetectionPass> planned = PlanPasses(traits, rgb.cols, rgb.rows, options);
+  // Which levels are gated (they run windows around the next coarser level's proposals instead
+  // of their tiles) and which propose (LevelRoles).
+  const std::vector<LevelRole> role = LevelRoles(planned, options.gate_tiles ? traits.proposal_score : 0);
   // Proposing passes detect down to the proposal score; the scan's own boxes stay those above
   // `scan_floor` (Detect keeps score > min_score, 0 = the detector's threshold).
   const float scan_floor = pass_score > 0 ? pass_score : threshold;
   const float proposal_score = std::min(traits.proposal_score, scan_floor);
+  // The passes run: the ungated levels' planned ones, then each gated level's windows.
+  std::vector<DetectionPass> passes;
+  for (const DetectionPass& p : planned) {
+    if (role[p.level] != LevelRole::kGated) passes.push_back(p);
+  }
   // Per pass, in image pixels: the boxes kept, those that only confirm (support_score up), and
   // (a proposing level's passes) the proposals; `saturated`: the detector returned its cap of
-  // boxes, so proposals may be missing: every finer tile under the pass runs.
-  std::vector<std::vector<FaceBox>> kept(passes.size()), support(passes.size()), proposals(passes.size());
-  std::vector<char> saturated(passes.size(), 0);
+  // boxes, so proposals may be missing: every planned tile of the finer level under it runs.
+  std::vector<std::vector<FaceBox>> kept, support, proposals;
+  std::vector<char> saturated;
   auto run_pass = [&](size_t i) -> absl::Status {
     const DetectionPass& p = passes[i];
     if (options.before_pass) {
@@ -262,8 +280,8 @@ absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detect
     for (const FaceBox& n : *found) {
       const FaceBox b{static_cast<float>(p.region.x + n.x * kx), static_cast<float>(p.region.y + n.y * ky),
                       static_cast<float>(n.w * kx), static_cast<float>(n.h * ky), n.score};
-      // A proposal: any box up to the widest the finer level keeps (2 * face_max_px there),
-      // with room for the box's error; no edge rule (the finer tiles decide).
+      // A proposal: any box up to the widest the finer level keeps (2 * face_max_px there, so
+      // face_max_px here), with room for the box's error; no edge rule (the windows decide).
       if (proposing && n.w <= kProposalMaxShare * traits.face_max_px) proposals[i].push_back(b);
       if (n.score <= scan_floor) continue;  // a proposal only
       if (n.w < 0.5f * traits.face_min_px || (!p.coarsest && n.w > 2.0f * traits.face_max_px)) continue;
@@ -272,40 +290,54 @@ absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detect
     }
     return absl::OkStatus();
   };
-  auto run_passes = [&](const std::vector<size_t>& which) -> absl::Status {
-    auto body = [&](size_t j) { return run_pass(which[j]); };
-    if (options.for_each_pass) return options.for_each_pass(which.size(), body);
-    for (size_t j = 0; j < which.size(); ++j) {
+  auto run_from = [&](size_t begin) -> absl::Status {  // passes[begin..]
+    kept.resize(passes.size()), support.resize(passes.size()), proposals.resize(passes.size());
+    saturated.resize(passes.size(), 0);
+    auto body = [&](size_t j) { return run_pass(begin + j); };
+    if (options.for_each_pass) return options.for_each_pass(passes.size() - begin, body);
+    for (size_t j = 0; begin + j < passes.size(); ++j) {
       if (absl::Status st = body(j); !st.ok()) return st;
     }
     return absl::OkStatus();
   };
-  // Ungated levels first (all at once), then each gated level's chosen tiles.
-  std::vector<size_t> first;
-  for (size_t i = 0; i < passes.size(); ++i) {
-    if (role[passes[i].level] != LevelRole::kGated) first.push_back(i);
-  }
-  if (absl::Status st = run_passes(first); !st.ok()) return st;
+  if (absl::Status st = run_from(0); !st.ok()) return st;  // the ungated levels, all at once
   for (int level = static_cast<int>(role.size()) - 1; level >= 0; --level) {
     if (role[level] != LevelRole::kGated) continue;
-    std::vector<cv::Rect> tiles;
-    std::vector<size_t> index;
     std::vector<FaceBox> level_proposals;
     std::vector<cv::Rect> saturated_regions;
     for (size_t i = 0; i < passes.size(); ++i) {
-      if (passes[i].level == level) tiles.push_back(passes[i].region), index.push_back(i);
       if (passes[i].level == level + 1 && passes[i].fill == 1) {
         level_proposals.insert(level_proposals.end(), proposals[i].begin(), proposals[i].end());
         if (saturated[i]) saturated_regions.push_back(passes[i].region);
       }
     }
-    const DetectionPass& p0 = passes[index.front()];
-    const double scale = p0.input_size / static_cast<double>(std::max(p0.region.width, p0.region.height));
-    std::vector<size_t> chosen;
-    for (size_t t : ChosenTiles(tiles, level_proposals, saturated_regions, scale, rgb.cols, rgb.rows)) {
-      chosen.push_back(index[t]);
+    const size_t begin = passes.size();
+    const DetectionPass* tile = nullptr;  // the level's first planned tile: its side and scale
+    for (const DetectionPass& p : planned) {
+      if (p.level != level) continue;
+      if (tile == nullptr) tile = &p;
+      bool under = false;
+      for (const cv::Rect& r : saturated_regions) under = under || (p.region & r).area() > 0;
+      if (under) passes.push_back(p);
     }
-    if (absl::Status st = run_passes(chosen); !st.ok()) return st;
+    const int side = std::max(tile->region.width, tile->region.height);
+    const std::vector<cv::Rect> windows =
+        ProposalWindows(level_proposals, side, static_cast<double>(tile->input_size) / side, rgb.cols, rgb.rows);
+    size_t tiles = 0;
+    for (const DetectionPass& p : planned) tiles += p.level == level;
+    if (windows.size() + (passes.size() - begin) >= tiles) {  // no cheaper than the tiles: the tiles
+      passes.resize(begin);
+      for (const DetectionPass& p : planned) {
+        if (p.level == level) passes.push_back(p);
+      }
+    } else {
+      for (const cv::Rect& r : windows) {
+        DetectionPass p = *tile;
+        p.region = r;
+        passes.push_back(p);
+      }
+    }
+    if (absl::Status st = run_from(begin); !st.ok()) return st;
   }
   std::vector<FaceBox> all, weak;
   std::vector<size_t> pass_of, weak_pass_of;  // the pass of each box of `all`, of `weak`

