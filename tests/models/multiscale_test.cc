@@ -237,8 +237,6 @@ TEST(TiledDetection, AWindowThatDoesNotScaleByTheStrideIsAnError) {
   EXPECT_EQ(ok.sum().item<float>(), 3 * 64.0f);
 }
 
-}  // namespace
-}  // namespace fusion::faceapi
 
 // Proposal gating (multiscale.h): level 0 runs windows around level 1's proposals instead of its
 // 15 tiles. On the 3-face group photo: 12 passes instead of 23 (measured), the full scan's boxes.
@@ -269,3 +267,6 @@ TEST(MultiScaleDetection, GatedLevelsKeepTheFullScansBoxesWithFewerPasses) {
   EXPECT_EQ(s.found, s.faces);
   EXPECT_EQ(s.false_boxes, 0);
 }
+
+}  // namespace
+}  // namespace fusion::faceapi
