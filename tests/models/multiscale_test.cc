@@ -241,7 +241,7 @@ TEST(TiledDetection, AWindowThatDoesNotScaleByTheStrideIsAnError) {
 // Proposal gating (multiscale.h): level 0 runs windows around level 1's proposals instead of its
 // 15 tiles. On the 3-face group photo: 12 passes instead of 23 (measured), the full scan's boxes.
 TEST(MultiScaleDetection, GatedLevelsKeepTheFullScansBoxesWithFewerPasses) {
-  const Truth& t = GroupPhotos()[0];
+  const Truth t = GroupPhotos()[0];  // GroupPhotos() returns a copy
   MultiScaleOptions o;
   size_t ran = 0;
   o.before_pass = [&ran](size_t, size_t) { return ++ran, absl::OkStatus(); };
