@@ -33,6 +33,13 @@ struct DetectorTraits {
   // them confirms a weak box of another pass (a face that scores 0.72 at one level is seen at
   // 0.3-0.5 at the next, where a cap badge or a pattern is not). 0 = only kept boxes confirm.
   float support_score = 0;
+  // multiscale.h: the passes of a level that proposes detect down to this score, and their boxes
+  // from it up pick the tiles the next finer level runs (0 = every tile runs). Must recall every
+  // face the finer level would find (bench/detect `curve --min-score`).
+  float proposal_score = 0;
+  // The most boxes one Detect returns (0 = no cap): a proposing pass that returns this many may
+  // have lost proposals to the cap, so every finer tile under it runs.
+  int max_boxes = 0;
 };
 
 // Measured with `fusion_detect_bench curve tiny 416` (recall per face width): 12-24 px 0/23,
@@ -52,7 +59,9 @@ inline constexpr DetectorTraits kTinyFaceDetectorTraits{true, 0, 48, 96, 0};
 // Confirmation below 0.72, by a box of another pass from 0.3 up: see multiscale.h. Support
 // from 0.3 (not only kept boxes, >= 0.5): sample4's laughing, rolled face cut to a 150-px cell
 // of the bench's grid scores 0.72 at one level and 0.3-0.5 at the others, and was missed.
-inline constexpr DetectorTraits kSsdMobilenetV1Traits{false, 512, 40, 80, 0.72f, 0.6f, 0.5f, 0.3f};
+// Proposals from 0.05 (`curve ssd --min-score 0.05`): a box at IoU >= 0.2 for 22/23 faces at
+// 20 px and 23/23 at 24-96 px; at 0.1 only 18/23 at 20 px. At most 100 boxes (Options::max_results).
+inline constexpr DetectorTraits kSsdMobilenetV1Traits{false, 512, 40, 80, 0.72f, 0.6f, 0.5f, 0.3f, 0.05f, 100};
 // By catalogue model name ("tiny_face_detector", "ssd_mobilenetv1"); NOT_FOUND otherwise.
 absl::StatusOr<DetectorTraits> DetectorTraitsOf(const std::string& model);
 

@@ -98,6 +98,81 @@ std::vector<FaceBox> SuppressContained(std::vector<FaceBox> merged) {
   return kept;
 }
 
+// Proposal gating (multiscale.h): a tiled level's tiles run only where the next coarser level,
+// scanned whole, saw something.
+enum class LevelRole { kFull, kProposes, kGated };
+
+// Per level (index = DetectionPass::level): from the finest up, a level of several tiles whose
+// next coarser level has regular passes is gated and that level proposes; a proposing level
+// runs every pass (a gated one's proposals would miss what its skipped tiles hold), so gating
+// alternates (levels 0, 2, ... with 1, 3, ... whole). proposal_score 0: every level full.
+std::vector<LevelRole> LevelRoles(const std::vector<DetectionPass>& passes, float proposal_score) {
+  const int levels = passes.empty() ? 0 : passes.back().level + 1;
+  std::vector<int> regular(levels, 0);
+  for (const DetectionPass& p : passes) regular[p.level] += p.fill == 1;
+  std::vector<LevelRole> role(levels, LevelRole::kFull);
+  if (!(proposal_score > 0)) return role;
+  for (int level = 0; level + 1 < levels; ++level) {
+    if (role[level] != LevelRole::kFull || regular[level] < 2 || regular[level + 1] == 0) continue;
+    role[level] = LevelRole::kGated;
+    role[level + 1] = LevelRole::kProposes;
+  }
+  return role;
+}
+
+// A proposal's box is at most this many face_max_px wide (network px of the proposing level):
+// the finer level keeps boxes up to 2 * face_max_px of its own, half that here, with room for
+// the box's error.
+constexpr float kProposalMaxShare = 1.05f;
+// Around a proposal, the square a window must hold whole: this many times its box side, and at
+// least kProposalMinSidePx network px of the finer level (a 40-80 px face there is a 20-40 px box
+// here, off-centre by a few px).
+constexpr float kProposalGrow = 1.25f;
+constexpr int kProposalMinSidePx = 96;
+
+// The windows a gated level runs instead of its tiles: squares of `side` image px (the level's
+// tile, clipped to the w x h image) placed so each proposal's square (kProposalGrow) lies whole
+// inside one, clear of its inner edges (where a box is dropped, TouchesInnerEdge); proposals are
+// taken in reading order and a window takes every later one that still fits with it.
+std::vector<cv::Rect> ProposalWindows(const std::vector<FaceBox>& proposals, int side, double scale, int w, int h) {
+  const cv::Rect2d image(0, 0, w, h);
+  std::vector<cv::Rect2d> need;
+  for (const FaceBox& b : proposals) {
+    const double e = std::max<double>(kProposalGrow * std::max(b.w, b.h), kProposalMinSidePx / scale);
+    need.push_back(cv::Rect2d(b.x + b.w / 2 - e / 2, b.y + b.h / 2 - e / 2, e, e) & image);
+  }
+  std::stable_sort(need.begin(), need.end(), [](const cv::Rect2d& a, const cv::Rect2d& b) {
+    return a.y + a.height / 2 < b.y + b.height / 2 || (a.y + a.height / 2 == b.y + b.height / 2 && a.x < b.x);
+  });
+  const double clear = std::ceil(0.01 * side) + 2;  // TouchesInnerEdge's margin, and 2 px to spare
+  const double inner = side - 2 * clear;
+  std::vector<cv::Rect> windows;
+  std::vector<char> taken(need.size(), 0);
+  auto inside = [&](const cv::Rect2d& e, const cv::Rect& r) {
+    const cv::Rect2d in(r.x > 0 ? r.x + clear : 0, r.y > 0 ? r.y + clear : 0,
+                        r.width - (r.x > 0 ? clear : 0) - (r.x + r.width < w ? clear : 0),
+                        r.height - (r.y > 0 ? clear : 0) - (r.y + r.height < h ? clear : 0));
+    return (e & in) == e;
+  };
+  for (size_t i = 0; i < need.size(); ++i) {
+    if (taken[i]) continue;
+    bool held = false;
+    for (const cv::Rect& r : windows) held = held || inside(need[i], r);
+    if (held) continue;
+    cv::Rect2d u = need[i];
+    for (size_t j = i + 1; j < need.size(); ++j) {
+      const cv::Rect2d v = u | need[j];
+      if (!taken[j] && v.width <= inner && v.height <= inner) u = v, taken[j] = 1;
+    }
+    auto place = [&](double centre, int len) {  // the window's start on one axis
+      if (len <= side) return 0;
+      return std::clamp(static_cast<int>(std::lround(centre - side / 2.0)), 0, len - side);
+    };
+    windows.emplace_back(place(u.x + u.width / 2, w), place(u.y + u.height / 2, h), std::min(side, w), std::min(side, h));
+  }
+  return windows;
+}
+
 }  // namespace
 
 absl::StatusOr<DetectorTraits> DetectorTraitsOf(const std::string& model) {
@@ -154,9 +229,24 @@ absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detect
   const float threshold = options.min_score > 0 ? options.min_score : traits.min_score;
   const bool with_support = confirm_below > 0 && traits.support_score > 0 && threshold > traits.support_score;
   const float pass_score = with_support ? traits.support_score : options.min_score;
-  const std::vector<DetectionPass> passes = PlanPasses(traits, rgb.cols, rgb.rows, options);
-  // Per pass, in image pixels: the boxes kept, and those that only confirm (support_score up).
-  std::vector<std::vector<FaceBox>> kept(passes.size()), support(passes.size());
+  const std::vector<DetectionPass> planned = PlanPasses(traits, rgb.cols, rgb.rows, options);
+  // Which levels are gated (they run windows around the next coarser level's proposals instead
+  // of their tiles) and which propose (LevelRoles).
+  const std::vector<LevelRole> role = LevelRoles(planned, options.gate_tiles ? traits.proposal_score : 0);
+  // Proposing passes detect down to the proposal score; the scan's own boxes stay those above
+  // `scan_floor` (Detect keeps score > min_score, 0 = the detector's threshold).
+  const float scan_floor = pass_score > 0 ? pass_score : threshold;
+  const float proposal_score = std::min(traits.proposal_score, scan_floor);
+  // The passes run: the ungated levels' planned ones, then each gated level's windows.
+  std::vector<DetectionPass> passes;
+  for (const DetectionPass& p : planned) {
+    if (role[p.level] != LevelRole::kGated) passes.push_back(p);
+  }
+  // Per pass, in image pixels: the boxes kept, those that only confirm (support_score up), and
+  // (a proposing level's passes) the proposals; `saturated`: the detector returned its cap of
+  // boxes, so proposals may be missing: every planned tile of the finer level under it runs.
+  std::vector<std::vector<FaceBox>> kept, support, proposals;
+  std::vector<char> saturated;
   auto run_pass = [&](size_t i) -> absl::Status {
     const DetectionPass& p = passes[i];
     if (options.before_pass) {
@@ -175,7 +265,9 @@ absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detect
     } else {
       cv::resize(rgb(p.region), scaled, size, 0, 0, cv::INTER_AREA);
     }
-    absl::StatusOr<std::vector<FaceBox>> found = detector.Detect(scaled, p.input_size, options.tile_px, pass_score);
+    const bool proposing = p.fill == 1 && role[p.level] == LevelRole::kProposes;
+    const float detect_score = proposing ? proposal_score : pass_score;
+    absl::StatusOr<std::vector<FaceBox>> found = detector.Detect(scaled, p.input_size, options.tile_px, detect_score);
     if (!found.ok()) {
       return absl::Status(found.status().code(),
                           absl::StrCat(found.status().message(), " (pass: region ", p.region.x, ",", p.region.y, " ",
@@ -184,21 +276,68 @@ absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detect
     const bool whole = p.region == cv::Rect(0, 0, rgb.cols, rgb.rows);
     const float margin = 0.01f * std::max(p.region.width, p.region.height);
     const double kx = static_cast<double>(p.region.width) / size.width, ky = static_cast<double>(p.region.height) / size.height;
+    saturated[i] = proposing && traits.max_boxes > 0 && static_cast<int>(found->size()) >= traits.max_boxes;
     for (const FaceBox& n : *found) {
-      if (n.w < 0.5f * traits.face_min_px || (!p.coarsest && n.w > 2.0f * traits.face_max_px)) continue;
       const FaceBox b{static_cast<float>(p.region.x + n.x * kx), static_cast<float>(p.region.y + n.y * ky),
                       static_cast<float>(n.w * kx), static_cast<float>(n.h * ky), n.score};
+      // A proposal: any box up to the widest the finer level keeps (2 * face_max_px there, so
+      // face_max_px here), with room for the box's error; no edge rule (the windows decide).
+      if (proposing && n.w <= kProposalMaxShare * traits.face_max_px) proposals[i].push_back(b);
+      if (n.score <= scan_floor) continue;  // a proposal only
+      if (n.w < 0.5f * traits.face_min_px || (!p.coarsest && n.w > 2.0f * traits.face_max_px)) continue;
       if (!whole && TouchesInnerEdge(b, p.region, rgb.cols, rgb.rows, margin)) continue;
       (!with_support || b.score > threshold ? kept : support)[i].push_back(b);  // Detect keeps score > min_score
     }
     return absl::OkStatus();
   };
-  if (options.for_each_pass) {
-    if (absl::Status st = options.for_each_pass(passes.size(), run_pass); !st.ok()) return st;
-  } else {
-    for (size_t i = 0; i < passes.size(); ++i) {
-      if (absl::Status st = run_pass(i); !st.ok()) return st;
+  auto run_from = [&](size_t begin) -> absl::Status {  // passes[begin..]
+    kept.resize(passes.size()), support.resize(passes.size()), proposals.resize(passes.size());
+    saturated.resize(passes.size(), 0);
+    auto body = [&](size_t j) { return run_pass(begin + j); };
+    if (options.for_each_pass) return options.for_each_pass(passes.size() - begin, body);
+    for (size_t j = 0; begin + j < passes.size(); ++j) {
+      if (absl::Status st = body(j); !st.ok()) return st;
     }
+    return absl::OkStatus();
+  };
+  if (absl::Status st = run_from(0); !st.ok()) return st;  // the ungated levels, all at once
+  for (int level = static_cast<int>(role.size()) - 1; level >= 0; --level) {
+    if (role[level] != LevelRole::kGated) continue;
+    std::vector<FaceBox> level_proposals;
+    std::vector<cv::Rect> saturated_regions;
+    for (size_t i = 0; i < passes.size(); ++i) {
+      if (passes[i].level == level + 1 && passes[i].fill == 1) {
+        level_proposals.insert(level_proposals.end(), proposals[i].begin(), proposals[i].end());
+        if (saturated[i]) saturated_regions.push_back(passes[i].region);
+      }
+    }
+    const size_t begin = passes.size();
+    const DetectionPass* tile = nullptr;  // the level's first planned tile: its side and scale
+    for (const DetectionPass& p : planned) {
+      if (p.level != level) continue;
+      if (tile == nullptr) tile = &p;
+      bool under = false;
+      for (const cv::Rect& r : saturated_regions) under = under || (p.region & r).area() > 0;
+      if (under) passes.push_back(p);
+    }
+    const int side = std::max(tile->region.width, tile->region.height);
+    const std::vector<cv::Rect> windows =
+        ProposalWindows(level_proposals, side, static_cast<double>(tile->input_size) / side, rgb.cols, rgb.rows);
+    size_t tiles = 0;
+    for (const DetectionPass& p : planned) tiles += p.level == level;
+    if (windows.size() + (passes.size() - begin) >= tiles) {  // no cheaper than the tiles: the tiles
+      passes.resize(begin);
+      for (const DetectionPass& p : planned) {
+        if (p.level == level) passes.push_back(p);
+      }
+    } else {
+      for (const cv::Rect& r : windows) {
+        DetectionPass p = *tile;
+        p.region = r;
+        passes.push_back(p);
+      }
+    }
+    if (absl::Status st = run_from(begin); !st.ok()) return st;
   }
   std::vector<FaceBox> all, weak;
   std::vector<size_t> pass_of, weak_pass_of;  // the pass of each box of `all`, of `weak`

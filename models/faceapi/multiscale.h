@@ -31,8 +31,31 @@
 // level with another extent); a weak box (score < confirm_below) must be seen by a second pass
 // as well, by a kept box or one scoring from the detector's support_score up to the threshold
 // (passes then detect down to support_score; such boxes only confirm, they are never kept).
-// Cost: about (face_min_px / min_face_px)^2 * W * H * 4/3 network pixels plus the tile overlap;
-// e.g. ssd at 40 px: 23 passes for 1920x1280 (~6 s on one core), ~700 for 80 MP (~10 min).
+// Proposal gating (DetectorTraits::proposal_score > 0, MultiScaleOptions::gate_tiles, issue 12):
+// a level of several tiles whose next coarser level has whole-image or tile passes of its own
+// does not run its tiles. That coarser level's passes detect down to proposal_score (SSD: 0.05)
+// and each of their boxes up to 1.05 * face_max_px network px wide is a proposal: a face the
+// finer level keeps (up to 2 * face_max_px there) is a box half as wide one level up. The finer
+// level then runs windows instead: squares of its tile side (the same input and scale as a
+// tile), placed so each proposal's square (1.25x its box side, at least 96 network px of the
+// finer level) lies whole in one, clear of the window's inner edges; a window takes every later
+// proposal (reading order) that still fits. When that is as many passes as the level's tiles,
+// the tiles run. A proposing level runs all of its passes (a gated one would propose only where
+// its own coarser level did: 10-20 px boxes there, which SSD does not see), so on the pyramid
+// gating alternates: 0, 2, ... gated, 1, 3, ... proposing. A proposing pass that returns the
+// detector's cap of boxes (DetectorTraits::max_boxes) runs the planned tiles under it as well.
+// Measured (bench/detect `curve ssd --min-score 0.05`): a box at IoU >= 0.2 for 22 of 23 faces
+// at 20 px, 23 of 23 at 24-96 px, with 3-17 boxes elsewhere on the 23 clutter canvases (0.1:
+// 18 of 23 at 20 px, so not 0.1). sample1 (1920x1280, 3 faces): 4 windows instead of 15 tiles,
+// 12 of 23 passes; the group photos 10-14 of 23-28. The trade: a window is another crop than
+// the tiles, so a face seen only at a gated level can get a box a few px different, or (near
+// the detector's threshold) be found in one and not the other: a 1920x1280 collage of 99 faces
+// of 40-90 px (bench/detect `collage`), 94 found either way, 3 of them different faces; the
+// bench/quality rows (group photos, casts, rolled, collage, grid, mosaic) find the same faces
+// with no false box, some boxes of grid50 and the mosaic a few px off.
+// Cost: about (face_min_px / min_face_px)^2 * W * H * 4/3 network pixels plus the tile overlap
+// without gating; e.g. ssd at 40 px: 23 passes planned for 1920x1280 (12 run with gating),
+// ~700 planned for 80 MP.
 // Thread-safety: stateless functions; the detector must be safe for concurrent const use.
 #pragma once
 
@@ -58,6 +81,9 @@ struct MultiScaleOptions {
   // (grey) at a cost of 3 of 150 faces of 40-80 px on clutter.
   float confirm_below = -1;
   int tile_px = 0;             // > 0: each pass runs its stem in windows (FaceDetector::Detect)
+  // Tiles of a gated level run only around the next coarser level's proposals (see above);
+  // false = every planned pass runs (the full scan, for comparisons).
+  bool gate_tiles = true;
   // Called before pass `index` (0-based) of `count`; a non-OK status ends the scan with it
   // unchanged (the pipeline's cancellation checkpoint). Null = none.
   std::function<absl::Status(size_t index, size_t count)> before_pass;

@@ -72,6 +72,7 @@ class SsdMobilenetV1 : public FaceDetector {
   DetectorTraits Traits() const override {
     DetectorTraits t = kSsdMobilenetV1Traits;
     t.min_score = options_.min_confidence;
+    t.max_boxes = options_.max_results;
     return t;
   }
 
