@@ -171,7 +171,9 @@ void Execution::Progress(const std::string& stage, const std::string& note, floa
   float seen = progress_floor_.load();
   while (seen < progress && !progress_floor_.compare_exchange_weak(seen, progress)) {
   }
-  if (!per_frame_) ctx_.StageStarted(absl::StrCat(stage, " (", note, ")"), progress);
+  // Never lower than what was shown: the scan's pass count grows as proposal windows are added
+  // (multiscale.h), so "pass i of n" can be a smaller fraction than the pass before.
+  if (!per_frame_) ctx_.StageStarted(absl::StrCat(stage, " (", note, ")"), std::max(seen, progress));
 }
 
 void Execution::Finish(const v1::StageReport& r, float progress, const std::vector<std::string>& degradations) {

@@ -142,7 +142,9 @@ TEST(DetectProgress, EveryScanPassIsReportedWithRisingProgress) {
   ASSERT_GE(target.size(), 2u);
   EXPECT_GE(target.front(), 0.05f);
   EXPECT_LT(target.back(), 0.15f);
-  for (size_t i = 1; i < target.size(); ++i) EXPECT_GT(target[i], target[i - 1]);
+  // Never lower (the pass count grows when the gated levels add their windows), and it moves.
+  for (size_t i = 1; i < target.size(); ++i) EXPECT_GE(target[i], target[i - 1]);
+  EXPECT_GT(target.back(), target.front());
 }
 
 // A photo stored sideways (new-user trial): SSD finds Grace turned 90 degrees clockwise at 0.9
