@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <opencv2/imgcodecs.hpp>
@@ -317,6 +318,14 @@ int main(int argc, char** argv) {
   app.add_option("--sheet-side", sheet_side, "side of each crop on the contact sheet, px (>= 96 keeps the text legible)");
   app.add_option("--crops-dir", crops_dir, "also write each target image and each face's target | result pair (256 px) as PNG here");
   CLI11_PARSE(app, argc, argv);
+  // The output directories are made here: a missing one used to end a 25-minute run with nothing
+  // written and no error.
+  for (const std::string& dir : {out_dir, crops_dir}) {
+    std::error_code ec;
+    if (!dir.empty() && !std::filesystem::create_directories(dir, ec) && ec) {
+      return std::fprintf(stderr, "quality_bench: cannot create %s: %s\n", dir.c_str(), ec.message().c_str()), 2;
+    }
+  }
 
   constexpr uint64_t kBudget = 1ull << 30;
   auto cat = models::ModelCatalogue::Create({FUSION_SOURCE_DIR "/models/manifest.json", models_dir});
@@ -415,7 +424,9 @@ int main(int argc, char** argv) {
       "mean margin (target − result distance) %.3f.\n",
       found, truth, 100.0 * found / std::max(1, truth), false_boxes, swapped, clean, 100.0 * clean / std::max(1, swapped),
       same, 100.0 * same / std::max(1, swapped), small_same, small, margin / std::max(1, swapped));
-  std::ofstream(out_dir + "/quality.md") << md.str();
+  if (!(std::ofstream(out_dir + "/quality.md") << md.str())) {
+    return std::fprintf(stderr, "quality_bench: cannot write %s/quality.md\n", out_dir.c_str()), 1;
+  }
   ContactSheet(rows, out_dir + "/contact_sheet", std::max(96, sheet_side));
   std::printf("%s", md.str().c_str());
   return 0;
