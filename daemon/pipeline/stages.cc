@@ -152,15 +152,10 @@ absl::Status DetectFaces(const ModelCopy& detector, int tile_px, const DetectSet
   auto boxes = faceapi::DetectMultiScale(*det, pic.rgb, options);
   if (!boxes.ok()) return boxes.status();
   // Orientation: 4 boxes per pass, each pass a checkpoint.
-  std::vector<faceapi::FaceOrientation> turns;
-  const size_t per = faceapi::kOrientationFacesPerPass, passes = (boxes->size() + per - 1) / per;
-  for (size_t k = 0; k < passes; ++k) {
-    if (absl::Status st = cp.Check("orientation pass", k, passes); !st.ok()) return st;
-    const std::vector<faceapi::FaceBox> some(boxes->begin() + k * per, boxes->begin() + std::min(boxes->size(), (k + 1) * per));
-    auto o = faceapi::EstimateOrientations(*det, pic.rgb, some, tile_px);
-    if (!o.ok()) return o.status();
-    turns.insert(turns.end(), o->begin(), o->end());
-  }
+  auto orientations = faceapi::EstimateOrientations(
+      *det, pic.rgb, *boxes, tile_px, [&cp](size_t i, size_t n) { return cp.Check("orientation pass", i, n); });
+  if (!orientations.ok()) return orientations.status();
+  const std::vector<faceapi::FaceOrientation>& turns = *orientations;
   std::vector<DetectedFace> faces;
   std::vector<TurnedFace> turned;
   for (size_t i = 0; i < boxes->size(); ++i) {

@@ -48,13 +48,18 @@ int UprightTurns(const std::array<float, 4>& scores) {
   return logit(scores[best]) - logit(scores[0]) >= kTurnedMarginLogit ? best : 0;
 }
 
-absl::StatusOr<std::vector<FaceOrientation>> EstimateOrientations(const FaceDetector& detector, const cv::Mat& rgb,
-                                                                  const std::vector<FaceBox>& boxes, int tile_px) {
+absl::StatusOr<std::vector<FaceOrientation>> EstimateOrientations(
+    const FaceDetector& detector, const cv::Mat& rgb, const std::vector<FaceBox>& boxes, int tile_px,
+    const std::function<absl::Status(size_t index, size_t count)>& before_pass) {
   if (rgb.empty() || rgb.type() != CV_8UC3) return absl::InvalidArgumentError("orientation: the image is not 8-bit RGB");
   std::vector<FaceOrientation> out(boxes.size());
   static constexpr cv::RotateFlags kRotate[3] = {cv::ROTATE_90_CLOCKWISE, cv::ROTATE_180, cv::ROTATE_90_COUNTERCLOCKWISE};
   const int input = detector.FreeInputSize() ? kInput : 0;  // SSD: its fixed 512
+  const size_t passes = (boxes.size() + kOrientationFacesPerPass - 1) / kOrientationFacesPerPass;
   for (size_t first = 0; first < boxes.size(); first += kOrientationFacesPerPass) {
+    if (before_pass) {
+      if (absl::Status st = before_pass(first / kOrientationFacesPerPass, passes); !st.ok()) return st;
+    }
     const size_t n = std::min<size_t>(kOrientationFacesPerPass, boxes.size() - first);
     cv::Mat mosaic(kInput, kInput, CV_8UC3, cv::Scalar::all(0));
     for (size_t f = 0; f < n; ++f) {
@@ -62,12 +67,11 @@ absl::StatusOr<std::vector<FaceOrientation>> EstimateOrientations(const FaceDete
       for (int k = 0; k < 4; ++k) {
         const cv::Rect at(k * kOrientationCellPx, static_cast<int>(f) * kOrientationCellPx, kOrientationCellPx,
                           kOrientationCellPx);
+        cv::Mat dst = mosaic(at);  // written in place (a square cell keeps its size turned)
         if (k == 0) {
-          cell.copyTo(mosaic(at));
+          cell.copyTo(dst);
         } else {
-          cv::Mat turned;
-          cv::rotate(cell, turned, kRotate[k - 1]);
-          turned.copyTo(mosaic(at));
+          cv::rotate(cell, dst, kRotate[k - 1]);
         }
       }
     }

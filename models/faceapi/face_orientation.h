@@ -15,6 +15,8 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
+#include <functional>
 #include <vector>
 
 #include <opencv2/core/mat.hpp>
@@ -53,10 +55,13 @@ inline constexpr float kTurnedMarginLogit = 1.0f;
 int UprightTurns(const std::array<float, 4>& scores);
 
 // The orientation of every box of `rgb` (CV_8UC3 RGB), in order; ceil(boxes / 4) detector
-// passes of kOrientationInputPx (tile_px: FaceDetector::Detect's windows). INVALID_ARGUMENT for
-// a bad image; the detector's errors pass through.
+// passes of kOrientationInputPx (tile_px: FaceDetector::Detect's windows). `before_pass(index,
+// count)`, when given, runs before each pass; a non-OK status ends the check with it (the
+// pipeline's cancellation checkpoint). INVALID_ARGUMENT for a bad image; the detector's errors
+// pass through.
 inline constexpr int kOrientationInputPx = 512;
-absl::StatusOr<std::vector<FaceOrientation>> EstimateOrientations(const FaceDetector& detector, const cv::Mat& rgb,
-                                                                  const std::vector<FaceBox>& boxes, int tile_px = 0);
+absl::StatusOr<std::vector<FaceOrientation>> EstimateOrientations(
+    const FaceDetector& detector, const cv::Mat& rgb, const std::vector<FaceBox>& boxes, int tile_px = 0,
+    const std::function<absl::Status(size_t index, size_t count)>& before_pass = nullptr);
 
 }  // namespace fusion::faceapi
