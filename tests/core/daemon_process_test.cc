@@ -36,6 +36,12 @@ class DaemonProcessTest : public ::testing::Test {
  protected:
   std::unique_ptr<Process> StartDaemon(std::vector<std::string> extra) {
     std::vector<std::string> argv = {FUSIOND_BIN, "--socket", socket_, "--device", "cpu"};
+    // A state directory of the test's own unless it names one: the default /var/lib/fusiond is
+    // locked by whichever test daemon holds it (one fusiond per state directory), and ctest -j2
+    // ran two of these at once (a second daemon exited at start: a flaky failure).
+    if (std::find(extra.begin(), extra.end(), "--state-dir") == extra.end()) {
+      argv.insert(argv.end(), {"--state-dir", dir_.File("state")});
+    }
     argv.insert(argv.end(), extra.begin(), extra.end());
     auto p = std::make_unique<Process>(argv, dir_.path());
     // Ready when both sockets exist: the companion memfd socket (".fd") is bound after the main one.
@@ -111,7 +117,8 @@ TEST_F(DaemonProcessTest, ServesMemJsonWithBudgetAndStopsCleanlyOnSigterm) {
   EXPECT_NE(text.out.find("device (cpu): budget 256.0 MiB"), std::string::npos) << text.out;
 
   // A second daemon on the same socket is refused, the first keeps serving.
-  RunResult second = RunProcess({FUSIOND_BIN, "--socket", socket_}, dir_.path(), absl::Seconds(20));
+  RunResult second = RunProcess({FUSIOND_BIN, "--socket", socket_, "--state-dir", dir_.File("state2")}, dir_.path(),
+                                absl::Seconds(20));
   EXPECT_EQ(second.exit_code, 1);
   EXPECT_NE(second.err.find("another fusiond is serving"), std::string::npos) << second.err;
   EXPECT_EQ(Ctl({"health"}).exit_code, 0);
