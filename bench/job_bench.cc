@@ -6,8 +6,11 @@
 // CPU time moves much less, so both are printed. Not a test: it prints figures.
 //
 //   fusion_job_bench --models-dir DIR --source IMG --target IMG [--runs 5] [--threads 1]
-//                    [--simple] [--min-face-px N] [--json OUT]
+//                    [--simple] [--min-face-px N] [--face-cache] [--json OUT]
 //
+// --face-cache: the runner keeps the source-face cache (PipelineRunner::Options::
+// face_cache_bytes, 1 MiB): the warm-up job fills it, so the measured jobs are WARM (the source
+// is not detected, landmarked or described again). Without it every job is cold.
 // --threads: the job's threads (PipelineRunner::Options::job_threads: passes and faces at once).
 // Prints per stage the median over --runs (after one warm-up job) of the stage's wall ms (the
 // job report's) and CPU ms, then the whole Swap call (decode to encoded result). Exit 0 when
@@ -75,7 +78,7 @@ int main(int argc, char** argv) {
   std::string models_dir, source, target, json_out, manifest = FUSION_SOURCE_DIR "/models/manifest.json";
   int runs = 5, threads = 1;
   uint32_t min_face_px = 0;
-  bool simple = false;
+  bool simple = false, face_cache = false;
   app.add_option("--models-dir", models_dir)->required();
   app.add_option("--source", source)->required();
   app.add_option("--target", target)->required();
@@ -84,6 +87,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "the job's threads (job_threads)")->check(CLI::Range(1, 64));
   app.add_option("--min-face-px", min_face_px);
   app.add_flag("--simple", simple);
+  app.add_flag("--face-cache", face_cache, "keep the source-face cache (measured jobs are warm)");
   app.add_option("--json", json_out, "also write the figures as JSON");
   CLI11_PARSE(app, argc, argv);
 
@@ -102,6 +106,7 @@ int main(int argc, char** argv) {
   }
   PipelineRunner::Options options;
   options.job_threads = static_cast<uint32_t>(threads);
+  if (face_cache) options.face_cache_bytes = 1ull << 20;
   PipelineRunner runner(store->get(), residency->get(), meter.get(), nullptr, options);
 
   v1::JobOptions o;
@@ -129,10 +134,17 @@ int main(int argc, char** argv) {
     for (const auto& [k, v] : t.cpu_ms) cpu[k].push_back(v);
     for (const auto& [k, v] : t.wall_ms) wall[k].push_back(v);
   }
-  std::printf("fusion_job_bench: %s -> %s, %u faces, job_threads %d, median of %d jobs\n", source.c_str(),
-              target.c_str(), faces, threads, runs);
+  std::printf("fusion_job_bench: %s -> %s, %u faces, job_threads %d, median of %d jobs, %s\n", source.c_str(),
+              target.c_str(), faces, threads, runs, face_cache ? "face cache on (warm)" : "no face cache (cold)");
+  if (const FaceCache* c = runner.face_cache()) {
+    const FaceCache::Stats s = c->stats();
+    std::printf("face cache: %llu hits, %llu misses, %llu entries, %llu bytes (%llu charged)\n",
+                static_cast<unsigned long long>(s.hits), static_cast<unsigned long long>(s.misses),
+                static_cast<unsigned long long>(s.entries), static_cast<unsigned long long>(s.bytes),
+                static_cast<unsigned long long>(s.charged_bytes));
+  }
   std::printf("%-12s %10s %10s\n", "stage", "wall ms", "cpu ms");
-  nlohmann::json j = {{"threads", threads}, {"runs", runs}, {"faces", faces}};
+  nlohmann::json j = {{"threads", threads}, {"runs", runs}, {"faces", faces}, {"face_cache", face_cache}};
   double wall_sum = 0, cpu_sum = 0;
   for (const std::string& s : order) {
     const double w = Median(wall[s]), c = Median(cpu[s]);
