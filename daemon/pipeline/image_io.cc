@@ -218,11 +218,16 @@ absl::StatusOr<DecodedImage> DecodeImage(const std::string& bytes, const std::st
 
 absl::StatusOr<std::string> EncodeResult(const DecodedImage& target, const cv::Mat& result_bgr,
                                          v1::OutputFormat format) {
-  cv::Mat diff, changed;
-  cv::absdiff(result_bgr, target.bgr, diff);
-  cv::cvtColor(diff, changed, cv::COLOR_BGR2GRAY);
-  changed = changed > 0;
   const cv::Mat& orig = target.original;
+  // The change mask matters only where the original's samples are kept apart from the 8-bit
+  // result (16 bit): an 8-bit target's result is the result's bytes (ComposeColour).
+  cv::Mat changed;
+  if (orig.depth() != CV_8U) {
+    cv::Mat diff;
+    cv::absdiff(result_bgr, target.bgr, diff);
+    cv::cvtColor(diff, changed, cv::COLOR_BGR2GRAY);
+    changed = changed > 0;
+  }
   cv::Mat out;
   if (orig.channels() == 1) {
     cv::Mat grey;
