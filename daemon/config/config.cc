@@ -106,7 +106,7 @@ const std::vector<std::string>& DaemonConfigKeys() {
       "device", "device_memory_limit", "device_memory_reserve", "host_memory_limit",
       "one_shot_pressure", "one_shot_min_free", "models_dir", "manifest", "generator", "pin_models",
       "max_concurrent_jobs", "job_threads", "max_pixels", "video_chunk_frames", "min_face_px", "min_face_score", "result_retention",
-      "result_retention_bytes", "state_dir", "log_level", "drain_ms", "watchdog_stall_ms",
+      "result_retention_bytes", "face_cache_bytes", "state_dir", "log_level", "drain_ms", "watchdog_stall_ms",
       "metrics_listen"};
   return kKeys;
 }
@@ -145,6 +145,7 @@ const std::vector<std::pair<std::string, FieldEqual>>& FieldComparisons() {
       FUSION_FIELD("min_face_px", min_face_px), FUSION_FIELD("min_face_score", min_face_score),
       FUSION_FIELD("result_retention", result_retention_s),
       FUSION_FIELD("result_retention_bytes", result_retention_bytes),
+      FUSION_FIELD("face_cache_bytes", face_cache_bytes),
       FUSION_FIELD("state_dir", state_dir), FUSION_FIELD("log_level", log_level),
       FUSION_FIELD("drain_ms", drain_ms), FUSION_FIELD("watchdog_stall_ms", watchdog_stall_ms),
       FUSION_FIELD("metrics_listen", metrics_listen)};
@@ -215,6 +216,7 @@ absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
       else config.one_shot_pressure = *d;
     }
     else if (key == "result_retention_bytes") st = ReadSize(node, origin, key, config.result_retention_bytes);
+    else if (key == "face_cache_bytes") st = ReadSize(node, origin, key, config.face_cache_bytes);
     else if (key == "result_retention") {
       absl::Duration d;
       auto text = node.value<std::string>();

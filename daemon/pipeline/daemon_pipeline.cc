@@ -56,6 +56,7 @@ absl::StatusOr<std::unique_ptr<DaemonPipeline>> DaemonPipeline::Create(const Dae
   self->runner_options_.default_min_face_score = static_cast<float>(config.min_face_score);
   self->runner_options_.max_pixels = config.max_pixels;
   self->runner_options_.job_threads = config.job_threads;
+  self->runner_options_.face_cache_bytes = config.face_cache_bytes;
   self->runner_options_.video_chunk_frames = config.video_chunk_frames;
   // Video results are files next to the journal (jobs/journal.h keeps their paths).
   self->runner_options_.results_dir = config.state_dir + "/results";

@@ -105,6 +105,11 @@ absl::Status Execution::Stage(const std::string& name, const std::string& model,
   const absl::Time wait_start = absl::Now();
   if (prefetch_.valid()) prefetch_.wait();
   const double prefetch_wait_ms = absl::ToDoubleMilliseconds(absl::Now() - wait_start);
+  // A planned stage the job skips (the encode of a source whose analysis is in the face cache)
+  // is passed over: the plan moves to this stage's model wherever it is next.
+  if (auto it = std::find(plan_.begin() + static_cast<std::ptrdiff_t>(next_), plan_.end(), model); it != plan_.end()) {
+    next_ = static_cast<size_t>(it - plan_.begin());
+  }
   while (next_ < plan_.size() && plan_[next_] == model) ++next_;
   if (next_ < plan_.size()) Prefetch(plan_[next_]);
   ModelBody body(store_, name, model, std::move(fn), Checkpoint(name, [this] { return ctx_.Cancelled(); }));

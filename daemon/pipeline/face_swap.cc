@@ -82,18 +82,21 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
                               [&](const ModelCopy& c, int, const Checkpoint& cp) {
                                 for (Picture& p : pics) {
                                   if (work.source_ready && &p != &tgt) continue;  // done once per job
+                                  if (p.analysed) continue;                        // from the face cache
                                   if (absl::Status s = FindLandmarks(c, p, cp.Within(p.what)); !s.ok()) return s;
                                 }
                                 return absl::OkStatus();
                               });
   if (!st.ok()) return st;
-  if (!work.source_ready || by_reference) {
+  const bool describe_source = !work.source_ready && !src.analysed;
+  const bool describe_reference = by_reference && !work.source_ready && !pics[2].analysed;
+  if (describe_source || by_reference) {
     st = run.Stage("encode", m.encoder, 150 * 150, "150x150", 0.25f, [&](const ModelCopy& c, int, const Checkpoint& cp) {
-      if (!work.source_ready) {
+      if (describe_source) {
         if (absl::Status s = DescribeFaces(c, src, {}, cp.Within(src.what)); !s.ok()) return s;
       }
       if (!by_reference) return absl::OkStatus();
-      if (!work.source_ready) {
+      if (describe_reference) {
         if (absl::Status s = DescribeFaces(c, pics[2], {}, cp.Within(pics[2].what)); !s.ok()) return s;
       }
       return DescribeFaces(c, tgt, {}, cp.Within(tgt.what));

@@ -11,7 +11,8 @@
 // Encode: the result keeps the target's resolution, channels and depth. Pixels the pipeline did
 // not change keep their original values exactly (16-bit and alpha included); changed pixels are
 // the 8-bit result scaled to the depth (x257 for 16 bit); grey targets give a grey result; alpha
-// is kept. JPEG output is 8-bit without alpha (a JPEG cannot hold either).
+// is kept. JPEG output is 8-bit without alpha (a JPEG cannot hold either). PNG is written with
+// libpng (Up row filter, zlib level 1, RLE: image_io.cc WritePng), JPEG with cv::imencode.
 // Errors: INVALID_ARGUMENT naming the image ("source image", "target image") for what
 // ScreenImage refuses, undecodable data ("target image: the JPEG data cannot be decoded (N
 // bytes)") or a decoded size other than the header's; INTERNAL when the encoder fails. No
@@ -60,7 +61,8 @@ DecodeFootprint DecodeHostBytes(const image::ImageHeader& header, uint64_t encod
 // What EncodeResult(target, result, format) allocates, for a result of target's size: the
 // change mask and the composed image (up to 17 B/px for 16-bit RGBA), and the encoded bytes
 // counted twice at zlib's bound on the raw pixels (the encoder's buffer, whose doubling
-// touches only what it writes, and the returned string), plus 1 MiB of encoder state. Freed
+// touches only what it writes, and the returned string: for PNG one buffer of the bound and
+// its copy at the encoded size), plus 1 MiB of encoder state. Freed
 // when it returns, except the returned string.
 uint64_t EncodeHostBytes(const DecodedImage& target, v1::OutputFormat format);
 

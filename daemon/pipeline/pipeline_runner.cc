@@ -3,8 +3,10 @@
 #include "pipeline/pipeline_runner.h"
 
 #include <atomic>
+#include <cstring>
 #include <functional>
 #include <future>
+#include <optional>
 #include <thread>
 
 #include <opencv2/imgproc.hpp>
@@ -26,7 +28,19 @@ namespace fusion {
 PipelineRunner::PipelineRunner(ModelStore* store, ResidencyManager* residency, DeviceMeter* meter,
                                FaultInjector* faults, Options options)
     : store_(store), residency_(residency), meter_(meter), faults_(faults),
-      options_(std::move(options)), ladder_(residency, meter, faults, options_.ladder) {}
+      options_(std::move(options)), ladder_(residency, meter, faults, options_.ladder),
+      face_cache_(options_.face_cache_bytes == 0
+                      ? nullptr
+                      : std::make_unique<FaceCache>(residency, FaceCache::Options{.capacity_bytes = options_.face_cache_bytes})) {}
+
+std::string PipelineRunner::AnalysisSettings(const DetectSettings& d) const {
+  // The models, the device they run on, and the scan's settings; float bits exactly.
+  uint32_t score_bits = 0;
+  static_assert(sizeof(score_bits) == sizeof(d.min_score));
+  std::memcpy(&score_bits, &d.min_score, sizeof(score_bits));
+  return absl::StrCat("|", options_.detector, "|", options_.landmarks, "|", options_.encoder, "|", store_->device(),
+                      "|", d.min_face_px, "|", score_bits, "|", d.max_input);
+}
 
 std::string PipelineRunner::EnhancerFor(const v1::JobOptions& o, uint32_t scale) const {
   if (!o.enhance_model().empty() && scale == o.enhance_scale()) return o.enhance_model();
@@ -114,6 +128,21 @@ std::pair<std::string, uint64_t> UpscaleImages(const std::string& upscaler, cons
           UpscaleHostBytes(target.bgr.total(), s2, target.original.elemSize())};
 }
 
+// Stores the source's and reference's fresh analyses (keys[k] set, not from the cache) when
+// the stages that made them all ran in the normal mode: DEVICE, untiled on the device copy (a
+// tiled or CPU-fallback result may differ in the last float bits from what a hit stands for).
+void CacheAnalyses(const std::vector<Picture>& pics, const std::vector<std::string>& keys,
+                   const v1::JobResult& report, FaceCache* cache) {
+  for (const v1::StageReport& r : report.stages()) {
+    if ((r.name() == "detect" || r.name() == "landmarks" || r.name() == "encode") && r.mode() != v1::DEVICE) return;
+  }
+  for (size_t k = 0; k < pics.size(); ++k) {
+    const Picture& p = pics[k];
+    if (keys[k].empty() || p.analysed || p.faces.size() != 1 || !p.faces[0].described) continue;
+    cache->Insert(keys[k], FaceAnalysis{p.faces[0], p.turned});
+  }
+}
+
 // upscale (optional) -> encode the image; fills the output's size and format.
 absl::Status FinishJob(const FaceStages& m, const v1::JobOptions& o, const DecodedImage& target,
                        Execution& run, cv::Mat frame, jobs::JobRunner::Output& output);
@@ -153,19 +182,43 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
   }
   if (!reference.ok()) return reference.status();
   const DetectSettings detect = DetectSettingsFor(o);
-  // The colour conversions: every picture's RGB copy and the result's, admitted before they
-  // exist and returned (with the pictures) before the result is encoded.
+  // The source's and reference's analyses from the face cache: such a picture gets no RGB copy
+  // and skips detect, landmarks and encode.
+  const std::pair<const DecodedImage*, const char*> images[3] = {
+      {&*source, "source image"}, {&*target, "target image"}, {&*reference, "reference image"}};
+  const std::string* bytes_of[3] = {&source_image, nullptr, by_reference ? &o.reference().inline_bytes() : nullptr};
+  std::string keys[3];  // of images[k] ("" for none)
+  std::optional<FaceAnalysis> hits[3];
+  for (int k = 0; k < 3; ++k) {
+    if (!face_cache_ || bytes_of[k] == nullptr) continue;
+    keys[k] = FaceCache::Key(*bytes_of[k], AnalysisSettings(detect));
+    hits[k] = face_cache_->Lookup(keys[k]);
+  }
+  // The colour conversions: every analysed picture's RGB copy and the result's, admitted before
+  // they exist and returned (with the pictures) before the result is encoded.
   uint64_t conversion_bytes = target->bgr.total() * 3;  // the result's RGB copy (score)
-  for (const DecodedImage* img : {&*source, &*target, &*reference}) conversion_bytes += img->bgr.total() * 3;
+  for (int k = 0; k < 3; ++k) conversion_bytes += hits[k] ? 0 : images[k].first->bgr.total() * 3;
   auto conversions = run.HostBuffers(
       absl::StrCat("stage 'decode': the RGB copies of the images (", target->bgr.cols, "x", target->bgr.rows,
                    " target)"),
       conversion_bytes);
   if (!conversions.ok()) return conversions.status();
   std::vector<Picture> pics;
-  for (auto [img, what] : {std::pair{&*source, "source image"}, std::pair{&*target, "target image"},
-                           std::pair{&*reference, "reference image"}}) {
+  std::vector<std::string> pic_keys;  // the cache key of pics[k]
+  for (int k = 0; k < 3; ++k) {
+    const auto [img, what] = images[k];
     if (img->bgr.empty()) continue;
+    pic_keys.push_back(keys[k]);
+    if (hits[k]) {
+      Picture p;
+      p.what = what;
+      p.bgr = img->bgr;
+      p.faces = {hits[k]->face};
+      p.turned = std::move(hits[k]->turned);
+      p.analysed = true;
+      pics.push_back(std::move(p));
+      continue;
+    }
     auto p = MakePicture(img->bgr, what);
     if (!p.ok()) return p.status();
     pics.push_back(*std::move(p));
@@ -180,6 +233,7 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
   // Passes run detect.threads at a time: that many of the largest network input bound the set.
   int detect_side = 0;
   for (const Picture& p : pics) {
+    if (p.analysed) continue;
     auto side = LargestDetectInput(options_.detector, p.rgb.cols, p.rgb.rows, detect);
     if (!side.ok()) return side.status();
     detect_side = std::max(detect_side, *side);
@@ -191,6 +245,7 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
                               [&](const ModelCopy& m, int tile, const Checkpoint& cp) {
                                 for (size_t k = 0; k < pics.size(); ++k) {
                                   Picture& p = pics[k];
+                                  if (p.analysed) continue;  // from the face cache
                                   std::atomic<size_t> started{0};  // passes may run several at once
                                   auto on_pass = [&](size_t, size_t n) {
                                     const size_t i = started.fetch_add(1);
@@ -221,6 +276,7 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
   cv::Mat frame;
   st = SwapFaces(stages, o, pics, run, report, &frame);
   if (!st.ok()) return st;
+  if (face_cache_) CacheAnalyses(pics, pic_keys, report, face_cache_.get());
   // What the encode no longer needs goes back first: the pictures' RGB copies, the source and
   // reference images.
   pics.clear();

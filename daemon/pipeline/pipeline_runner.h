@@ -33,6 +33,11 @@
 // in results_dir (temporary name, fsync, rename): Output::result_file.
 // Threads: Options::job_threads (parallel.h) detection passes and faces of generate, full blend
 // and score at once, each on one thread with one intra-op thread.
+// Face cache (Options::face_cache_bytes, face_cache.h): a source or reference image whose
+// analysis is cached skips the detect, landmarks and encode stages (its RGB copy is not made);
+// the job's image and report are the same bytes as without the cache, less those stages'
+// reports. Analyses are stored after a job whose detect, landmarks and encode stages all ran
+// in mode DEVICE (untiled, on the device copy).
 // Thread-safety: Run() and StageModels() may be called concurrently.
 #pragma once
 
@@ -43,6 +48,7 @@
 
 #include "jobs/job_runner.h"
 #include "memory/residency_manager.h"
+#include "pipeline/face_cache.h"
 #include "pipeline/fault_injection.h"
 #include "pipeline/model_store.h"
 #include "pipeline/oom_ladder.h"
@@ -83,6 +89,12 @@ class PipelineRunner final : public jobs::JobRunner {
     // committed (video/segment_store.h), so a job interrupted by a crash resumes at its first
     // uncommitted chunk; the result is the segments joined. 30 = one second at 30 fps.
     size_t video_chunk_frames = 30;
+    // Bytes of the source-face cache (face_cache.h): the analysis (largest face's box,
+    // landmarks, descriptor) of source and reference images, keyed by their content, so a
+    // source swapped into many targets is detected, landmarked and described once. Charged to
+    // the host tier as it fills. 0 = no cache (every job analyses its images). The daemon's
+    // default is DaemonConfig::face_cache_bytes.
+    uint64_t face_cache_bytes = 0;
     OomLadder::Options ladder;
   };
   // `store`, `residency`, `meter` must outlive the runner; `faults` may be null.
@@ -102,11 +114,16 @@ class PipelineRunner final : public jobs::JobRunner {
                               const std::string& target_image, const v1::JobOptions& options,
                               Context& context);
 
+  // The source-face cache, or null when Options::face_cache_bytes is 0.
+  FaceCache* face_cache() const { return face_cache_.get(); }
+
  private:
   absl::Status Validate(const v1::JobOptions& o) const;
   std::string EnhancerFor(const v1::JobOptions& o, uint32_t scale) const;
   DetectSettings DetectSettingsFor(const v1::JobOptions& o) const;
   int JobThreads() const;  // options_.job_threads, 0 resolved
+  // What an image's analysis depends on besides its bytes (the face cache's key).
+  std::string AnalysisSettings(const DetectSettings& d) const;
   // The video job (video_job.cc): `output.report` (the one `run` reports into) has the device set.
   absl::StatusOr<Output> SwapVideo(Execution& run, const std::string& source_image, const std::string& target,
                                    const v1::JobOptions& o, Output& output);
@@ -117,6 +134,7 @@ class PipelineRunner final : public jobs::JobRunner {
   FaultInjector* const faults_;
   const Options options_;
   OomLadder ladder_;
+  const std::unique_ptr<FaceCache> face_cache_;
 };
 
 }  // namespace fusion

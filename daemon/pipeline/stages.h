@@ -51,6 +51,10 @@ struct Picture {
   cv::Mat rgb;         // CV_8UC3 RGB, full resolution (every stage reads it)
   std::vector<DetectedFace> faces;   // upright faces, by descending detector score
   std::vector<TurnedFace> turned;    // faces the detector finds turned by 90/180/270 degrees
+  // The source or reference picture's analysis came from the face cache (face_cache.h): faces
+  // holds its one face with landmarks and descriptor, `rgb` is empty, and the detect,
+  // landmarks and encode stages skip the picture.
+  bool analysed = false;
 };
 
 // "target image: the face at (x,y WxH) is turned sideways (the detector scores it 0.99 righted,

@@ -439,6 +439,7 @@ min_face_px = 20
 min_face_score = 0.7
 result_retention = "1h"
 result_retention_bytes = "2GiB"
+face_cache_bytes = "2MiB"
 state_dir = "/s"
 log_level = "debug"
 drain_ms = 1

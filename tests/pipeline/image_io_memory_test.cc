@@ -8,6 +8,7 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -161,6 +162,52 @@ std::string Stderr(Fn&& fn) {
 // The astronaut PNG carries an sRGB profile libpng calls incorrect: cv::imdecode prints the
 // warning to stderr, DecodeImage (which drops the iCCP chunk first) prints nothing and gives
 // the same pixels.
+// The PNG result (libpng, Up filter: image_io.cc WritePng) is lossless for every target format
+// (grey, BGR, BGRA, 8 and 16 bit): unchanged pixels decode to the original samples, alpha
+// included; changed ones to the 8-bit result at the target's depth.
+TEST(ImageIo, PngResultDecodesToTheOriginalAndTheChangedPixelsExactly) {
+  for (const Case& c : Cases()) {
+    if (c.name.rfind("png", 0) != 0) continue;
+    auto target = DecodeImage(c.bytes, "target image", 100'000'000);
+    ASSERT_TRUE(target.ok()) << c.name << ": " << target.status();
+    auto same = EncodeResult(*target, target->bgr, v1::PNG);
+    ASSERT_TRUE(same.ok()) << c.name << ": " << same.status();
+    const cv::Mat back = cv::imdecode(cv::Mat(1, static_cast<int>(same->size()), CV_8U, same->data()), cv::IMREAD_UNCHANGED);
+    ASSERT_EQ(back.type(), target->original.type()) << c.name;
+    EXPECT_EQ(cv::norm(back, target->original, cv::NORM_INF), 0) << c.name << ": unchanged pixels are exact";
+    cv::Mat result = target->bgr.clone();
+    const cv::Rect box(100, 50, 64, 32);
+    result(box).setTo(cv::Scalar(10, 20, 30));
+    auto changed = EncodeResult(*target, result, v1::PNG);
+    ASSERT_TRUE(changed.ok()) << c.name << ": " << changed.status();
+    const cv::Mat got = cv::imdecode(cv::Mat(1, static_cast<int>(changed->size()), CV_8U, changed->data()), cv::IMREAD_UNCHANGED);
+    const double unit = got.depth() == CV_16U ? 257.0 : 1.0;
+    const cv::Vec4d px = got.channels() == 1 ? cv::Vec4d(got.depth() == CV_16U ? got.at<uint16_t>(60, 110) : got.at<uchar>(60, 110))
+                         : got.channels() == 3
+                             ? (got.depth() == CV_16U ? cv::Vec4d(got.at<cv::Vec3w>(60, 110)[0], got.at<cv::Vec3w>(60, 110)[1], got.at<cv::Vec3w>(60, 110)[2], 0)
+                                                      : cv::Vec4d(got.at<cv::Vec3b>(60, 110)[0], got.at<cv::Vec3b>(60, 110)[1], got.at<cv::Vec3b>(60, 110)[2], 0))
+                             : (got.depth() == CV_16U ? cv::Vec4d(got.at<cv::Vec4w>(60, 110)[0], got.at<cv::Vec4w>(60, 110)[1], got.at<cv::Vec4w>(60, 110)[2], got.at<cv::Vec4w>(60, 110)[3])
+                                                      : cv::Vec4d(got.at<cv::Vec4b>(60, 110)[0], got.at<cv::Vec4b>(60, 110)[1], got.at<cv::Vec4b>(60, 110)[2], got.at<cv::Vec4b>(60, 110)[3]));
+    if (got.channels() == 1) {
+      EXPECT_EQ(px[0], std::round(0.114 * 10 + 0.587 * 20 + 0.299 * 30) * unit) << c.name << ": the grey result";
+    } else {
+      EXPECT_EQ(px[0], 10 * unit) << c.name;
+      EXPECT_EQ(px[1], 20 * unit) << c.name;
+      EXPECT_EQ(px[2], 30 * unit) << c.name;
+    }
+    cv::Mat outside_got = got.clone(), outside_want = target->original.clone();
+    outside_got(box).setTo(0);
+    outside_want(box).setTo(0);
+    if (got.channels() == 4) {  // alpha as decoded, inside the box too
+      cv::Mat a, b;
+      cv::extractChannel(got, a, 3);
+      cv::extractChannel(target->original, b, 3);
+      EXPECT_EQ(cv::norm(a, b, cv::NORM_INF), 0) << c.name << ": alpha";
+    }
+    EXPECT_EQ(cv::norm(outside_got, outside_want, cv::NORM_INF), 0) << c.name << ": pixels outside the change";
+  }
+}
+
 TEST(ImageIo, PngWithAnIncorrectSrgbProfileDecodesTheSamePixelsWithNothingOnStderr) {
   std::ifstream in(FUSION_TEST_DATA_DIR "/faces/astronaut_eileen_collins_512.png", std::ios::binary);
   std::ostringstream buf;
