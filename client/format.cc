@@ -21,12 +21,14 @@ nlohmann::json TierToJson(const TierState& t) {
           {"reserved_bytes", t.reserved_bytes},
           {"peak_bytes", t.peak_bytes},
           {"external_bytes", t.external_bytes},
-          {"over_budget", t.over_budget}};
+          {"over_budget", t.over_budget},
+          {"cache_bytes", t.cache_bytes}};
 }
 
 void TierLine(std::ostringstream& out, const TierState& t) {
   out << t.tier << " (" << t.kind << "): budget " << FormatBytes(t.budget_bytes) << ", used "
-      << FormatBytes(t.used_bytes) << ", reserved " << FormatBytes(t.reserved_bytes) << ", peak "
+      << FormatBytes(t.used_bytes) << ", reserved " << FormatBytes(t.reserved_bytes)
+      << (t.cache_bytes == 0 ? "" : absl::StrCat(" (face cache ", FormatBytes(t.cache_bytes), ")")) << ", peak "
       << FormatBytes(t.peak_bytes) << ", available " << FormatBytes(t.available_bytes) << " of "
       << FormatBytes(t.capacity_bytes) << ", others use " << FormatBytes(t.external_bytes)
       << (t.over_budget ? "  OVER BUDGET" : "") << "\n";

@@ -16,7 +16,7 @@
 //   max_queued_jobs_per_uid = 64             max_watch_streams_per_uid = 128
 //   grpc_memory_quota = "256MiB"             stalled_connection_timeout_ms = 15000
 //   max_pixels = 100000000                   video_chunk_frames = 30
-//   job_threads = 0 (the hardware threads)  face_cache_bytes = 0 (off)
+//   job_threads = 0 (the hardware threads)  face_cache_bytes = "1MiB" (0 = off)
 //   min_face_px = 40                         min_face_score = 0 (the detector's own: 0.5)
 //   drain_ms = 5000                          watchdog_stall_ms = 300000
 //   metrics_listen = "127.0.0.1:9464"        (default: no metrics endpoint)
@@ -78,8 +78,8 @@ struct DaemonConfig {
   // The source-face cache (daemon/pipeline/face_cache.h): the analysis of source and reference
   // images kept across jobs, at most this many bytes (~1.2 KB per image), charged to the host
   // tier as it fills (host leases of 64 KiB: `fusionctl mem` counts them in the host tier's
-  // reserved bytes); TOML face_cache_bytes, e.g. "1MiB". 0 (the default) = no cache.
-  uint64_t face_cache_bytes = 0;
+  // reserved bytes and shows them as its cache_bytes); TOML face_cache_bytes. 0 = no cache.
+  uint64_t face_cache_bytes = 1ull << 20;
   // Catalogue models pinned at start (hot models, e.g. the generator and the encoder), on top
   // of those the catalogue pins by default. A pin that does not fit is logged, not fatal.
   std::vector<std::string> pin_models;

@@ -41,6 +41,9 @@ struct Owner {
   std::string job_id;
   uint32_t uid = 0;
 };
+// Owner::job_id of the leases a daemon cache holds between jobs (the source-face cache's host
+// slabs), not any job's: GetMemoryState reports them as a tier's cache_bytes, not as a client's.
+inline constexpr char kCacheOwnerJob[] = "face-cache";
 
 // Counters, per model and in total. Monotonic.
 struct ResidencyCounters {

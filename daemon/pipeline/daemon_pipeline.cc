@@ -121,6 +121,9 @@ ServerHooks DaemonPipeline::Hooks() {
                                                runner_options_);
     return runner_.get();
   };
+  hooks.on_stopped = [this] {
+    if (runner_ != nullptr && runner_->face_cache() != nullptr) runner_->face_cache()->Clear();
+  };
   const bool cpu = store_->device() == "cpu";
   hooks.on_device_budget = [cpu](uint64_t bytes) {
     if (cpu) CpuDeviceAllocator::Install(bytes);  // same allocator; sets its budget

@@ -104,7 +104,7 @@ void FaceCache::EvictLast() {
 bool FaceCache::ChargeFor(uint64_t bytes) {
   while (stats_.charged_bytes < bytes) {
     if (residency_ != nullptr) {
-      auto slab = residency_->AcquireHost(Owner{"face-cache", 0}, "the source-face cache", options_.slab_bytes,
+      auto slab = residency_->AcquireHost(Owner{kCacheOwnerJob, 0}, "the source-face cache", options_.slab_bytes,
                                           absl::Now());
       if (!slab.ok()) return false;
       slabs_.push_back(*std::move(slab));

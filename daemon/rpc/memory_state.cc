@@ -106,6 +106,12 @@ absl::StatusOr<v1::MemoryState> ResidencyMemoryStateSource::Snapshot() const {
     c->set_jobs_running(usage.jobs.running);
     c->set_working_bytes(usage.working_bytes);
   }
+  // The daemon's caches hold host leases between jobs (Owner kCacheOwnerJob).
+  uint64_t host_cache = 0;
+  for (const LeaseSnapshot& l : r.host_leases) {
+    if (l.owner.job_id == kCacheOwnerJob) host_cache += l.working_bytes;
+  }
+  h->set_cache_bytes(host_cache);
   FillCounters(r.totals, state.mutable_counters());
   for (const auto& [step, n] : r.oom_recovered) (*state.mutable_counters()->mutable_oom_recovered())[step] = n;
   return state;

@@ -124,6 +124,7 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
        .host_limit = host_limit,
        .on_device_budget = hooks.on_device_budget});
   if (!watcher.ok()) return watcher.status();
+  self->on_stopped_ = hooks.on_stopped;
   if (hooks.on_residency) {
     auto attached = hooks.on_residency(*self->residency_);
     if (!attached.ok()) return attached.status();
@@ -328,6 +329,7 @@ void DaemonServer::Shutdown(absl::Duration drain) {
     server_->Wait();
   }
   if (budget_watcher_) budget_watcher_->Stop();
+  if (on_stopped_) on_stopped_();
 }
 
 }  // namespace fusion

@@ -63,6 +63,10 @@ struct ServerHooks {
   std::function<absl::StatusOr<jobs::JobRunner*>(ResidencyManager&)> on_residency;
   // Called with every new device budget (BudgetWatcher::Options::on_device_budget).
   std::function<void(uint64_t)> on_device_budget;
+  // Called once at the end of Shutdown (no job runs and no call is served any more), before the
+  // residency manager is destroyed: what was built over it returns the leases it still holds
+  // (the source-face cache's host slabs).
+  std::function<void()> on_stopped;
 };
 
 class DaemonServer {
@@ -106,6 +110,7 @@ class DaemonServer {
   std::unique_ptr<jobs::QueueFutureReferences> future_refs_;
   std::unique_ptr<ResidencyManager> residency_;
   std::unique_ptr<BudgetWatcher> budget_watcher_;
+  std::function<void()> on_stopped_;  // ServerHooks::on_stopped
   std::unique_ptr<MemoryStateSource> memory_;
   std::unique_ptr<Metrics> metrics_;  // before jobs_: its event hook counts into it
   // flock(2) on <state_dir>/lock for the daemon's life, so a second fusiond cannot run the same

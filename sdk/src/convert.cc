@@ -52,6 +52,7 @@ TierState FromProto(const v1::TierState& p) {
   t.reserved_bytes = p.reserved_bytes();
   t.peak_bytes = p.peak_bytes();
   t.external_bytes = p.external_bytes();
+  t.cache_bytes = p.cache_bytes();
   t.over_budget = p.over_budget();
   return t;
 }

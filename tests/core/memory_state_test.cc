@@ -74,6 +74,29 @@ TEST_F(MemoryStateTest, ReportsTiersModelsAndCountersFromTheManager) {
   EXPECT_EQ(state->clients(0).working_bytes(), 100 * kMiB);
 }
 
+TEST_F(MemoryStateTest, ACachesHostLeasesAreTheHostTiersCacheBytesNotAClientsWork) {
+  auto slab = manager_->AcquireHost({kCacheOwnerJob, 0}, "the source-face cache", 64 << 10, absl::Now());
+  ASSERT_TRUE(slab.ok()) << slab.status();
+  auto work = manager_->AcquireHost({"job", 1000}, "a CPU stage", 3 * kMiB, absl::Now());
+  ASSERT_TRUE(work.ok()) << work.status();
+  ResidencyMemoryStateSource source(&device_, manager_.get(), {1024 * kMiB, 0, 0});
+  auto state = source.Snapshot();
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->host().reserved_bytes(), 3 * kMiB + (64 << 10));
+  EXPECT_EQ(state->host().cache_bytes(), 64u << 10);
+  EXPECT_EQ(state->device().cache_bytes(), 0u);
+  work->Release();
+  state = source.Snapshot();
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(state->host().reserved_bytes(), 64u << 10);
+  EXPECT_EQ(state->host().cache_bytes(), 64u << 10);
+  for (const v1::ClientUsage& c : state->clients()) EXPECT_NE(c.uid(), 0u) << "the cache is no client";
+  slab->Release();
+  state = source.Snapshot();
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(state->host().cache_bytes(), 0u);
+}
+
 TEST_F(MemoryStateTest, BudgetShrinksAndEvictsWhenAnotherProcessTakesMemory) {
   device_.kind = "cuda:0";  // device memory apart from the host's (on cpu the host keeps a share)
   ASSERT_TRUE(manager_->Load("detector", absl::Now()).ok());

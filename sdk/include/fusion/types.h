@@ -22,6 +22,7 @@ struct TierState {
   uint64_t reserved_bytes = 0;  // working sets reserved by running stages
   uint64_t peak_bytes = 0;      // high-water mark of used + reserved
   uint64_t external_bytes = 0;  // used by other processes
+  uint64_t cache_bytes = 0;     // of reserved_bytes, held by the daemon's caches between jobs
   bool over_budget = false;     // pinned + leased bytes exceed the budget
 };
 

@@ -100,7 +100,8 @@ def tier(p: pb.TierState) -> TierState:
                      available_bytes=p.available_bytes, budget_bytes=p.budget_bytes,
                      limit_bytes=p.limit_bytes, used_bytes=p.used_bytes,
                      reserved_bytes=p.reserved_bytes, peak_bytes=p.peak_bytes,
-                     external_bytes=p.external_bytes, over_budget=p.over_budget)
+                     external_bytes=p.external_bytes, over_budget=p.over_budget,
+                     cache_bytes=p.cache_bytes)
 
 
 def model(p: pb.ModelInfo) -> ModelInfo:

@@ -54,6 +54,7 @@ class TierState:
     peak_bytes: int        # high-water mark of used + reserved
     external_bytes: int    # used by other processes
     over_budget: bool      # pinned + leased bytes exceed the budget
+    cache_bytes: int = 0   # of reserved_bytes, held by the daemon's caches between jobs
 
 
 @dataclass(frozen=True)
