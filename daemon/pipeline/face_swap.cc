@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "models/blend/blend.h"
+#include "pipeline/frame_edge.h"
 #include "pipeline/parallel.h"
 
 namespace fusion {
@@ -87,6 +88,17 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
                                 return absl::OkStatus();
                               });
   if (!st.ok()) return st;
+  // Faces too far outside the frame stay as they are (frame_edge.h). A video frame's caller
+  // names them (once per job, not per frame).
+  SetAsideCutFaces(tgt);
+  if (!work.source_ready) {
+    for (const CutFace& c : tgt.cut) run.Degrade(CutFaceNote(tgt.what, c.box, c.edges, c.outside_share));
+    if (tgt.faces.empty()) {
+      const CutFace& c = tgt.cut.front();
+      return absl::FailedPreconditionError(absl::StrCat("no face of the ", tgt.what, " is inside the frame enough to swap: ",
+                                                        CutFaceNote(tgt.what, c.box, c.edges, c.outside_share)));
+    }
+  }
   if (!work.source_ready || by_reference) {
     st = run.Stage("encode", m.encoder, 150 * 150, "150x150", 0.25f, [&](const ModelCopy& c, int, const Checkpoint& cp) {
       if (!work.source_ready) {
