@@ -219,13 +219,14 @@ class FrameSwapper {
     if (run_.context().Cancelled()) {
       return absl::CancelledError(absl::StrCat("job cancelled at frame ", frame.index + 1, " of ", total_));
     }
+    run_.set_frame(absl::StrCat("frame ", frame.index + 1, " of ", total_));  // stage text, cancel messages
     auto tgt = MakePicture(frame.bgr, what);
     if (!tgt.ok()) return tgt.status();
     std::vector<Picture> pics = {fixed_[0], *std::move(tgt)};
     if (o_.faces() == v1::REFERENCE) pics.push_back(fixed_[1]);
     absl::Status st = run_.Stage("detect", opt_.detector, detect_px_, bucket_, 0.05f,
                                  [&](const ModelCopy& m, int tile, const Checkpoint& cp) {
-                                   return DetectFaces(m, tile, detect_, pics[1], cp.Within(what));
+                                   return DetectFaces(m, tile, detect_, pics[1], cp);  // cp names the frame
                                  });
     if (!st.ok()) return st;
     if (pics[1].faces.empty()) return absl::OkStatus();
