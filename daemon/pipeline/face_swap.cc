@@ -132,8 +132,12 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
   std::vector<std::string> source_notes;
   // Faces at once: the working set of that many crops.
   const int gen_workers = WorkersFor(items.size(), m.threads);
+  // The estimate's bucket names the face count: the crops of the faces done stay in the stage's
+  // working set until it ends, so a learned 1-face peak under-admits 3 faces (a needless OOM
+  // retry: Cancel.CancelBetweenFacesEndsThePerFaceStageEarly after a 1-face job in one process).
+  const std::string faces = items.size() > 1 ? absl::StrCat(", ", items.size(), " faces") : "";
   st = run.Stage("generate", m.generator, kCropPixels * gen_workers,
-                 gen_workers > 1 ? absl::StrCat("256x256 x", gen_workers) : "256x256", 0.45f,
+                 absl::StrCat("256x256", gen_workers > 1 ? absl::StrCat(" x", gen_workers) : "", faces), 0.45f,
                  [&](const ModelCopy& c, int, const Checkpoint& cp) {
                    return Generate(c, c.device, src, tgt, o.ratio(), items, cp, &source_notes, gen_workers);
                  });
