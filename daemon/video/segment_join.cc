@@ -117,7 +117,12 @@ absl::Status JoinSegments(const std::vector<std::string>& segments, VideoReader&
   if (int rc = avio_open(&out.ctx->pb, out_path.c_str(), AVIO_FLAG_WRITE); rc < 0) {
     return JoinError(out_path, "cannot create the file", rc);
   }
-  if (int rc = avformat_write_header(out.ctx, nullptr); rc < 0) return JoinError(out_path, "cannot write the MP4 header", rc);
+  // The segments' (the target's) time base as the track's timescale, as Mp4Writer does.
+  AVDictionary* mux_options = nullptr;
+  if (seg_tb.num == 1) av_dict_set_int(&mux_options, "video_track_timescale", seg_tb.den, 0);
+  const int header_rc = avformat_write_header(out.ctx, &mux_options);
+  av_dict_free(&mux_options);
+  if (header_rc < 0) return JoinError(out_path, "cannot write the MP4 header", header_rc);
   const AVRational out_vtb = out.ctx->streams[vout->index]->time_base;
 
   std::unique_ptr<AVPacket, void (*)(AVPacket*)> vpkt(av_packet_alloc(), [](AVPacket* p) { av_packet_free(&p); });
