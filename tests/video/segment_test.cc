@@ -104,7 +104,7 @@ TEST_F(SegmentTest, WebmChunksJoinedKeepFramesTimestampsAndOpusBytes) {  // 1/10
 }
 
 // The pts (stream time base units) of every frame of `bytes`, and that time base.
-std::vector<int64_t> FramePts(const std::string& bytes, AVRational* tb) {
+std::vector<int64_t> FramePts(const std::string& bytes, AVRational* tb, int64_t* last_duration = nullptr) {
   std::vector<int64_t> pts;
   auto reader = VideoReader::Open(bytes, "clip", {});
   EXPECT_TRUE(reader.ok()) << reader.status();
@@ -115,7 +115,9 @@ std::vector<int64_t> FramePts(const std::string& bytes, AVRational* tb) {
     auto more = (*reader)->Next(&item);
     EXPECT_TRUE(more.ok()) << more.status();
     if (!more.ok() || !*more) break;
-    if (item.kind == Item::Kind::kFrame) pts.push_back(item.frame.pts);
+    if (item.kind != Item::Kind::kFrame) continue;
+    pts.push_back(item.frame.pts);
+    if (last_duration != nullptr) *last_duration = item.frame.duration;
   }
   return pts;
 }
@@ -136,7 +138,11 @@ TEST_F(SegmentTest, VariableFrameRateKeepsEveryPtsAndTheTimeBase) {
   absl::Status st = ChunkAndJoin(ReadFile(vfr), dir_.File("parts"), 4, out);
   ASSERT_TRUE(st.ok()) << st;
   AVRational in_tb{0, 1}, out_tb{0, 1};
-  const std::vector<int64_t> in = FramePts(ReadFile(vfr), &in_tb), got = FramePts(ReadFile(out), &out_tb);
+  int64_t in_last = 0, out_last = 0;  // the last frame's duration (the track's end)
+  const std::vector<int64_t> in = FramePts(ReadFile(vfr), &in_tb, &in_last);
+  const std::vector<int64_t> got = FramePts(ReadFile(out), &out_tb, &out_last);
+  EXPECT_EQ(in_last, 40);
+  EXPECT_EQ(out_last, in_last);
   EXPECT_EQ(in, (std::vector<int64_t>{0, 80, 200, 280, 400, 480, 880, 1280, 1680, 2080}));
   EXPECT_EQ(got, in);
   EXPECT_EQ(in_tb.num, 1);
