@@ -78,6 +78,11 @@ class JobManager::RunContext final : public JobRunner::Context {
     e.set_degradation(what);
     manager_->Emit(id_, std::move(e), false);
   }
+  void FrameStage(const std::string& stage) override {
+    running_->alive_ms = NowMs();
+    MutexLock lock(&manager_->mu_);
+    running_->stage = stage;
+  }
   void FramesDone(uint64_t done, uint64_t total, double fps) override {
     const float progress = total > 0 ? static_cast<float>(done) / static_cast<float>(total) : 0;
     {

@@ -30,6 +30,9 @@ class JobRunner {
     virtual void Degradation(const std::string& what) = 0;
     // A video job: `done` of `total` frames encoded, `fps` frames processed per second so far.
     virtual void FramesDone(uint64_t done, uint64_t total, double fps) {}
+    // A video job: the per-frame stage now running ("generate", "detect (waiting for device
+    // memory: ...)"), the job's stage text. No event is sent and the progress stays FramesDone's.
+    virtual void FrameStage(const std::string& stage) {}
     // True when Cancelled() is the daemon stopping (not the owner's cancel): the job stays
     // RUNNING and runs again at the next start, so it keeps what it can resume from.
     virtual bool Interrupted() const { return false; }

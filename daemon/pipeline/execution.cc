@@ -79,11 +79,29 @@ v1::StageMode ToProto(StageMode m) {
 
 }  // namespace
 
+absl::Status Execution::CancelledBefore(const std::string& name) const {
+  return absl::CancelledError(absl::StrCat("job cancelled before stage '", name, "'",
+                                           per_frame_ && !frame_.empty() ? absl::StrCat(" (", frame_, ")") : ""));
+}
+
+Checkpoint Execution::StageCheckpoint(const std::string& name) {
+  Checkpoint cp(name, [this] { return ctx_.Cancelled(); });
+  return per_frame_ && !frame_.empty() ? cp.Within(frame_) : cp;
+}
+
+void Execution::Started(const std::string& name, float progress) {
+  if (per_frame_) {
+    ctx_.FrameStage(name);
+  } else {
+    ctx_.StageStarted(name, progress);
+  }
+}
+
 absl::Status Execution::Stage(const std::string& name, const std::string& model, uint64_t input_pixels,
                               const std::string& bucket, float progress, StageFn fn, int max_tile_px,
                               int min_tile_px, int tile_halo_px) {
-  if (ctx_.Cancelled()) return absl::CancelledError(absl::StrCat("job cancelled before stage '", name, "'"));
-  if (!per_frame_) ctx_.StageStarted(name, progress);
+  if (ctx_.Cancelled()) return CancelledBefore(name);
+  Started(name, progress);
   auto spec = store_.catalogue().Get(model);
   if (!spec.ok()) return spec.status();
   StageSpec stage{.name = name,
@@ -98,7 +116,7 @@ absl::Status Execution::Stage(const std::string& name, const std::string& model,
                   .cancelled = [this] { return ctx_.Cancelled(); },
                   // The job's stage text says what it waits for while it waits.
                   .waiting = [this, name, progress](const std::string& note) {
-                    ctx_.StageStarted(note.empty() ? name : absl::StrCat(name, " (", note, ")"), progress);
+                    Started(note.empty() ? name : absl::StrCat(name, " (", note, ")"), progress);
                   }};
   // The prefetch of this stage's model (started while the previous stage ran) counts as
   // upload wait; then the next model comes up while this stage runs.
@@ -112,7 +130,7 @@ absl::Status Execution::Stage(const std::string& name, const std::string& model,
   }
   while (next_ < plan_.size() && plan_[next_] == model) ++next_;
   if (next_ < plan_.size()) Prefetch(plan_[next_]);
-  ModelBody body(store_, name, model, std::move(fn), Checkpoint(name, [this] { return ctx_.Cancelled(); }));
+  ModelBody body(store_, name, model, std::move(fn), StageCheckpoint(name));
   auto outcome = ladder_.Run(owner_, stage, body);
   if (!outcome.ok()) return outcome.status();
   outcome->upload_wait_ms += prefetch_wait_ms;
@@ -136,10 +154,10 @@ absl::StatusOr<Lease> Execution::HostBuffers(const std::string& what, uint64_t b
 
 absl::Status Execution::HostStage(const std::string& name, float progress,
                                   const std::function<absl::Status(const Checkpoint&)>& fn) {
-  if (ctx_.Cancelled()) return absl::CancelledError(absl::StrCat("job cancelled before stage '", name, "'"));
-  if (!per_frame_) ctx_.StageStarted(name, progress);
+  if (ctx_.Cancelled()) return CancelledBefore(name);
+  Started(name, progress);
   const absl::Time start = absl::Now();
-  if (absl::Status st = fn(Checkpoint(name, [this] { return ctx_.Cancelled(); })); !st.ok()) return st;
+  if (absl::Status st = fn(StageCheckpoint(name)); !st.ok()) return st;
   v1::StageReport r;
   r.set_name(name);
   r.set_ms(absl::ToDoubleMilliseconds(absl::Now() - start));

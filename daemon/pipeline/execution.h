@@ -47,6 +47,11 @@ class Execution {
   Execution& operator=(const Execution&) = delete;
 
   void set_per_frame(bool on) { per_frame_ = on; }
+  // Per-frame mode: the frame the next stages run on ("frame 183 of 300"). The job's stage text
+  // follows the stages (Context::FrameStage, no event), and a cancel names the frame:
+  // "job cancelled before stage 'score' (frame 183 of 300)", "job cancelled during stage
+  // 'generate' (frame 183 of 300, face 2 of 3)".
+  void set_frame(std::string frame) { frame_ = std::move(frame); }
   jobs::JobRunner::Context& context() { return ctx_; }
   const Owner& owner() const { return owner_; }
 
@@ -92,7 +97,14 @@ class Execution {
   const std::vector<std::string> plan_;
   size_t next_ = 0;
   std::future<void> prefetch_;
+  // "before stage 'x'" / the stage's checkpoint, with the frame in per-frame mode.
+  absl::Status CancelledBefore(const std::string& name) const;
+  Checkpoint StageCheckpoint(const std::string& name);
+  // The stage's start: an event, or in per-frame mode the job's stage text.
+  void Started(const std::string& name, float progress);
+
   bool per_frame_ = false;
+  std::string frame_;
   std::atomic<float> progress_floor_{0};  // the largest Progress() so far
 };
 

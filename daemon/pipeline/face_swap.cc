@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "models/blend/blend.h"
+#include "pipeline/frame_edge.h"
 #include "pipeline/parallel.h"
 
 namespace fusion {
@@ -88,6 +89,17 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
                                 return absl::OkStatus();
                               });
   if (!st.ok()) return st;
+  // Faces too far outside the frame stay as they are (frame_edge.h). A video frame's caller
+  // names them (once per job, not per frame).
+  SetAsideCutFaces(tgt);
+  if (!work.source_ready) {
+    for (const CutFace& c : tgt.cut) run.Degrade(CutFaceNote(tgt.what, c.box, c.edges, c.outside_share));
+    if (tgt.faces.empty()) {
+      const CutFace& c = tgt.cut.front();
+      return absl::FailedPreconditionError(absl::StrCat("no face of the ", tgt.what, " is inside the frame enough to swap: ",
+                                                        CutFaceNote(tgt.what, c.box, c.edges, c.outside_share)));
+    }
+  }
   const bool describe_source = !work.source_ready && !src.analysed;
   const bool describe_reference = by_reference && !work.source_ready && !pics[2].analysed;
   if (describe_source || by_reference) {
@@ -123,8 +135,12 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
   std::vector<std::string> source_notes;
   // Faces at once: the working set of that many crops.
   const int gen_workers = WorkersFor(items.size(), m.threads);
+  // The estimate's bucket names the face count: the crops of the faces done stay in the stage's
+  // working set until it ends, so a learned 1-face peak under-admits 3 faces (a needless OOM
+  // retry: Cancel.CancelBetweenFacesEndsThePerFaceStageEarly after a 1-face job in one process).
+  const std::string faces = items.size() > 1 ? absl::StrCat(", ", items.size(), " faces") : "";
   st = run.Stage("generate", m.generator, kCropPixels * gen_workers,
-                 gen_workers > 1 ? absl::StrCat("256x256 x", gen_workers) : "256x256", 0.45f,
+                 absl::StrCat("256x256", gen_workers > 1 ? absl::StrCat(" x", gen_workers) : "", faces), 0.45f,
                  [&](const ModelCopy& c, int, const Checkpoint& cp) {
                    return Generate(c, c.device, src, tgt, o.ratio(), items, cp, &source_notes, gen_workers);
                  });

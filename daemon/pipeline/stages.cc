@@ -21,6 +21,7 @@
 #include "models/generator/generator.h"
 #include "models/generator/torchscript_enhancer.h"
 #include "models/keras/keras_model.h"
+#include "pipeline/frame_edge.h"
 #include "pipeline/parallel.h"
 #include "pipeline/precision.h"
 
@@ -197,12 +198,46 @@ absl::Status FindLandmarks(const ModelCopy& landmarks, Picture& pic, const Check
   std::vector<faceapi::Landmarks68> found;
   for (const DetectedFace& f : pic.faces) {
     if (absl::Status st = cp.Check("face", found.size(), pic.faces.size()); !st.ok()) return st;
-    auto pts = landmarks.landmarks->Detect(pic.rgb, f.box);
+    const cv::Size size = pic.rgb.size();
+    if (CutEdges(f.box, size) == 0) {
+      auto pts = landmarks.landmarks->Detect(pic.rgb, f.box);
+      if (!pts.ok()) return pts.status();
+      found.push_back(*pts);
+      continue;
+    }
+    // The whole face's box on a canvas padded beyond the frame (zeros outside it).
+    const faceapi::FaceBox whole = ExtendedFaceBox(f.box, size);
+    const int x0 = static_cast<int>(std::floor(whole.x)), y0 = static_cast<int>(std::floor(whole.y));
+    const cv::Rect ext(x0, y0, static_cast<int>(std::ceil(whole.x + whole.w)) - x0,
+                       static_cast<int>(std::ceil(whole.y + whole.h)) - y0);
+    const cv::Rect in = ext & cv::Rect(0, 0, size.width, size.height);
+    if (in.empty()) return absl::InvalidArgumentError(absl::StrCat("landmarks: a face box of the ", pic.what, " lies outside it"));
+    cv::Mat canvas(ext.size(), CV_8UC3, cv::Scalar::all(0));
+    pic.rgb(in).copyTo(canvas(in - ext.tl()));
+    const faceapi::FaceBox local{whole.x - x0, whole.y - y0, whole.w, whole.h, f.box.score};
+    auto pts = landmarks.landmarks->Detect(canvas, local);
     if (!pts.ok()) return pts.status();
+    for (faceapi::Point& p : *pts) {
+      p.x += x0;
+      p.y += y0;
+    }
     found.push_back(*pts);
   }
   for (size_t i = 0; i < found.size(); ++i) pic.faces[i].landmarks = found[i];
   return absl::OkStatus();
+}
+
+void SetAsideCutFaces(Picture& pic) {
+  std::vector<DetectedFace> kept;
+  for (DetectedFace& f : pic.faces) {
+    const float share = FaceOutsideShare(f.box, f.landmarks, pic.rgb.size());
+    if (share > kMaxOutsideShare) {
+      pic.cut.push_back({f.box, OutsideEdges(f.landmarks, pic.rgb.size()) | CutEdges(f.box, pic.rgb.size()), share});
+    } else {
+      kept.push_back(std::move(f));
+    }
+  }
+  pic.faces = std::move(kept);
 }
 
 absl::Status Describe(const ModelCopy& recognition, const cv::Mat& rgb,

@@ -44,6 +44,14 @@ struct TurnedFace {
   float as_is_score = 0;
 };
 
+// A detected face too far outside the frame for a credible swap (frame_edge.h): never swapped,
+// named in the job's degradations (CutFaceNote).
+struct CutFace {
+  faceapi::FaceBox box;     // the detector's box (clipped to the frame), full-resolution pixels
+  unsigned edges = 0;       // the frame edges its 68 points lie beyond (frame_edge.h CutEdge bits)
+  float outside_share = 0;  // share of the points' hull outside the frame
+};
+
 // One image of the job as the stages see it.
 struct Picture {
   std::string what;    // "source image", "target image", "reference image"
@@ -55,6 +63,7 @@ struct Picture {
   // holds its one face with landmarks and descriptor, `rgb` is empty, and the detect,
   // landmarks and encode stages skip the picture.
   bool analysed = false;
+  std::vector<CutFace> cut;          // faces set aside as too far outside the frame (SetAsideCutFaces)
 };
 
 // "target image: the face at (x,y WxH) is turned sideways (the detector scores it 0.99 righted,
@@ -104,7 +113,13 @@ inline uint64_t DetectStagePixels(int side, const DetectSettings& settings) {
 }
 std::string DetectStageBucket(int side, const DetectSettings& settings);
 // 68 landmarks of every face of `pic` (full-resolution crops). Checkpoint units: "face".
+// A box cut by the frame edge (frame_edge.h CutEdges) is extended beyond the frame
+// (ExtendedFaceBox) and the net sees that box with zeros outside the frame: its points may then
+// lie outside the frame. A box inside the frame is cropped as it is.
 absl::Status FindLandmarks(const ModelCopy& landmarks, Picture& pic, const Checkpoint& cp = {});
+// Moves the faces of `pic` whose landmarks' hull lies more than kMaxOutsideShare outside the
+// frame (frame_edge.h) from pic.faces to pic.cut, in order. Needs the landmarks.
+void SetAsideCutFaces(Picture& pic);
 // Descriptors of the faces of `pic` whose index is in `which` (all when empty). Units: "face".
 absl::Status DescribeFaces(const ModelCopy& recognition, Picture& pic, const std::vector<size_t>& which,
                            const Checkpoint& cp = {});

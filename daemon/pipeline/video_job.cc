@@ -44,6 +44,7 @@
 #include "common/mutex.h"
 #include "pipeline/execution.h"
 #include "pipeline/face_swap.h"
+#include "pipeline/frame_edge.h"
 #include "pipeline/pipeline_runner.h"
 #include "pipeline/target_kind.h"
 #include "video/mp4_writer.h"
@@ -218,13 +219,14 @@ class FrameSwapper {
     if (run_.context().Cancelled()) {
       return absl::CancelledError(absl::StrCat("job cancelled at frame ", frame.index + 1, " of ", total_));
     }
+    run_.set_frame(absl::StrCat("frame ", frame.index + 1, " of ", total_));  // stage text, cancel messages
     auto tgt = MakePicture(frame.bgr, what);
     if (!tgt.ok()) return tgt.status();
     std::vector<Picture> pics = {fixed_[0], *std::move(tgt)};
     if (o_.faces() == v1::REFERENCE) pics.push_back(fixed_[1]);
     absl::Status st = run_.Stage("detect", opt_.detector, detect_px_, bucket_, 0.05f,
                                  [&](const ModelCopy& m, int tile, const Checkpoint& cp) {
-                                   return DetectFaces(m, tile, detect_, pics[1], cp.Within(what));
+                                   return DetectFaces(m, tile, detect_, pics[1], cp);  // cp names the frame
                                  });
     if (!st.ok()) return st;
     if (pics[1].faces.empty()) return absl::OkStatus();
@@ -233,6 +235,12 @@ class FrameSwapper {
     cv::Mat result;
     report_.clear_faces();
     st = SwapFaces(stages_, o_, pics, run_, report_, &result, FaceWork{.source_ready = true, .score = true});
+    if (!pics[1].cut.empty() && !cut_noted_) {  // once per job: the first frame's face names it
+      const CutFace& c = pics[1].cut.front();
+      run_.Degrade(absl::StrCat(CutFaceNote(what, c.box, c.edges, c.outside_share),
+                                " (nor any face cut as much in a later frame)"));
+      cut_noted_ = true;
+    }
     for (const v1::FaceReport& f : report_.faces()) out->identity_distances.push_back(f.identity_distance());
     report_.clear_faces();  // a video's result has no per-face reports
     if (!st.ok()) return st;
@@ -254,6 +262,7 @@ class FrameSwapper {
   v1::JobResult& report_;
   uint64_t detect_px_ = 0;
   std::string bucket_;
+  bool cut_noted_ = false;  // a face too far outside the frame was named (once per job)
 };
 
 // The encode thread's end: frames into chunk segments of `chunk` frames, each its own libx264

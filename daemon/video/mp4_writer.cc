@@ -116,6 +116,9 @@ absl::StatusOr<std::unique_ptr<Mp4Writer>> Mp4Writer::Create(const VideoReader& 
   // was rounded to ms: 0.533 s instead of 0.5333 s).
   AVDictionary* mux_options = nullptr;
   av_dict_set_int(&mux_options, "movie_timescale", vin->time_base.den, 0);
+  // The track keeps the target's time base: the MP4 muxer would double a timescale under 10000
+  // until it is not (1/1000 came out 1/16000). Only a 1/N time base is a timescale.
+  if (vin->time_base.num == 1) av_dict_set_int(&mux_options, "video_track_timescale", vin->time_base.den, 0);
   const int header_rc = avformat_write_header(w->out_, &mux_options);
   av_dict_free(&mux_options);
   if (header_rc < 0) return EncodeError(path, "cannot write the MP4 header", header_rc);

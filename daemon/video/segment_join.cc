@@ -47,12 +47,49 @@ class Segment {
     return s;
   }
   ~Segment() {
+    av_packet_free(&ahead_);
     demuxer_.reset();
     if (map_ != nullptr) ::munmap(map_, size_);
   }
   const AVStream* video() const { return demuxer_->video(); }
   // The next packet of the video stream into `pkt`; false at the end.
+  // The MP4 demuxer gives a segment's last sample (in decode order) no duration when the segment
+  // starts after 0 (its edit list); the muxer would then guess it from the frame rate (a VFR
+  // target's 40-ms last frame came out 152 ms). It is the segment's sample durations' sum (the
+  // stream's duration) past its first dts, less its dts. Reads one packet ahead to know the last.
   absl::StatusOr<bool> Next(AVPacket* pkt, const std::string& path) {
+    if (ahead_ == nullptr) {
+      ahead_ = av_packet_alloc();
+      if (ahead_ == nullptr) return absl::ResourceExhaustedError("stage 'join': no memory for a packet");
+      auto first = Read(ahead_, path);
+      if (!first.ok()) return first.status();
+      have_ahead_ = *first;
+      if (have_ahead_) first_dts_ = ahead_->dts;
+    }
+    if (!have_ahead_) return false;
+    av_packet_move_ref(pkt, ahead_);
+    auto more = Read(ahead_, path);
+    if (!more.ok()) return more.status();
+    have_ahead_ = *more;
+    const int64_t total = video()->duration;
+    if (!have_ahead_ && pkt->duration <= 0 && pkt->dts != AV_NOPTS_VALUE && first_dts_ != AV_NOPTS_VALUE &&
+        total > 0 && first_dts_ + total > pkt->dts) {
+      pkt->duration = first_dts_ + total - pkt->dts;
+    }
+    return true;
+  }
+
+ private:
+  Segment() = default;
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+  void* map_ = nullptr;
+  size_t size_ = 0;
+  int64_t first_dts_ = AV_NOPTS_VALUE;  // of the segment's first video packet
+  AVPacket* ahead_ = nullptr;           // the packet after the one Next returned
+  bool have_ahead_ = false;
+
+  absl::StatusOr<bool> Read(AVPacket* pkt, const std::string& path) {
     for (;;) {
       const int rc = av_read_frame(demuxer_->ctx(), pkt);
       if (rc == AVERROR_EOF) return false;
@@ -61,11 +98,6 @@ class Segment {
       av_packet_unref(pkt);
     }
   }
-
- private:
-  Segment() = default;
-  void* map_ = nullptr;
-  size_t size_ = 0;
   std::unique_ptr<internal::MemoryDemuxer> demuxer_;
 };
 
@@ -117,7 +149,12 @@ absl::Status JoinSegments(const std::vector<std::string>& segments, VideoReader&
   if (int rc = avio_open(&out.ctx->pb, out_path.c_str(), AVIO_FLAG_WRITE); rc < 0) {
     return JoinError(out_path, "cannot create the file", rc);
   }
-  if (int rc = avformat_write_header(out.ctx, nullptr); rc < 0) return JoinError(out_path, "cannot write the MP4 header", rc);
+  // The segments' (the target's) time base as the track's timescale, as Mp4Writer does.
+  AVDictionary* mux_options = nullptr;
+  if (seg_tb.num == 1) av_dict_set_int(&mux_options, "video_track_timescale", seg_tb.den, 0);
+  const int header_rc = avformat_write_header(out.ctx, &mux_options);
+  av_dict_free(&mux_options);
+  if (header_rc < 0) return JoinError(out_path, "cannot write the MP4 header", header_rc);
   const AVRational out_vtb = out.ctx->streams[vout->index]->time_base;
 
   std::unique_ptr<AVPacket, void (*)(AVPacket*)> vpkt(av_packet_alloc(), [](AVPacket* p) { av_packet_free(&p); });

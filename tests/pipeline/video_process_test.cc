@@ -1,6 +1,7 @@
 // Video targets through the real binaries: fusiond (with the pipeline) and fusionctl swap on
 // clips the test makes with the ffmpeg CLI (tests/video/test_clips.h); the result is read back
 // with fusion_video's own reader (frames, timestamps, audio packets). No LibTorch here.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -369,6 +370,7 @@ TEST_F(VideoProcessTest, CancelStopsAWebmVideoWithinAFrame) {
   ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
   const std::string id(absl::StripAsciiWhitespace(submitted.out));
   uint64_t done = 0, total = 0;
+  std::vector<std::string> stages;  // the job's stage text at each look once frames are done
   ASSERT_TRUE(testing::WaitFor(
       [&] {
         const RunResult job = Ctl({"job", id, "--json"});
@@ -376,10 +378,19 @@ TEST_F(VideoProcessTest, CancelStopsAWebmVideoWithinAFrame) {
         const nlohmann::json j = nlohmann::json::parse(job.out);
         done = j["frames_done"].get<uint64_t>();
         total = j["frames_total"].get<uint64_t>();
+        if (done > 0) {
+          // The percentage is the frames' (one snapshot of the job), the stage the frame's.
+          EXPECT_FLOAT_EQ(j["progress"].get<float>(), static_cast<float>(done) / total) << j.dump();
+          stages.push_back(j["stage"].get<std::string>());
+        }
         return done >= 2;
       },
       absl::Seconds(90)));
   EXPECT_EQ(total, 30u);
+  ASSERT_FALSE(stages.empty());
+  for (const std::string& s : stages) {
+    EXPECT_THAT(s, ::testing::MatchesRegex("(detect|landmarks|generate|blend|score)( \\(.*\\))?")) << s;
+  }
   const absl::Time asked = absl::Now();
   const RunResult cancelled = Ctl({"cancel", id});
   ASSERT_EQ(cancelled.exit_code, 0) << cancelled.err;
@@ -387,7 +398,10 @@ TEST_F(VideoProcessTest, CancelStopsAWebmVideoWithinAFrame) {
       [&] { return absl::StrContains(Ctl({"job", id}).out, "CANCELLED"); }, absl::Seconds(10)));
   const absl::Duration took = absl::Now() - asked;
   const RunResult job = Ctl({"job", id});
-  EXPECT_TRUE(absl::StrContains(job.out, "job cancelled")) << job.out;
+  // The frame is named: at the frame's start, before one of its stages or inside one.
+  EXPECT_THAT(job.out, ::testing::ContainsRegex("job cancelled (at frame [0-9]+ of 30|before stage '[a-z]+' \\(frame "
+                                                "[0-9]+ of 30\\)|during stage '[a-z]+' \\(frame [0-9]+ of 30, )"))
+      << job.out;
   // Within one frame: a frame takes ~0.5-1 s here; the checkpoints sit between its stages.
   EXPECT_LT(took, absl::Seconds(5));
   EXPECT_EQ(ResultFiles(".tmp"), 0);  // the partial result is removed

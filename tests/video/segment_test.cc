@@ -7,9 +7,11 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "decode_all.h"
 #include "test_clips.h"
 #include "temp_dir.h"
+#include "video/av_input.h"
 #include "video/mp4_writer.h"
 #include "video/segment_join.h"
 #include "video/segment_store.h"
@@ -99,6 +101,54 @@ TEST_F(SegmentTest, Mp4ChunksJoinedKeepFramesTimestampsAndAacBytes) {
 
 TEST_F(SegmentTest, WebmChunksJoinedKeepFramesTimestampsAndOpusBytes) {  // 1/1000 time base
   ExpectJoinedEqualsInput(testclips::ZoomPanWebm(dir_.path(), kPhoto));
+}
+
+// The pts (stream time base units) of every frame of `bytes`, and that time base.
+std::vector<int64_t> FramePts(const std::string& bytes, AVRational* tb, int64_t* last_duration = nullptr) {
+  std::vector<int64_t> pts;
+  auto reader = VideoReader::Open(bytes, "clip", {});
+  EXPECT_TRUE(reader.ok()) << reader.status();
+  if (!reader.ok()) return pts;
+  *tb = (*reader)->demuxer().video()->time_base;
+  Item item;
+  for (;;) {
+    auto more = (*reader)->Next(&item);
+    EXPECT_TRUE(more.ok()) << more.status();
+    if (!more.ok() || !*more) break;
+    if (item.kind != Item::Kind::kFrame) continue;
+    pts.push_back(item.frame.pts);
+    if (last_duration != nullptr) *last_duration = item.frame.duration;
+  }
+  return pts;
+}
+
+TEST_F(SegmentTest, VariableFrameRateKeepsEveryPtsAndTheTimeBase) {
+  // 10 frames at 0, .08, .2, .28, .4, .48, .88, 1.28, 1.68, 2.08 s in a 1/1000 MP4 track (the MP4
+  // muxer's default would make it 1/16000: a timescale under 10000 is doubled until it is not).
+  const std::string cfr = dir_.File("cfr.mp4"), vfr = dir_.File("vfr.mp4");
+  ASSERT_TRUE(testclips::Ffmpeg(absl::StrCat("-loop 1 -i ", kPhoto,
+                                             " -vf scale=160:188,format=yuv420p -frames:v 10 -r 25 -c:v libx264 ", cfr)));
+  ASSERT_TRUE(testclips::Ffmpeg(absl::StrCat(
+      "-i ", cfr,
+      " -vf \"setpts='if(eq(N,0),0,if(eq(N,1),0.08,if(eq(N,2),0.2,if(eq(N,3),0.28,if(eq(N,4),0.4,if(eq(N,5),0.48,"
+      "if(eq(N,6),0.88,if(eq(N,7),1.28,if(eq(N,8),1.68,2.08)))))))))/TB'\" -fps_mode passthrough "
+      "-video_track_timescale 1000 -c:v libx264 ",
+      vfr)));
+  const std::string out = dir_.File("joined.mp4");
+  absl::Status st = ChunkAndJoin(ReadFile(vfr), dir_.File("parts"), 4, out);
+  ASSERT_TRUE(st.ok()) << st;
+  AVRational in_tb{0, 1}, out_tb{0, 1};
+  int64_t in_last = 0, out_last = 0;  // the last frame's duration (the track's end)
+  const std::vector<int64_t> in = FramePts(ReadFile(vfr), &in_tb, &in_last);
+  const std::vector<int64_t> got = FramePts(ReadFile(out), &out_tb, &out_last);
+  EXPECT_EQ(in_last, 40);
+  EXPECT_EQ(out_last, in_last);
+  EXPECT_EQ(in, (std::vector<int64_t>{0, 80, 200, 280, 400, 480, 880, 1280, 1680, 2080}));
+  EXPECT_EQ(got, in);
+  EXPECT_EQ(in_tb.num, 1);
+  EXPECT_EQ(in_tb.den, 1000);
+  EXPECT_EQ(out_tb.num, 1);
+  EXPECT_EQ(out_tb.den, 1000);
 }
 
 TEST_F(SegmentTest, OpenKeepsTheCommittedChunksBeforeTheFirstGapAndRemovesTheRest) {
