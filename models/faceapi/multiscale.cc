@@ -98,6 +98,31 @@ std::vector<FaceBox> SuppressContained(std::vector<FaceBox> merged) {
   return kept;
 }
 
+// Box voting among near-ties: each merged box becomes the weighted mean of the boxes (every
+// pass's kept ones) that overlap it at IoU >= nms_iou and score at most kVoteBand below it, each
+// weighted 1 - (its score's distance below) / kVoteBand; the score stays the merged box's. Greedy
+// NMS alone takes the top box's extent, so two levels' boxes of one face at 0.9465 and 0.9459
+// (grid50's 150-px face: 144x192 px from the coarsest level, 105x144 from the 64-96 px gap one
+// level finer) swap places on a shift of a few thousandths (fp32 -> bf16: 0.9465 -> 0.9450 and
+// 0.9459 -> 0.9497) and the face's box with them (the tight one was not swapped); voted, the box
+// moves with the scores continuously. kVoteBand is SSD's bf16 score tolerance (onednn_test.cc).
+constexpr float kVoteBand = 0.02f;
+std::vector<FaceBox> Voted(const std::vector<FaceBox>& all, std::vector<FaceBox> merged, float nms_iou) {
+  for (FaceBox& m : merged) {
+    double sw = 0, x0 = 0, y0 = 0, x1 = 0, y1 = 0;
+    for (const FaceBox& a : all) {
+      if (a.score > m.score || IoU(a, m) < nms_iou) continue;
+      const double wt = 1.0 - (m.score - a.score) / kVoteBand;
+      if (wt <= 0) continue;
+      sw += wt, x0 += wt * a.x, y0 += wt * a.y, x1 += wt * (a.x + a.w), y1 += wt * (a.y + a.h);
+    }
+    if (sw <= 0) continue;  // m is one of `all` at weight 1: not reached
+    m.x = static_cast<float>(x0 / sw), m.y = static_cast<float>(y0 / sw);
+    m.w = static_cast<float>(x1 / sw) - m.x, m.h = static_cast<float>(y1 / sw) - m.y;
+  }
+  return merged;
+}
+
 // Proposal gating (multiscale.h): a tiled level's tiles run only where the next coarser level,
 // scanned whole, saw something.
 enum class LevelRole { kFull, kProposes, kGated };
@@ -129,6 +154,14 @@ constexpr float kProposalMaxShare = 1.05f;
 // here, off-centre by a few px).
 constexpr float kProposalGrow = 1.25f;
 constexpr int kProposalMinSidePx = 96;
+// A proposal's square keeps this many network px of the window between it and the window's inner
+// edges: SSD can score a face near a crop edge far lower than in the middle (the seam test's
+// 70-px face: 0.79 with its box 64+ px from the window's edge, 0.63 at 32 px, 0.38-0.52 at 16-19
+// px, fp32 and bf16 alike), so a window packed up to its edge put one of two faces under the
+// threshold in one precision and not the other. (Averaged over the 23 crops of collage.h at 40,
+// 56 and 80 px, the edge moves recall little: 20-22 of 23 from 0 to 160 px; the face's phase on
+// the 16-px anchor grid moves it more, 15-18 of 23 at 40 px on odd multiples of 8.)
+constexpr int kProposalContextPx = 32;
 
 // The windows a gated level runs instead of its tiles: squares of `side` image px (the level's
 // tile, clipped to the w x h image) placed so each proposal's square (kProposalGrow) lies whole
@@ -144,7 +177,8 @@ std::vector<cv::Rect> ProposalWindows(const std::vector<FaceBox>& proposals, int
   std::stable_sort(need.begin(), need.end(), [](const cv::Rect2d& a, const cv::Rect2d& b) {
     return a.y + a.height / 2 < b.y + b.height / 2 || (a.y + a.height / 2 == b.y + b.height / 2 && a.x < b.x);
   });
-  const double clear = std::ceil(0.01 * side) + 2;  // TouchesInnerEdge's margin, and 2 px to spare
+  // TouchesInnerEdge's margin, 2 px to spare, and kProposalContextPx of context.
+  const double clear = std::ceil(0.01 * side) + 2 + kProposalContextPx / scale;
   const double inner = side - 2 * clear;
   std::vector<cv::Rect> windows;
   std::vector<char> taken(need.size(), 0);
@@ -347,7 +381,8 @@ absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detect
     weak.insert(weak.end(), support[i].begin(), support[i].end());
     weak_pass_of.insert(weak_pass_of.end(), support[i].size(), i);
   }
-  return Confirmed(all, pass_of, weak, weak_pass_of, SuppressContained(Nms(all, options.nms_iou)), confirm_below);
+  return Voted(all, Confirmed(all, pass_of, weak, weak_pass_of, SuppressContained(Nms(all, options.nms_iou)), confirm_below),
+               options.nms_iou);
 }
 
 }  // namespace fusion::faceapi

@@ -31,6 +31,10 @@
 // level with another extent); a weak box (score < confirm_below) must be seen by a second pass
 // as well, by a kept box or one scoring from the detector's support_score up to the threshold
 // (passes then detect down to support_score; such boxes only confirm, they are never kept).
+// Each box left is then the vote of the kept boxes at IoU >= nms_iou with it scoring up to 0.02
+// below it (weights falling linearly to 0 there; its score unchanged): a near-tie between two
+// levels' boxes of one face no longer flips the face's box on a score shift of a few thousandths
+// (fp32 vs bf16: grid50's 150-px face got a too-tight box and was not swapped).
 // Proposal gating (DetectorTraits::proposal_score > 0, MultiScaleOptions::gate_tiles, issue 12):
 // a level of several tiles whose next coarser level has whole-image or tile passes of its own
 // does not run its tiles. That coarser level's passes detect down to proposal_score (SSD: 0.05)
@@ -38,7 +42,9 @@
 // finer level keeps (up to 2 * face_max_px there) is a box half as wide one level up. The finer
 // level then runs windows instead: squares of its tile side (the same input and scale as a
 // tile), placed so each proposal's square (1.25x its box side, at least 96 network px of the
-// finer level) lies whole in one, clear of the window's inner edges; a window takes every later
+// finer level) lies whole in one, clear of the window's inner edges by 32 network px of context
+// (a face packed up to a window's edge can score far lower: the seam test's 0.79 -> 0.38, which
+// put it under the threshold in bf16 and not in fp32); a window takes every later
 // proposal (reading order) that still fits. When that is as many passes as the level's tiles,
 // the tiles run. A proposing level runs all of its passes (a gated one would propose only where
 // its own coarser level did: 10-20 px boxes there, which SSD does not see), so on the pyramid

@@ -13,14 +13,14 @@
 
 namespace fusion::faceapi {
 namespace {
-// The fast path's precision unless FUSION_ONEDNN_PRECISION says otherwise (program.h): fp32.
-// bf16 halves SSD's CPU time and keeps its boxes on the test photos (onednn_test.cc
-// Bf16FastPath), but with the pyramid's proposal gating (multiscale.h) it lost faces near the
-// threshold: a face on a tile seam (PyramidRecall.AFaceOnATileSeamIsFoundWhole: 1 of 2 found)
-// and one more 150-px face of the quality bench's grid (48 instead of 49 of 50). The gating's
-// proposal score and the confirmation rules were measured in fp32; bf16 waits for them to be
-// re-measured in bf16.
-constexpr onednn::Precision kFastPathPrecision = onednn::Precision::kF32;
+// The fast path's precision unless FUSION_ONEDNN_PRECISION says otherwise (program.h): bf16
+// (fp32 where the CPU lacks native bf16). It halves SSD's CPU time and keeps its boxes on the test
+// photos (onednn_test.cc Bf16FastPath). It was fp32 for a while because with the pyramid's
+// proposal gating bf16 lost a face on a tile seam (PyramidRecall.AFaceOnATileSeamIsFoundWhole)
+// and a 150-px face of the quality bench's grid; both were knife edges of the scan, not of bf16
+// (a window packed up to its edge; a near-tie of two levels' scores picking the box), fixed in
+// multiscale.cc (kProposalContextPx, Voted): both precisions now find the same faces.
+constexpr onednn::Precision kFastPathPrecision = onednn::Precision::kBf16;
 }  // namespace
 namespace {
 

@@ -271,6 +271,44 @@ TEST(PyramidMerge, AFaceSeenWithAnotherExtentAtAnotherLevelIsOneBoxAndNeighbours
   }
 }
 
+// Box voting (multiscale.h): grid50's 150-px face, seen by two levels with two extents at nearly
+// the same score (144x192 px at the coarser level, 105x144 px at the finer), gets nearly the same
+// box whichever of the two scores a few thousandths higher (fp32 0.9465 / 0.9459, bf16 0.9450 /
+// 0.9497): greedy NMS alone jumped from one extent to the other. A box scoring more than 0.02
+// below does not move the merged one; a face seen with one extent keeps it.
+TEST(PyramidMerge, NearTiedBoxesOfOneFaceAreVotedSoAFewThousandthsDoNotFlipItsExtent) {
+  const int w = 800, h = 600;
+  const std::vector<DetectionPass> passes = PlanPasses(kTinyFaceDetectorTraits, w, h, MinFace(40));
+  ASSERT_GE(passes.size(), 2u);
+  const double s0 = ScaleOf(passes[0]), s1 = ScaleOf(passes[1]);
+  auto merged = [&](float fine, float coarse) {
+    const ScriptedDetector det(w, {{{100, 100, 105, 144, fine}, s0, 10.0},
+                                   {{80, 50, 144, 192, coarse}, s1, s0},
+                                   {{500, 300, 100, 120, 0.9f}, 0.0, 10.0}});
+    auto dets = DetectMultiScale(det, cv::Mat(h, w, CV_8UC3, cv::Scalar::all(90)), MinFace(40));
+    EXPECT_TRUE(dets.ok()) << dets.status();
+    EXPECT_EQ(dets->size(), 2u);
+    FaceBox face{}, other{};
+    for (const FaceBox& b : *dets) (b.x < 300 ? face : other) = b;
+    EXPECT_FLOAT_EQ(other.x, 500);
+    EXPECT_FLOAT_EQ(other.w, 100);
+    EXPECT_FLOAT_EQ(other.h, 120);
+    return face;
+  };
+  const FaceBox a = merged(0.9459f, 0.9465f), b = merged(0.9497f, 0.9450f);
+  std::printf("voted box, fp32-like scores: %.1f,%.1f %.1fx%.1f; bf16-like: %.1f,%.1f %.1fx%.1f\n", a.x, a.y, a.w, a.h,
+              b.x, b.y, b.w, b.h);
+  EXPECT_NEAR(a.w, 124.8, 0.5);  // (144 * 1 + 105 * 0.97) / 1.97
+  EXPECT_NEAR(b.w, 121.9, 0.5);  // (105 * 1 + 144 * 0.765) / 1.765
+  EXPECT_NEAR(a.y, 74.6, 0.5);  // (50 * 1 + 100 * 0.97) / 1.97
+  EXPECT_NEAR(b.y, 78.3, 0.5);  // 3.7 px from a's; the top box alone: 50 px (and 39 px in width)
+  EXPECT_FLOAT_EQ(a.score, 0.9465f);
+  EXPECT_FLOAT_EQ(b.score, 0.9497f);
+  const FaceBox apart = merged(0.97f, 0.94f);  // 0.03 below: the top box alone
+  EXPECT_FLOAT_EQ(apart.x, 100);
+  EXPECT_FLOAT_EQ(apart.w, 105);
+}
+
 // Confirmation of a weak box (multiscale.h): SSD's rule (kept from 0.5, weak below 0.72, support
 // from 0.3) on a free-input pyramid. A weak box seen by another level only below the threshold
 // is confirmed and kept (sample4's laughing face in the bench's grid: 0.72 at one level,
