@@ -19,13 +19,6 @@
 
 namespace fusion::keras {
 namespace {
-// The fast path's precision unless FUSION_ONEDNN_PRECISION says otherwise (program.h): fp32.
-// The enhancers' precision is the catalogue's default_precision, settled by ModelStore's probe
-// (pipeline/precision.h: "fp32" must run fp32, "bf16" runs under autocast on the at:: path);
-// this program's bf16 (0.5-0.7x the CPU time, 0.56-0.71 levels off fp32 with its fp32 tail,
-// docs/PERFORMANCE.md) is not wired to it yet.
-constexpr onednn::Precision kFastPathPrecision = onednn::Precision::kF32;
-
 // The catalogue's name of a model from its origin ".../esrgan-slim/x2/model.json":
 // "esrgan-slim-x2" (the key FUSION_ONEDNN_PRECISION uses); the origin itself otherwise.
 std::string CatalogueName(const std::string& origin) {
@@ -141,7 +134,7 @@ absl::StatusOr<std::unique_ptr<KerasModel>> KerasModel::Load(const std::filesyst
 
 absl::StatusOr<std::unique_ptr<KerasModel>> KerasModel::FromJson(std::string_view model_json,
                                                                  const tfjs::WeightMap& weights,
-                                                                 std::string_view origin) {
+                                                                 std::string_view origin, bool bf16) {
   absl::StatusOr<Topology> topology = ParseTopology(model_json, origin);
   if (!topology.ok()) return topology.status();
   std::unique_ptr<KerasModel> m(new KerasModel());
@@ -171,7 +164,7 @@ absl::StatusOr<std::unique_ptr<KerasModel>> KerasModel::FromJson(std::string_vie
   const bool on_cpu = std::all_of(m->layers_.begin(), m->layers_.end(),
                                   [](const auto& l) { return !l->weight.defined() || l->weight.is_cpu(); });
   if (on_cpu && onednn::Enabled()) {
-    if (absl::Status s = m->Compile(); !s.ok() && !absl::IsUnimplemented(s)) return s;
+    if (absl::Status s = m->Compile(bf16); !s.ok() && !absl::IsUnimplemented(s)) return s;
   }
   for (auto& l : m->layers_) {  // the at:: path (not compiled) wants them contiguous
     if (l->weight.defined()) l->weight = l->weight.contiguous();
@@ -179,7 +172,7 @@ absl::StatusOr<std::unique_ptr<KerasModel>> KerasModel::FromJson(std::string_vie
   return m;
 }
 
-absl::Status KerasModel::Compile() {
+absl::Status KerasModel::Compile(bool bf16) {
   const int n = static_cast<int>(layers_.size());
   for (const auto& l : layers_) {
     if (l->op == Op::kMultiplyBeta || l->op == Op::kPixelShuffle) {
@@ -200,7 +193,7 @@ absl::Status KerasModel::Compile() {
     if (layers_[i]->op == Op::kConv) fp32_tail[i] = ++tail > 0;
   }
   onednn::Program::Builder b;
-  b.SetPrecision(onednn::PrecisionFor(CatalogueName(origin_), kFastPathPrecision));
+  b.SetPrecision(onednn::PrecisionFor(CatalogueName(origin_), bf16 ? onednn::Precision::kBf16 : onednn::Precision::kF32));
   for (int i = 0; i < n; ++i) {
     const Layer& l = *layers_[i];
     std::vector<int> in;
@@ -305,6 +298,8 @@ absl::Status KerasModel::MoveTo(const at::Device& device) {
     return absl::InternalError(absl::StrCat(origin_, ": copy to ", device.str(), " failed: ", ExceptionText(e)));
   }
 }
+
+bool KerasModel::bf16() const { return program_ != nullptr && program_->precision() == onednn::Precision::kBf16; }
 
 uint64_t KerasModel::resident_bytes() const {
   uint64_t bytes = program_ ? program_->PackedBytes() : 0;

@@ -22,12 +22,15 @@
 // oneDNN form (MultiplyBeta, PixelShuffle: esrgan-thick) or FUSION_ONEDNN=0. Forward runs it
 // for a float32 CPU input without CPU autocast; under autocast (a bf16 copy) the at:: path runs
 // on the packed weights unpacked for that call (exact; charged to the caller's scope).
-// Precision: fp32 by default; FUSION_ONEDNN_PRECISION=bf16 (or esrgan-slim-x2=bf16, the
-// catalogue name taken from the origin's directories) compiles it in bf16 (onednn/program.h)
-// with the two convolutions nearest the output in fp32: 0.5-0.7x the fp32 CPU time, 0.56-0.71
-// levels (0..255) off fp32 on a face crop (all-bf16: 1.1-1.25, over the catalogue's
-// reduced_precision_tolerance of 1.0). Not the default: the enhancers' precision is the
-// catalogue's default_precision, settled by ModelStore's probe (docs/PERFORMANCE.md).
+// Precision: FromJson's `bf16` asks for the fast path in bf16 (onednn/program.h), with the two
+// convolutions nearest the output in fp32: 0.5-0.7x the fp32 CPU time, 0.56-0.71 levels
+// (0..255) off fp32 on a face crop (all-bf16: 1.1-1.25, over the catalogue's
+// reduced_precision_tolerance of 1.0). It is granted only where the CPU has native bf16
+// (onednn::Bf16Native()) and the graph compiles; bf16() says whether it was. The daemon asks
+// for it when the catalogue's default_precision is "bf16" (ModelStore, which then probes it
+// against an fp32 build, pipeline/precision.h). FUSION_ONEDNN_PRECISION=bf16|fp32 (or
+// esrgan-slim-x2=fp32, the catalogue name: the origin itself, or taken from its directories)
+// overrides the request either way.
 // resident_bytes() is what the model holds: the packed weights replace the plain ones, padded
 // where oneDNN pads few-channel convs (esrgan-slim-x2 953,820 vs 888,300 parameter bytes).
 // Thread-safety: immutable after Load() except MoveTo(); Forward() may run concurrently.
@@ -61,9 +64,10 @@ class KerasModel {
   // Reads model.json and its weight shards (same directory) onto the CPU.
   static absl::StatusOr<std::unique_ptr<KerasModel>> Load(const std::filesystem::path& model_json);
   // From model.json text and already decoded weights; `origin` names the model in errors.
+  // `bf16`: compile the CPU fast path in bf16 where the CPU has it natively (see above).
   static absl::StatusOr<std::unique_ptr<KerasModel>> FromJson(std::string_view model_json,
                                                               const tfjs::WeightMap& weights,
-                                                              std::string_view origin);
+                                                              std::string_view origin, bool bf16 = false);
   ~KerasModel();
 
   // Errors: InvalidArgument naming the model when x is not [N,C,H,W] float32 with the input's C;
@@ -80,6 +84,8 @@ class KerasModel {
   uint64_t parameter_bytes() const { return parameter_bytes_; }  // numel * 4 over all weights
   uint64_t resident_bytes() const;                 // what the weights take as held
   bool compiled() const { return program_ != nullptr; }
+  // Forward runs the bf16 fast path for a float32 CPU input (no autocast needed or wanted).
+  bool bf16() const;
   size_t num_layers() const { return layers_.size(); }
   // Reduced precision of the ESRGAN models: fp16 on CUDA is bounded by the manifest's
   // reduced_precision_tolerance (1.0 of 0..255; the daemon's probe gate, pipeline/precision.h).
@@ -89,7 +95,7 @@ class KerasModel {
 
  private:
   KerasModel();
-  absl::Status Compile();  // the CPU fast path
+  absl::Status Compile(bool bf16);  // the CPU fast path
   std::string origin_;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<int> last_use_;  // per layer: index of the last layer reading it

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "fusion_fixture.h"
@@ -70,8 +71,9 @@ TEST_P(EsrganGolden, MatchesTheNumpyReferenceWithinATenthOfALevel) {
   EXPECT_TRUE(model->tileable());
 }
 
-// The oneDNN fast path in bf16 (FUSION_ONEDNN_PRECISION=bf16; not ESRGAN's default, see
-// keras_model.h; its last two convs fp32): it must really round (differ from fp32), stay within
+// The oneDNN fast path in bf16 (FUSION_ONEDNN_PRECISION=bf16 here; the daemon's default for
+// ESRGAN where the CPU has native bf16, ModelStore; its last two convs fp32): it must really
+// round (differ from fp32), stay within
 // the catalogue's reduced_precision_tolerance (1.0 level, 0..255) of fp32 and of the golden
 // (+0.1, the golden's own tolerance), and hold its weights in fewer bytes.
 TEST_P(EsrganGolden, Bf16FastPathStaysWithinTheCataloguesToleranceOfFp32) {
@@ -98,6 +100,27 @@ TEST_P(EsrganGolden, Bf16FastPathStaysWithinTheCataloguesToleranceOfFp32) {
   EXPECT_LE(diff, 1.0f);
   EXPECT_LE(golden_diff, 1.1f);
   EXPECT_LT(bf16->resident_bytes(), fp32->resident_bytes() * 7 / 10);
+}
+
+// FromJson's bf16 request (what ModelStore passes for default_precision "bf16"): granted where
+// the CPU has native bf16, and FUSION_ONEDNN_PRECISION=fp32 (this net's name) overrides it.
+TEST(KerasModel, Bf16RequestCompilesTheBf16FastPathWhereTheCpuHasIt) {
+  const std::string json_path = testing::ModelsDir() + "/esrgan-slim/x2/model.json";
+  std::ifstream f(json_path);
+  ASSERT_TRUE(f) << "run scripts/fetch-models.sh";
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  auto weights = tfjs::LoadWeights(json_path);
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  auto fp32 = KerasModel::FromJson(text, *weights, "esrgan-slim-x2");
+  auto bf16 = KerasModel::FromJson(text, *weights, "esrgan-slim-x2", /*bf16=*/true);
+  setenv("FUSION_ONEDNN_PRECISION", "esrgan-slim-x2=fp32", 1);
+  auto overridden = KerasModel::FromJson(text, *weights, "esrgan-slim-x2", /*bf16=*/true);
+  unsetenv("FUSION_ONEDNN_PRECISION");
+  ASSERT_TRUE(fp32.ok() && bf16.ok() && overridden.ok());
+  EXPECT_FALSE((*fp32)->bf16());
+  EXPECT_EQ((*bf16)->bf16(), onednn::Bf16Native());
+  EXPECT_FALSE((*overridden)->bf16());
+  EXPECT_TRUE((*bf16)->compiled());
 }
 
 INSTANTIATE_TEST_SUITE_P(UpscalerJs, EsrganGolden,
