@@ -17,8 +17,11 @@
 // Errors: parse errors are InvalidArgument naming the model and the layer (unknown class,
 // unsupported option, unknown inbound layer, missing or mis-shaped weight).
 // CPU fast path (issue #12): on the CPU, FromJson compiles the graph into an onednn::Program
-// (weights packed once, bias + ReLU and a conv's following two-input Add fused, NHWC activations
-// kept across layers, concat/sum/nearest-upsample as oneDNN primitives) unless a layer has no
+// (weights packed once, bias + ReLU (its own or a following Activation's) and a conv's following
+// two-input Add fused, NHWC activations kept across layers, concat/sum/nearest-upsample as
+// oneDNN primitives; a nearest upsample followed by a "same" conv, ESRGAN's SR, as one conv on
+// the low-resolution side with s*s times the outputs and a depthToSpace, the same sums without
+// the upsampled tensor: keras_model.cc) unless a layer has no
 // oneDNN form (MultiplyBeta, PixelShuffle: esrgan-thick) or FUSION_ONEDNN=0. Forward runs it
 // for a float32 CPU input without CPU autocast; under autocast (a bf16 copy) the at:: path runs
 // on the packed weights unpacked for that call (exact; charged to the caller's scope).
@@ -32,7 +35,9 @@
 // esrgan-slim-x2=fp32, the catalogue name: the origin itself, or taken from its directories)
 // overrides the request either way.
 // resident_bytes() is what the model holds: the packed weights replace the plain ones, padded
-// where oneDNN pads few-channel convs (esrgan-slim-x2 953,820 vs 888,300 parameter bytes).
+// where oneDNN pads few-channel convs, plus an upsample-fused conv's packed weight (s*s times the
+// outputs), its repeated bias and its plain weight kept for the at:: path (esrgan-slim-x2
+// 955,164 B in fp32, 493,084 in bf16, vs 888,300 parameter bytes; slim-x4 1,072,236 / 610,156).
 // Thread-safety: immutable after Load() except MoveTo(); Forward() may run concurrently.
 #pragma once
 
@@ -102,6 +107,7 @@ class KerasModel {
   int input_channels_ = 3, output_layer_ = 0, scale_ = 1, halo_px_ = 0;
   bool tileable_ = true;
   uint64_t parameter_bytes_ = 0;
+  uint64_t fused_bytes_ = 0;  // the program's own biases of upsample-fused convs (Compile)
   std::unique_ptr<onednn::Program> program_;  // null: the at:: path
 };
 
