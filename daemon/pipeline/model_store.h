@@ -11,7 +11,8 @@
 //                `cuda:N` (only with a CUDA LibTorch, FUSION_WITH_CUDA) it is moved with To()
 //                from pinned host memory on a side stream, published once that stream drained.
 //                Returns the measured bytes: the scope's bytes after the build (cpu), the
-//                allocator's growth (cuda). Temporaries peak at about twice the model's bytes.
+//                allocator's growth (cuda). Temporaries peak at about twice the model's bytes
+//                (2.5x for a bf16 enhancer's first copy on a device: the probe's fp32 build).
 //   ReleaseDevice / ReleaseHost drop the copy (its tensors are freed when the last stage that
 //                holds the shared copy lets it go; stages hold it only under a lease).
 // Precision: a copy runs the manifest's default_precision (CPU device, host copies) or

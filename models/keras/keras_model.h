@@ -94,7 +94,8 @@ class KerasModel {
   size_t num_layers() const { return layers_.size(); }
   // Reduced precision of the ESRGAN models: fp16 on CUDA is bounded by the manifest's
   // reduced_precision_tolerance (1.0 of 0..255; the daemon's probe gate, pipeline/precision.h).
-  // bf16 CPU autocast, the CPU twin of tests/gpu/reduced_precision_test.cc, measured 1.52-1.82 on a
+  // bf16 CPU autocast on the at:: path (every conv bf16; not the bf16 fast path, which keeps an
+  // fp32 tail), the CPU twin of tests/gpu/reduced_precision_test.cc, measured 1.52-1.82 on a
   // 48x48 face crop (esrgan-slim/medium x2/x4); its bound here, in 0..255 output units:
   static constexpr double kBf16Tolerance = 4.0;
 
