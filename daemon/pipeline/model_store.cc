@@ -138,7 +138,15 @@ absl::StatusOr<std::shared_ptr<ModelCopy>> ModelStore::Build(const models::Model
       st = absl::InvalidArgumentError(absl::StrCat("model '", spec.name, "': no network for it"));
     }
   } else if (spec.format == "keras-layers-model") {
-    st = Take(keras::KerasModel::FromJson(host.model_json, w, spec.name), copy->keras);
+    // bf16 on the CPU: the fast path compiled in bf16 (granted where the CPU has it natively),
+    // unless the probe has already rejected it for this model here.
+    bool bf16 = copy->device == "cpu" && copy->precision == "bf16";
+    if (bf16) {
+      MutexLock lock(&mu_);
+      auto it = verdicts_.find({spec.name, copy->device});
+      bf16 = it == verdicts_.end() || it->second.accepted;
+    }
+    st = Take(keras::KerasModel::FromJson(host.model_json, w, spec.name, bf16), copy->keras);
   } else if (spec.format == "builtin" && spec.stage == "blend" && spec.name == kFeatherBlendModel) {
     copy->feather_blend = true;
   } else if (spec.format == "torchscript" && spec.stage == "enhance") {
@@ -182,25 +190,74 @@ absl::StatusOr<std::shared_ptr<ModelCopy>> ModelStore::Build(const models::Model
     side.synchronize();
   }
 #endif
-  if (copy->keras && copy->precision != "fp32") SettlePrecision(spec, device ? options_.device : "cpu", *copy);
+  if (copy->keras) {
+    if (absl::Status p = SettlePrecision(spec, host, w, *copy); !p.ok()) return p;
+  }
   return copy;
 }
 
-void ModelStore::SettlePrecision(const models::ModelSpec& spec, const std::string& on, ModelCopy& copy) const {
+absl::Status ModelStore::SettlePrecision(const models::ModelSpec& spec, const HostWeights& host,
+                                         const tfjs::WeightMap& weights, ModelCopy& copy) const {
+  const std::string& on = copy.device;
   const std::pair<std::string, std::string> key{spec.name, on};
+  std::optional<PrecisionVerdict> cached;
   {
     MutexLock lock(&mu_);
-    if (auto it = verdicts_.find(key); it != verdicts_.end()) {
-      if (!it->second.accepted) copy.precision = "fp32";
-      return;
+    if (auto it = verdicts_.find(key); it != verdicts_.end()) cached = it->second;
+  }
+  if (copy.keras->bf16()) {  // the bf16 fast path (also when FUSION_ONEDNN_PRECISION asked for it)
+    copy.precision = "bf16";
+    if (cached.has_value() && cached->accepted) return absl::OkStatus();
+    // The probe's reference: an fp32 build of the same weights (charged to the caller's scope
+    // while it lives; the copy itself when bf16 is rejected).
+    absl::StatusOr<std::unique_ptr<keras::KerasModel>> fp32;
+    {
+      onednn::Fp32Scope fp32_only;
+      fp32 = keras::KerasModel::FromJson(host.model_json, weights, spec.name, /*bf16=*/false);
     }
+    if (!fp32.ok()) return fp32.status();
+    absl::StatusOr<double> error = ReducedPrecisionError(*copy.keras, **fp32);
+    if (!error.ok()) {  // not verified (e.g. no memory for the probe now): fp32, ask again next time
+      spdlog::warn("model '{}' on {}: bf16 not verified, running fp32: {}", spec.name, on, error.status().ToString());
+      copy.keras = *std::move(fp32);
+      copy.precision = "fp32";
+      return absl::OkStatus();
+    }
+    const PrecisionVerdict v{"bf16", *error, *error <= spec.reduced_precision_tolerance};
+    if (v.accepted) {
+      spdlog::info("model '{}' on {}: bf16 fast path accepted (probe max abs difference {:.4g} <= {})", spec.name,
+                   on, v.error, spec.reduced_precision_tolerance);
+    } else {
+      spdlog::warn("model '{}' on {}: bf16 fast path rejected, running fp32 (probe max abs difference {:.4g} > {})",
+                   spec.name, on, v.error, spec.reduced_precision_tolerance);
+      copy.keras = *std::move(fp32);
+      copy.precision = "fp32";
+    }
+    MutexLock lock(&mu_);
+    verdicts_.emplace(key, v);
+    return absl::OkStatus();
+  }
+  if (copy.precision == "fp32") return absl::OkStatus();
+  if (copy.precision == "bf16" && (copy.keras->compiled() || !onednn::Bf16Native())) {
+    // Asked for bf16 but the fast path is fp32: no native bf16 on this CPU (emulated bf16 is
+    // slower than fp32), or FUSION_ONEDNN_PRECISION=fp32 said so.
+    if (!cached.has_value()) {
+      spdlog::info("model '{}' on {}: bf16 asked for, running fp32 ({})", spec.name, on,
+                   onednn::Bf16Native() ? "FUSION_ONEDNN_PRECISION" : "this CPU has no native bf16");
+    }
+    copy.precision = "fp32";
+    return absl::OkStatus();
+  }
+  if (cached.has_value()) {
+    if (!cached->accepted) copy.precision = "fp32";
+    return absl::OkStatus();
   }
   absl::StatusOr<double> error = ReducedPrecisionError(*copy.keras, copy.precision, on);
   if (!error.ok()) {  // not verified (e.g. no memory for the probe now): fp32, ask again next time
     spdlog::warn("model '{}' on {}: {} not verified, running fp32: {}", spec.name, on, copy.precision,
                  error.status().ToString());
     copy.precision = "fp32";
-    return;
+    return absl::OkStatus();
   }
   const PrecisionVerdict v{copy.precision, *error, *error <= spec.reduced_precision_tolerance};
   if (v.accepted) {
@@ -213,6 +270,7 @@ void ModelStore::SettlePrecision(const models::ModelSpec& spec, const std::strin
   }
   MutexLock lock(&mu_);
   verdicts_.emplace(key, v);
+  return absl::OkStatus();
 }
 
 std::optional<ModelStore::PrecisionVerdict> ModelStore::Precision(const std::string& model,

@@ -11,13 +11,16 @@
 //                `cuda:N` (only with a CUDA LibTorch, FUSION_WITH_CUDA) it is moved with To()
 //                from pinned host memory on a side stream, published once that stream drained.
 //                Returns the measured bytes: the scope's bytes after the build (cpu), the
-//                allocator's growth (cuda). Temporaries peak at about twice the model's bytes.
+//                allocator's growth (cuda). Temporaries peak at about twice the model's bytes
+//                (2.5x for a bf16 enhancer's first copy on a device: the probe's fp32 build).
 //   ReleaseDevice / ReleaseHost drop the copy (its tensors are freed when the last stage that
 //                holds the shared copy lets it go; stages hold it only under a lease).
 // Precision: a copy runs the manifest's default_precision (CPU device, host copies) or
 // cuda_precision (CUDA). The first copy of a model with a reduced one on a device runs the probe
-// (pipeline/precision.h); above the manifest's reduced_precision_tolerance, or when the probe
-// fails, the copy runs fp32 (logged). The verdict is kept per model and device (Precision()).
+// (pipeline/precision.h; for the ESRGAN bf16 fast path against an fp32 build, which lives in
+// the model's scope until the verdict); above the manifest's reduced_precision_tolerance, or
+// when the probe fails, the copy runs fp32 (logged). The verdict is kept per model and device
+// (Precision()). bf16 on a CPU without native bf16 runs fp32 (no verdict).
 // Weight-free models (the builtins "classical-fusion" and "feather-blend") are registered with a
 // 1-byte estimate (the manager refuses 0) and measure 0 bytes.
 // A stage holding a lease calls DeviceCopy(model); the CPU fallback calls HostCopy(model), which
@@ -52,6 +55,9 @@ class FaceRecognitionNet;
 namespace fusion::keras {
 class KerasModel;
 }
+namespace fusion::tfjs {
+class WeightMap;
+}
 namespace fusion::models {
 class FusionGenerator;
 class TorchScriptEnhancer;
@@ -79,9 +85,11 @@ struct ModelCopy {
   // host copy (the CPU fallback).
   std::string device = "cpu";
   // The precision this copy runs (manifest default_precision on the CPU, cuda_precision on CUDA,
-  // fp32 when the probe rejected it): "bf16" runs the forward under CPU autocast (bfloat16
-  // compute, fp32 weights); "fp16" under CUDA autocast, compiled only with CUDA (LibTorch 1.13
-  // has no fp16 convolution on the CPU). Applied by Enhance (stages.h).
+  // fp32 when the probe rejected it or the CPU has no native bf16): "bf16" is the enhancer's
+  // oneDNN fast path compiled in bf16 (keras->bf16(): bf16 weights and activations, its last two
+  // convs fp32), or, for a model without the fast path, its forward under CPU autocast
+  // (bfloat16 compute, fp32 weights); "fp16" under CUDA autocast, compiled only with CUDA
+  // (LibTorch 1.13 has no fp16 convolution on the CPU). Applied by Enhance (stages.h).
   std::string precision = "fp32";
 };
 
@@ -131,8 +139,11 @@ class ModelStore final : public ModelLoader {
   absl::StatusOr<std::shared_ptr<ModelCopy>> Build(const models::ModelSpec& spec,
                                                    const HostWeights& host, bool device) const;
   ScopeId ScopeOf(const std::string& model) const;
-  // Keeps copy.precision or sets it to fp32 from the (cached) probe verdict on `on`.
-  void SettlePrecision(const models::ModelSpec& spec, const std::string& on, ModelCopy& copy) const;
+  // Keeps copy.precision or sets it to fp32 from the (cached) probe verdict on copy.device; a
+  // bf16 fast path is probed against an fp32 build from `weights` (which replaces it when
+  // rejected). Errors: the fp32 build's.
+  absl::Status SettlePrecision(const models::ModelSpec& spec, const HostWeights& host,
+                               const tfjs::WeightMap& weights, ModelCopy& copy) const;
 
   const models::ModelCatalogue* const catalogue_;
   const Options options_;

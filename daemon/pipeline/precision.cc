@@ -64,18 +64,37 @@ PrecisionScope::~PrecisionScope() {
   at::autocast::clear_cache();
 }
 
+namespace {
+// Channel c at (y, x): a diagonal gradient plus a sinusoid, with a hard-edged square: the
+// probe exercises both flat regions and the edges where reduced precision errs most.
+at::Tensor Probe() {
+  const at::Tensor y = at::arange(32, at::kFloat).view({1, 1, 32, 1});
+  const at::Tensor x = at::arange(32, at::kFloat).view({1, 1, 1, 32});
+  const at::Tensor c = at::arange(3, at::kFloat).view({1, 3, 1, 1});
+  at::Tensor probe = 127.5 + 80.0 * at::sin(0.35 * x + 0.21 * y + 2.0 * c) + 1.5 * (x - y);
+  return at::where((x > 8) * (x < 20) * (y > 10) * (y < 24), 255.0 - probe, probe).clamp(0, 255);
+}
+}  // namespace
+
+absl::StatusOr<double> ReducedPrecisionError(const keras::KerasModel& reduced, const keras::KerasModel& fp32) {
+  const at::Tensor probe = Probe();
+  try {
+    auto full = fp32.Forward(probe);
+    if (!full.ok()) return full.status();
+    auto low = reduced.Forward(probe);
+    if (!low.ok()) return low.status();
+    return (low->to(at::kFloat) - *full).abs().max().item<double>();
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(reduced.origin(), ": precision probe (bf16 fast path): ", ExceptionText(e)));
+  }
+}
+
 absl::StatusOr<double> ReducedPrecisionError(const keras::KerasModel& m, const std::string& precision,
                                              const std::string& device) {
   auto needed = PrecisionScope::Needed(precision, device);
   if (!needed.ok()) return needed.status();
   if (!*needed) return 0.0;
-  // Channel c at (y, x): a diagonal gradient plus a sinusoid, with a hard-edged square: the
-  // probe exercises both flat regions and the edges where reduced precision errs most.
-  const at::Tensor y = at::arange(32, at::kFloat).view({1, 1, 32, 1});
-  const at::Tensor x = at::arange(32, at::kFloat).view({1, 1, 1, 32});
-  const at::Tensor c = at::arange(3, at::kFloat).view({1, 3, 1, 1});
-  at::Tensor probe = 127.5 + 80.0 * at::sin(0.35 * x + 0.21 * y + 2.0 * c) + 1.5 * (x - y);
-  probe = at::where((x > 8) * (x < 20) * (y > 10) * (y < 24), 255.0 - probe, probe).clamp(0, 255);
+  at::Tensor probe = Probe();
   if (device != "cpu") probe = probe.to(at::Device(device));
   try {
     auto full = m.Forward(probe);

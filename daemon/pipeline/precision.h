@@ -1,10 +1,15 @@
 // Reduced precision for the enhance networks (manifest: default_precision on the CPU device,
 // cuda_precision on CUDA; models/catalogue/catalogue.h).
-//   bf16: CPU autocast (LibTorch 1.13 has no fp16 convolution on the CPU);
+//   bf16: on a CPU with native bf16 (onednn::Bf16Native()), the model's oneDNN fast path
+//         compiled in bf16 (KerasModel::bf16(); no autocast). Where the model has no fast path
+//         (FUSION_ONEDNN=0, a layer without a oneDNN form), CPU autocast on the at:: path
+//         (LibTorch 1.13 has no fp16 convolution on the CPU). A CPU without native bf16 runs
+//         fp32 (ModelStore).
 //   fp16: CUDA autocast, compiled only with a CUDA LibTorch (FUSION_WITH_CUDA).
 // A reduced precision is used only where its output stays within the manifest's stated
 // tolerance of fp32: ReducedPrecisionError() runs a fixed probe at both precisions on the copy's
-// device, and ModelStore keeps fp32 for a copy whose error exceeds it (once per model).
+// device (for a bf16 fast path: through it and through an fp32 build of the same weights), and
+// ModelStore keeps fp32 for a copy whose error exceeds it (once per model and device).
 // Thread-safety: PrecisionScope changes this thread's autocast state only; the functions are
 // stateless. No LibTorch headers here.
 #pragma once
@@ -41,5 +46,8 @@ class PrecisionScope {
 // errors (INTERNAL, or a device OOM) pass through.
 absl::StatusOr<double> ReducedPrecisionError(const keras::KerasModel& m, const std::string& precision,
                                              const std::string& device);
+// The same probe through `reduced` (a model whose own Forward is reduced: a bf16 fast path) and
+// `fp32` (an fp32 build of the same weights), on the CPU, no autocast. Errors: either model's.
+absl::StatusOr<double> ReducedPrecisionError(const keras::KerasModel& reduced, const keras::KerasModel& fp32);
 
 }  // namespace fusion

@@ -331,7 +331,8 @@ absl::Status Enhance(const ModelCopy& enhancer, const std::string& device, int t
   if (tile_px > 0 && !m.tileable()) {
     return absl::InvalidArgumentError(absl::StrCat("enhance: ", m.origin(), " is not tileable"));
   }
-  auto autocast = PrecisionScope::Needed(enhancer.precision, device);
+  // A bf16 fast path runs bf16 by itself (autocast would send it to the at:: path).
+  auto autocast = PrecisionScope::Needed(m.bf16() ? "fp32" : enhancer.precision, device);
   if (!autocast.ok()) return absl::InvalidArgumentError(absl::StrCat("enhance: ", m.origin(), ": ", autocast.status().message()));
   PrecisionScope precision(*autocast, device);
   const int64_t h = rgb01.rows, w = rgb01.cols, s = m.scale(), halo = m.halo_px();

@@ -19,13 +19,6 @@
 
 namespace fusion::keras {
 namespace {
-// The fast path's precision unless FUSION_ONEDNN_PRECISION says otherwise (program.h): fp32.
-// The enhancers' precision is the catalogue's default_precision, settled by ModelStore's probe
-// (pipeline/precision.h: "fp32" must run fp32, "bf16" runs under autocast on the at:: path);
-// this program's bf16 (0.5-0.7x the CPU time, 0.56-0.71 levels off fp32 with its fp32 tail,
-// docs/PERFORMANCE.md) is not wired to it yet.
-constexpr onednn::Precision kFastPathPrecision = onednn::Precision::kF32;
-
 // The catalogue's name of a model from its origin ".../esrgan-slim/x2/model.json":
 // "esrgan-slim-x2" (the key FUSION_ONEDNN_PRECISION uses); the origin itself otherwise.
 std::string CatalogueName(const std::string& origin) {
@@ -141,7 +134,7 @@ absl::StatusOr<std::unique_ptr<KerasModel>> KerasModel::Load(const std::filesyst
 
 absl::StatusOr<std::unique_ptr<KerasModel>> KerasModel::FromJson(std::string_view model_json,
                                                                  const tfjs::WeightMap& weights,
-                                                                 std::string_view origin) {
+                                                                 std::string_view origin, bool bf16) {
   absl::StatusOr<Topology> topology = ParseTopology(model_json, origin);
   if (!topology.ok()) return topology.status();
   std::unique_ptr<KerasModel> m(new KerasModel());
@@ -171,7 +164,7 @@ absl::StatusOr<std::unique_ptr<KerasModel>> KerasModel::FromJson(std::string_vie
   const bool on_cpu = std::all_of(m->layers_.begin(), m->layers_.end(),
                                   [](const auto& l) { return !l->weight.defined() || l->weight.is_cpu(); });
   if (on_cpu && onednn::Enabled()) {
-    if (absl::Status s = m->Compile(); !s.ok() && !absl::IsUnimplemented(s)) return s;
+    if (absl::Status s = m->Compile(bf16); !s.ok() && !absl::IsUnimplemented(s)) return s;
   }
   for (auto& l : m->layers_) {  // the at:: path (not compiled) wants them contiguous
     if (l->weight.defined()) l->weight = l->weight.contiguous();
@@ -179,7 +172,7 @@ absl::StatusOr<std::unique_ptr<KerasModel>> KerasModel::FromJson(std::string_vie
   return m;
 }
 
-absl::Status KerasModel::Compile() {
+absl::Status KerasModel::Compile(bool bf16) {
   const int n = static_cast<int>(layers_.size());
   for (const auto& l : layers_) {
     if (l->op == Op::kMultiplyBeta || l->op == Op::kPixelShuffle) {
@@ -199,8 +192,35 @@ absl::Status KerasModel::Compile() {
   for (int i = n - 1; i >= 0 && tail < 2; --i) {
     if (layers_[i]->op == Op::kConv) fp32_tail[i] = ++tail > 0;
   }
+  // A conv whose only reader is an Activation(relu) takes the ReLU as its post-op.
+  std::vector<bool> relu_after(n, false);
+  for (int i = 0; i < n; ++i) {
+    const Layer& l = *layers_[i];
+    relu_after[i] = l.op == Op::kConv && !l.relu && readers[i].size() == 1 && layers_[readers[i][0]]->op == Op::kRelu;
+  }
+  // A nearest upsample by f whose only reader is a stride-1 "same" conv (ESRGAN's SR: 3x3, 48 ->
+  // 3 channels at 4x the side, 0.4-0.6 of slim-x4's time in a kernel made for more outputs) runs
+  // as one conv on the low-resolution side with f*f times the output channels, then a
+  // depthToSpace (upsampled_conv[i] = f): output pixel (f*y+i2, f*x+j2) reads upsampled rows
+  // f*y+i2-r .. f*y+i2+r, i.e. low-resolution rows y + floor((i2+t)/f), t in [-r, r]; the
+  // weights of taps landing on the same low-resolution pixel are summed at load (exact up to
+  // fp32 summation order; zero padding maps to zero padding). The layer keeps its plain weight
+  // (a few KB) for the at:: path (PlainWeights() holds the fused one, under name + "/upsampled").
+  std::vector<int> upsampled_conv(n, 0);
+  std::vector<bool> keep_weight(n, false);
+  for (int i = 0; i < n; ++i) {
+    const Layer& u = *layers_[i];
+    if (u.op != Op::kUpsample || u.factor < 2 || readers[i].size() != 1) continue;
+    const int j = readers[i][0];
+    const Layer& c = *layers_[j];
+    const bool adds = std::any_of(readers[j].begin(), readers[j].end(), [&](int r) { return layers_[r]->op == Op::kAdd; });
+    if (c.op == Op::kConv && c.stride == 1 && c.kernel % 2 == 1 && (c.same || c.kernel == 1) && c.inputs.size() == 1 &&
+        !adds) {
+      upsampled_conv[j] = u.factor;
+    }
+  }
   onednn::Program::Builder b;
-  b.SetPrecision(onednn::PrecisionFor(CatalogueName(origin_), kFastPathPrecision));
+  b.SetPrecision(onednn::PrecisionFor(CatalogueName(origin_), bf16 ? onednn::Precision::kBf16 : onednn::Precision::kF32));
   for (int i = 0; i < n; ++i) {
     const Layer& l = *layers_[i];
     std::vector<int> in;
@@ -208,10 +228,38 @@ absl::Status KerasModel::Compile() {
     switch (l.op) {
       case Op::kInput: value[i] = b.input(); break;
       case Op::kConv: {
+        if (upsampled_conv[i] > 0) {
+          const int64_t f = upsampled_conv[i], r = (l.kernel - 1) / 2, reach = (r + f - 1) / f, k = 2 * reach + 1;
+          const at::Tensor& w = layers_[i]->weight;  // OIHW (a view)
+          const int64_t o = w.size(0);
+          at::Tensor fused = at::zeros({f * f * o, w.size(1), k, k}, w.options());
+          auto floor_div = [](int64_t a, int64_t d) { return a >= 0 ? a / d : -((-a + d - 1) / d); };
+          for (int64_t i2 = 0; i2 < f; ++i2) {
+            for (int64_t j2 = 0; j2 < f; ++j2) {
+              for (int64_t ky = 0; ky < l.kernel; ++ky) {
+                for (int64_t kx = 0; kx < l.kernel; ++kx) {
+                  const int64_t dy = floor_div(i2 + ky - r, f) + reach, dx = floor_div(j2 + kx - r, f) + reach;
+                  fused.slice(0, (i2 * f + j2) * o, (i2 * f + j2 + 1) * o).select(2, dy).select(2, dx) +=
+                      w.select(2, ky).select(2, kx);
+                }
+              }
+            }
+          }
+          keep_weight[i] = true;
+          const at::Tensor fused_bias = l.bias.defined() ? l.bias.repeat({f * f}) : at::Tensor();
+          if (fused_bias.defined()) fused_bytes_ += fused_bias.nbytes();  // held by the program
+          onednn::ConvSpec c{.name = l.name + "/upsampled", .weight = std::move(fused),
+                             .bias = fused_bias, .stride = 1,
+                             .padding = k > 1 ? onednn::Padding::kSame : onednn::Padding::kValid,
+                             .act = l.relu || relu_after[i] ? onednn::Activation::kRelu : onednn::Activation::kNone,
+                             .fp32 = fp32_tail[i]};
+          value[i] = b.DepthToSpace(b.Conv(in[0], std::move(c)), static_cast<int>(f));
+          break;
+        }
         // The spec takes the only reference: each plain weight is freed once packed (Build).
         onednn::ConvSpec c{.name = l.name, .weight = std::move(layers_[i]->weight), .bias = l.bias, .stride = l.stride,
                            .padding = l.same && l.kernel > 1 ? onednn::Padding::kSame : onednn::Padding::kValid,
-                           .act = l.relu ? onednn::Activation::kRelu : onednn::Activation::kNone,
+                           .act = l.relu || relu_after[i] ? onednn::Activation::kRelu : onednn::Activation::kNone,
                            .fp32 = fp32_tail[i]};
         // conv + other -> one conv that adds `other` in its buffer, when the Add is the conv's
         // only reader and the last of `other`'s (and nothing reads `other` in between).
@@ -231,12 +279,14 @@ absl::Status KerasModel::Compile() {
         if (add >= 0) value[add] = value[i];
         break;
       }
-      case Op::kRelu: value[i] = b.Relu(in[0]); break;
+      case Op::kRelu: value[i] = relu_after[l.inputs[0]] ? in[0] : b.Relu(in[0]); break;
       case Op::kConcat: value[i] = b.Concat(in); break;
       case Op::kAdd:
         if (value[i] < 0) value[i] = b.Add(in);
         break;
-      case Op::kUpsample: value[i] = b.Upsample(in[0], l.factor); break;
+      case Op::kUpsample:
+        value[i] = readers[i].size() == 1 && upsampled_conv[readers[i][0]] > 0 ? in[0] : b.Upsample(in[0], l.factor);
+        break;
       default: return absl::UnimplementedError(absl::StrCat(origin_, ": layer '", l.name, "' has no oneDNN form"));
     }
   }
@@ -245,7 +295,9 @@ absl::Status KerasModel::Compile() {
   auto built = std::move(b).Build(input_channels_, 64, 64);
   if (!built.ok()) return built.status();
   program_ = *std::move(built);
-  for (auto& l : layers_) l->weight = at::Tensor();  // the packed copies are the resident ones
+  for (int i = 0; i < n; ++i) {  // the packed copies are the resident ones
+    if (!keep_weight[i]) layers_[i]->weight = at::Tensor();
+  }
   return absl::OkStatus();
 }
 
@@ -306,8 +358,10 @@ absl::Status KerasModel::MoveTo(const at::Device& device) {
   }
 }
 
+bool KerasModel::bf16() const { return program_ != nullptr && program_->precision() == onednn::Precision::kBf16; }
+
 uint64_t KerasModel::resident_bytes() const {
-  uint64_t bytes = program_ ? program_->PackedBytes() : 0;
+  uint64_t bytes = program_ ? program_->PackedBytes() + fused_bytes_ : 0;
   for (const auto& l : layers_) {
     if (l->weight.defined()) bytes += l->weight.nbytes();
     if (l->bias.defined()) bytes += l->bias.nbytes();

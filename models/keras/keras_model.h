@@ -17,19 +17,27 @@
 // Errors: parse errors are InvalidArgument naming the model and the layer (unknown class,
 // unsupported option, unknown inbound layer, missing or mis-shaped weight).
 // CPU fast path (issue #12): on the CPU, FromJson compiles the graph into an onednn::Program
-// (weights packed once, bias + ReLU and a conv's following two-input Add fused, NHWC activations
-// kept across layers, concat/sum/nearest-upsample as oneDNN primitives) unless a layer has no
+// (weights packed once, bias + ReLU (its own or a following Activation's) and a conv's following
+// two-input Add fused, NHWC activations kept across layers, concat/sum/nearest-upsample as
+// oneDNN primitives; a nearest upsample followed by a "same" conv, ESRGAN's SR, as one conv on
+// the low-resolution side with s*s times the outputs and a depthToSpace, the same sums without
+// the upsampled tensor: keras_model.cc) unless a layer has no
 // oneDNN form (MultiplyBeta, PixelShuffle: esrgan-thick) or FUSION_ONEDNN=0. Forward runs it
 // for a float32 CPU input without CPU autocast; under autocast (a bf16 copy) the at:: path runs
 // on the packed weights unpacked for that call (exact; charged to the caller's scope).
-// Precision: fp32 by default; FUSION_ONEDNN_PRECISION=bf16 (or esrgan-slim-x2=bf16, the
-// catalogue name taken from the origin's directories) compiles it in bf16 (onednn/program.h)
-// with the two convolutions nearest the output in fp32: 0.5-0.7x the fp32 CPU time, 0.56-0.71
-// levels (0..255) off fp32 on a face crop (all-bf16: 1.1-1.25, over the catalogue's
-// reduced_precision_tolerance of 1.0). Not the default: the enhancers' precision is the
-// catalogue's default_precision, settled by ModelStore's probe (docs/PERFORMANCE.md).
+// Precision: FromJson's `bf16` asks for the fast path in bf16 (onednn/program.h), with the two
+// convolutions nearest the output in fp32: 0.5-0.7x the fp32 CPU time, 0.56-0.71 levels
+// (0..255) off fp32 on a face crop (all-bf16: 1.1-1.25, over the catalogue's
+// reduced_precision_tolerance of 1.0). It is granted only where the CPU has native bf16
+// (onednn::Bf16Native()) and the graph compiles; bf16() says whether it was. The daemon asks
+// for it when the catalogue's default_precision is "bf16" (ModelStore, which then probes it
+// against an fp32 build, pipeline/precision.h). FUSION_ONEDNN_PRECISION=bf16|fp32 (or
+// esrgan-slim-x2=fp32, the catalogue name: the origin itself, or taken from its directories)
+// overrides the request either way.
 // resident_bytes() is what the model holds: the packed weights replace the plain ones, padded
-// where oneDNN pads few-channel convs (esrgan-slim-x2 953,820 vs 888,300 parameter bytes).
+// where oneDNN pads few-channel convs, plus an upsample-fused conv's packed weight (s*s times the
+// outputs), its repeated bias and its plain weight kept for the at:: path (esrgan-slim-x2
+// 955,164 B in fp32, 493,084 in bf16, vs 888,300 parameter bytes; slim-x4 1,072,236 / 610,156).
 // Thread-safety: immutable after Load() except MoveTo(); Forward() may run concurrently.
 #pragma once
 
@@ -61,9 +69,10 @@ class KerasModel {
   // Reads model.json and its weight shards (same directory) onto the CPU.
   static absl::StatusOr<std::unique_ptr<KerasModel>> Load(const std::filesystem::path& model_json);
   // From model.json text and already decoded weights; `origin` names the model in errors.
+  // `bf16`: compile the CPU fast path in bf16 where the CPU has it natively (see above).
   static absl::StatusOr<std::unique_ptr<KerasModel>> FromJson(std::string_view model_json,
                                                               const tfjs::WeightMap& weights,
-                                                              std::string_view origin);
+                                                              std::string_view origin, bool bf16 = false);
   ~KerasModel();
 
   // Errors: InvalidArgument naming the model when x is not [N,C,H,W] float32 with the input's C;
@@ -80,22 +89,26 @@ class KerasModel {
   uint64_t parameter_bytes() const { return parameter_bytes_; }  // numel * 4 over all weights
   uint64_t resident_bytes() const;                 // what the weights take as held
   bool compiled() const { return program_ != nullptr; }
+  // Forward runs the bf16 fast path for a float32 CPU input (no autocast needed or wanted).
+  bool bf16() const;
   size_t num_layers() const { return layers_.size(); }
   // Reduced precision of the ESRGAN models: fp16 on CUDA is bounded by the manifest's
   // reduced_precision_tolerance (1.0 of 0..255; the daemon's probe gate, pipeline/precision.h).
-  // bf16 CPU autocast, the CPU twin of tests/gpu/reduced_precision_test.cc, measured 1.52-1.82 on a
+  // bf16 CPU autocast on the at:: path (every conv bf16; not the bf16 fast path, which keeps an
+  // fp32 tail), the CPU twin of tests/gpu/reduced_precision_test.cc, measured 1.52-1.82 on a
   // 48x48 face crop (esrgan-slim/medium x2/x4); its bound here, in 0..255 output units:
   static constexpr double kBf16Tolerance = 4.0;
 
  private:
   KerasModel();
-  absl::Status Compile();  // the CPU fast path
+  absl::Status Compile(bool bf16);  // the CPU fast path
   std::string origin_;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<int> last_use_;  // per layer: index of the last layer reading it
   int input_channels_ = 3, output_layer_ = 0, scale_ = 1, halo_px_ = 0;
   bool tileable_ = true;
   uint64_t parameter_bytes_ = 0;
+  uint64_t fused_bytes_ = 0;  // the program's own biases of upsample-fused convs (Compile)
   std::unique_ptr<onednn::Program> program_;  // null: the at:: path
 };
 

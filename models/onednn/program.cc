@@ -150,7 +150,7 @@ Precision PrecisionFor(std::string_view net, Precision fallback) {
   return p == Precision::kBf16 && !Bf16Native() ? Precision::kF32 : p;
 }
 
-enum class Kind { kConv, kPool, kRelu, kResidualDown, kConcat, kAdd, kUpsample, kNormalize };
+enum class Kind { kConv, kPool, kRelu, kResidualDown, kConcat, kAdd, kUpsample, kNormalize, kDepthToSpace };
 
 struct Program::Builder::Op {
   Kind kind;
@@ -193,6 +193,11 @@ int Program::Builder::Upsample(int x, int factor) {
   op.factor = factor;
   return Push(std::move(op));
 }
+int Program::Builder::DepthToSpace(int x, int factor) {
+  Op op{Kind::kDepthToSpace, {x}};
+  op.factor = factor;
+  return Push(std::move(op));
+}
 void Program::Builder::MarkOutput(int v) { outputs_.push_back(v); }
 
 // Where an argument's memory comes from at run time.
@@ -208,6 +213,7 @@ struct Step {
   dnnl::primitive prim;
   std::vector<Arg> args;
   bool residual_down = false;  // custom: args = {o, pooled, out}
+  int depth_to_space = 0;      // custom, this factor: args = {in, out}
   int threads = 1;             // the OpenMP team it was made for and runs on
 };
 
@@ -548,6 +554,16 @@ std::shared_ptr<const Plan> Program::Impl::MakePlan(const Dims& key, bool any_we
                          {{Arg::kValue, DNNL_ARG_SRC, op.in[0], nullptr, src},
                           {Arg::kValue, DNNL_ARG_DST, v, nullptr, dst},
                           {Arg::kScratch, DNNL_ARG_SCRATCHPAD, 0, nullptr, pd.scratchpad_desc()}}});
+    } else if (op.kind == Kind::kDepthToSpace) {
+      const int64_t f = op.factor;
+      if (f < 1 || sd[1] % (f * f) != 0) throw std::runtime_error("onednn::Program: DepthToSpace of a channel count not divisible by s*s");
+      if (src != memory::desc(sd, src.data_type(), Tag::nhwc)) throw std::runtime_error("onednn::Program: DepthToSpace wants an NHWC input");
+      p.value_md[v] = memory::desc({sd[0], sd[1] / (f * f), sd[2] * f, sd[3] * f}, src.data_type(), Tag::nhwc);
+      Step s;
+      s.depth_to_space = op.factor;
+      s.args = {{Arg::kValue, 0, op.in[0], nullptr, src}, {Arg::kValue, 0, v, nullptr, p.value_md[v]}};
+      p.steps.push_back(std::move(s));
+      p.impls.push_back("depth_to_space:native");
     } else {  // kResidualDown
       const Dims od = src.dims(), pdims = p.value_md[op.in[1]].dims();
       if (od[1] < pdims[1] || od[2] > pdims[2] || od[3] > pdims[3]) {
@@ -758,6 +774,28 @@ void RunResidualDown(const Step& s, const std::vector<char*>& ptr) {
   }
 }
 
+// depthToSpace (DCR) between two NHWC buffers: each output pixel's C channels are one
+// contiguous run of the input pixel's (i*s+j)-th group.
+void RunDepthToSpace(const Step& s, const std::vector<char*>& ptr) {
+  const memory::desc& im = s.args[0].md;
+  const Dims d = im.dims();
+  const int64_t f = s.depth_to_space, n = d[0], cc = d[1], h = d[2], w = d[3], c = cc / (f * f);
+  const size_t elem = im.data_type() == kBf16 ? 2 : 4, run = static_cast<size_t>(c) * elem;
+  const char* in = ptr[0];
+  char* out = ptr[1];
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t y = 0; y < h; ++y) {
+      for (int64_t i = 0; i < f; ++i) {
+        char* row = out + (((b * h + y) * f + i) * w * f) * run;  // output row y*f+i
+        for (int64_t x = 0; x < w; ++x) {
+          const char* px = in + ((b * h + y) * w + x) * cc * elem + i * f * run;
+          std::memcpy(row + x * f * run, px, f * run);  // the f groups (i, 0..f-1) are adjacent
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<at::Tensor> Program::Run(const at::Tensor& input, const std::vector<at::Tensor>& args_in) const {
@@ -802,10 +840,12 @@ std::vector<at::Tensor> Program::Run(const at::Tensor& input, const std::vector<
         }
       }
       ptrs.push_back(ptr);
-      if (!s.residual_down) args.emplace(a.arg, memory(a.md, Engine(), ptr));
+      if (!s.residual_down && s.depth_to_space == 0) args.emplace(a.arg, memory(a.md, Engine(), ptr));
     }
     if (s.residual_down) {
       RunResidualDown(s, ptrs);
+    } else if (s.depth_to_space > 0) {
+      RunDepthToSpace(s, ptrs);
     } else {
       s.prim.execute(stream, args);
     }

@@ -132,6 +132,10 @@ class Program {
     int Concat(std::vector<int> xs);  // along channels
     int Add(std::vector<int> xs);     // elementwise sum of equal shapes
     int Upsample(int x, int factor);  // nearest, as at::upsample_nearest2d by an integer factor
+    // TF depthToSpace (DCR): out[c, h*s+i, w*s+j] = x[(i*s+j)*C' + c, h, w], C' = C/(s*s); x must
+    // be NHWC (a convolution's output). With a conv on the low-resolution side it replaces a
+    // nearest upsample followed by a conv (keras_model.cc), exactly, without the upsampled tensor.
+    int DepthToSpace(int x, int factor);
     // dlib's strided shortcut (FaceRecognitionNet ResidualDown): relu(o' + p') where o' is o
     // zero-padded at the bottom/right to p's size and p' is p zero-extended to o's channels.
     int ResidualDown(int o, int pooled);

@@ -40,9 +40,10 @@ TEST(ModelCatalogue, ProjectManifestListsTheFaceAndEnhanceNetworks) {
   EXPECT_TRUE(tiny->one_shot);
   EXPECT_EQ(tiny->files[1].sha256, "b7503ce7df31039b1c43316a9b865cab6a70dd748cc602d3fa28b551503c3871");
   EXPECT_EQ(tiny->TotalFileBytes(), 3219u + 193321u + 1067u);
-  // fp32 on the CPU device; fp16 on CUDA for the enhancers, within one 8-bit level of fp32.
+  // bf16 on the CPU device (the bf16 fast path where the CPU has it natively) and fp16 on CUDA
+  // for the enhancers, each within one 8-bit level of fp32.
   const ModelSpec* esrgan = *cat->Get("esrgan-slim-x4");
-  EXPECT_EQ(esrgan->default_precision, "fp32");
+  EXPECT_EQ(esrgan->default_precision, "bf16");
   EXPECT_EQ(esrgan->cuda_precision, "fp16");
   EXPECT_EQ(esrgan->reduced_precision_tolerance, 1.0);
   EXPECT_EQ(tiny->cuda_precision, "fp32");

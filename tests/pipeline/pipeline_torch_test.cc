@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -45,6 +46,34 @@ TEST(ModelStore, UploadChargesAMeasuredSecondCopyToTheDeviceTier) {
     }
   }
   ASSERT_TRUE(E().residency->Unload("face_landmark_68").ok());
+  EXPECT_EQ(E().meter->AllocatedBytes(), before);
+  ExpectAtRest();
+}
+
+// ESRGAN's device copy where the CPU has native bf16: the bf16 fast path, its packed bf16
+// weights (padded layouts kept), fp32 biases and the upsample-fused SR conv (fp32; its plain
+// weight kept for the at:: path, keras_model.h) measured by the meter, nothing else left in the
+// model's scope once the probe's fp32 build is gone. esrgan-slim-x2: 955,164 B in fp32, 493,084 B
+// in bf16 (the catalogue's device_bytes stays the fp32 parameters' 888,300: the prior the meter
+// corrects).
+TEST(ModelStore, Bf16EnhancerUploadChargesItsPackedBf16Bytes) {
+  (void)E().residency->Unload("esrgan-slim-x2");
+  const uint64_t before = E().meter->AllocatedBytes();
+  ASSERT_TRUE(E().residency->Load("esrgan-slim-x2", absl::Now() + absl::Seconds(30)).ok());
+  const uint64_t charged = E().meter->AllocatedBytes() - before;
+  auto copy = E().store->DeviceCopy("esrgan-slim-x2");
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  std::printf("esrgan-slim-x2 device copy (%s): %llu bytes charged, %llu resident\n", (*copy)->precision.c_str(),
+              static_cast<unsigned long long>(charged),
+              static_cast<unsigned long long>((*copy)->keras->resident_bytes()));
+  EXPECT_EQ(charged, (*copy)->keras->resident_bytes());
+  EXPECT_EQ(charged, onednn::Bf16Native() ? 493'084u : 955'164u);
+  EXPECT_EQ((*copy)->precision, onednn::Bf16Native() ? "bf16" : "fp32");
+  for (const ModelSnapshot& m : E().residency->Snapshot().models) {
+    if (m.name == "esrgan-slim-x2") EXPECT_EQ(m.bytes, charged);
+  }
+  copy->reset();
+  ASSERT_TRUE(E().residency->Unload("esrgan-slim-x2").ok());
   EXPECT_EQ(E().meter->AllocatedBytes(), before);
   ExpectAtRest();
 }
@@ -424,32 +453,39 @@ INSTANTIATE_TEST_SUITE_P(StageAndMode, LadderEveryStage, ::testing::ValuesIn(All
                            return i.param.stage + "_" + ModeName(i.param.mode);
                          });
 
+// bf16 CPU autocast on the at:: path (a model without the fast path): measured 60.26 dB, 0.0041.
 constexpr double kBf16MinPsnr = 55;  // measured 60.26 dB
 constexpr double kBf16MaxDiff = 0.01;  // measured 0.0041 of 1.0 (~1 8-bit level)
 
-// A store over the project manifest with esrgan-slim-x2's CPU precision set to bf16 and its
-// reduced_precision_tolerance to `tolerance` (output units, 0..255).
-std::unique_ptr<ModelStore> Bf16Store(double tolerance, std::unique_ptr<models::ModelCatalogue>& cat) {
+// A store over the project manifest with esrgan-slim-x2's CPU precision set to `precision` and
+// its reduced_precision_tolerance to `tolerance` (output units, 0..255).
+std::unique_ptr<ModelStore> StoreWith(const std::string& precision, double tolerance,
+                                      std::unique_ptr<models::ModelCatalogue>& cat) {
   std::string manifest = ReadFile(FUSION_SOURCE_DIR "/models/manifest.json");
   const size_t at = manifest.find("\"default_precision\"", manifest.find("\"esrgan-slim-x2\""));
-  manifest.replace(manifest.find("\"fp32\"", at), 6, "\"bf16\"");
+  const std::string stated_precision = "\"default_precision\": \"bf16\"";
+  EXPECT_EQ(manifest.find(stated_precision, at), at) << "esrgan-slim-x2's manifest precision is bf16";
+  manifest.replace(at, stated_precision.size(), absl::StrCat("\"default_precision\": \"", precision, "\""));
   const std::string stated = "\"reduced_precision_tolerance\": 1.0";
   manifest.replace(manifest.find(stated, at), stated.size(), absl::StrCat("\"reduced_precision_tolerance\": ", tolerance));
-  const std::string path = absl::StrCat(::testing::TempDir(), "/manifest-bf16-", tolerance, ".json");
+  const std::string path = absl::StrCat(::testing::TempDir(), "/manifest-", precision, "-", tolerance, ".json");
   std::ofstream(path) << manifest;
   cat = *models::ModelCatalogue::Create({path, FUSION_MODELS_DIR});
   return *ModelStore::Create(cat.get(), {.device = "cpu"});
 }
 
-// The probe's error for bf16 on esrgan-slim-x2 (32x32 probe, output 0..255): measured 1.117
-// (above the manifest's 1.0 for fp16, which keeps 3 more mantissa bits than bf16).
-constexpr double kBf16ProbeError = 1.117;
+// The probe's error (32x32 probe, output 0..255) on esrgan-slim-x2: the bf16 fast path (fp32
+// tail) against an fp32 build, measured 0.720 (slim-x4 0.779, medium-x2 0.700, medium-x4
+// 0.944: all within the manifest's 1.0, medium-x4 with the least margin); CPU autocast on the at:: path (every conv bf16,
+// FUSION_ONEDNN=0) against fp32, measured 1.117 (above the manifest's 1.0).
+constexpr double kBf16FastPathProbeError = 0.720;
+constexpr double kBf16AutocastProbeError = 1.117;
 
-// esrgan-slim-x2's host copy from Bf16Store(tolerance), after checking the probe's verdict.
-std::shared_ptr<const ModelCopy> ProbedBf16Copy(double tolerance, bool accepted,
+// esrgan-slim-x2's host copy from StoreWith("bf16", tolerance), after checking the probe's verdict.
+std::shared_ptr<const ModelCopy> ProbedBf16Copy(double tolerance, bool accepted, double error,
                                                 std::unique_ptr<models::ModelCatalogue>& cat,
                                                 std::unique_ptr<ModelStore>& store) {
-  store = Bf16Store(tolerance, cat);
+  store = StoreWith("bf16", tolerance, cat);
   auto copy = store->HostCopy("esrgan-slim-x2");
   EXPECT_TRUE(copy.ok()) << copy.status();
   const auto verdict = store->Precision("esrgan-slim-x2", "cpu");
@@ -458,37 +494,126 @@ std::shared_ptr<const ModelCopy> ProbedBf16Copy(double tolerance, bool accepted,
   std::printf("bf16 probe on esrgan-slim-x2: max abs difference %.4f (0..255)\n", verdict->error);
   EXPECT_EQ(verdict->accepted, accepted);
   EXPECT_EQ(verdict->precision, "bf16");
-  EXPECT_NEAR(verdict->error, kBf16ProbeError, 0.05);
+  EXPECT_NEAR(verdict->error, error, 0.05);
   return *copy;
 }
 
-// Per-model precision from the manifest: esrgan-slim-x2 with default_precision "bf16" (and a
-// tolerance the probe meets) runs under CPU autocast. Measured on a 96x96 face crop (x2 ->
-// 192x192): PSNR 60.26 dB against fp32, max abs difference 0.0041. fp16 (cuda_precision) is
-// compiled only for CUDA and is probed there the same way; it cannot run on this machine.
-TEST(Precision, Bf16FromTheManifestRunsTheEnhancerUnderCpuAutocastCloseToFp32) {
-  std::unique_ptr<models::ModelCatalogue> cat;
-  std::unique_ptr<ModelStore> store;
-  const std::shared_ptr<const ModelCopy> bf16 = ProbedBf16Copy(4.0, /*accepted=*/true, cat, store);
-  ASSERT_NE(bf16, nullptr);
-  EXPECT_EQ(bf16->precision, "bf16");
-  auto fp32 = E().store->HostCopy("esrgan-slim-x2");
-  ASSERT_TRUE(fp32.ok()) << fp32.status();
-  EXPECT_EQ((*fp32)->precision, "fp32");
-
+// The 96x96 face crop of Grace Hopper, RGB float 0..1 (x2 -> 192x192).
+cv::Mat FaceCrop96() {
   cv::Mat crop;
   cv::resize(Decode(Grace(), cv::IMREAD_COLOR)(cv::Rect(150, 120, 220, 220)), crop, cv::Size(96, 96), 0, 0, cv::INTER_AREA);
   cv::cvtColor(crop, crop, cv::COLOR_BGR2RGB);
   crop.convertTo(crop, CV_32FC3, 1.0 / 255.0);
-  cv::Mat a = crop.clone(), b = crop.clone();
+  return crop;
+}
+
+// ESRGAN's default: the manifest's bf16 on a CPU with native bf16 is the bf16 fast path (no
+// autocast), accepted by the probe within the catalogue's 1.0 level of an fp32 build, holding
+// its weights in about half the bytes, and its enhanced crop within one 8-bit level of fp32.
+// Measured (96x96 face crop, x2): max abs difference 0.0024 of 1.0 (0.61 levels), PSNR 67.9 dB.
+TEST(Precision, Bf16FromTheManifestIsTheBf16FastPathWithinOneLevelOfFp32) {
+  if (!onednn::Bf16Native()) GTEST_SKIP() << "this CPU has no native bf16: ESRGAN runs fp32";
+  for (const char* name : {"esrgan-slim-x2", "esrgan-slim-x4", "esrgan-medium-x2", "esrgan-medium-x4"}) {
+    auto copy = E().store->HostCopy(name);
+    ASSERT_TRUE(copy.ok()) << copy.status();
+    EXPECT_EQ((*copy)->precision, "bf16") << name;
+    ASSERT_TRUE((*copy)->keras->bf16()) << name;
+    const auto verdict = E().store->Precision(name, "cpu");
+    ASSERT_TRUE(verdict.has_value()) << name;
+    std::printf("%s: bf16 fast path probe max abs difference %.4f (0..255), resident %llu bytes\n", name,
+                verdict->error, static_cast<unsigned long long>((*copy)->keras->resident_bytes()));
+    EXPECT_TRUE(verdict->accepted) << name;
+    EXPECT_GT(verdict->error, 0.05) << name << ": bf16 did not round";
+    EXPECT_LE(verdict->error, 1.0) << name;
+  }
+  std::unique_ptr<models::ModelCatalogue> cat;
+  std::unique_ptr<ModelStore> fp32_store = StoreWith("fp32", 1.0, cat);
+  auto fp32 = fp32_store->HostCopy("esrgan-slim-x2");
+  auto bf16 = E().store->HostCopy("esrgan-slim-x2");
+  ASSERT_TRUE(fp32.ok() && bf16.ok());
+  EXPECT_EQ((*fp32)->precision, "fp32");
+  EXPECT_FALSE((*fp32)->keras->bf16());
+  EXPECT_FALSE(fp32_store->Precision("esrgan-slim-x2", "cpu").has_value()) << "fp32 is not probed";
+  // slim-x2: 955,164 -> 493,084 bytes (padded layouts kept, onednn/program.h).
+  EXPECT_LT((*bf16)->keras->resident_bytes(), (*fp32)->keras->resident_bytes() * 55 / 100);
+
+  cv::Mat a = FaceCrop96(), b = a.clone();
   ASSERT_TRUE(Enhance(**fp32, "cpu", 0, a).ok());
-  const absl::Status st = Enhance(*bf16, "cpu", 0, b);
+  const absl::Status st = Enhance(**bf16, "cpu", 0, b);
   ASSERT_TRUE(st.ok()) << st;
   ASSERT_EQ(a.size(), cv::Size(192, 192));
   ASSERT_EQ(b.size(), a.size());
+  EXPECT_FALSE(at::autocast::is_cpu_enabled());
+  double max_diff = 0;
+  const cv::Mat diff = cv::abs(a - b);
+  cv::minMaxLoc(diff.reshape(1), nullptr, &max_diff);
+  const double psnr = cv::PSNR(a, b, 1.0);
+  std::printf("enhance bf16 fast path vs fp32: PSNR %.2f dB, max abs difference %.4f (of 1.0)\n", psnr, max_diff);
+  EXPECT_GT(max_diff, 0.0);  // bf16 really ran
+  EXPECT_LE(max_diff, 1.0 / 255.0);
+  EXPECT_GE(psnr, kBf16MinPsnr);
+}
+
+// The same bf16 with a tolerance its probe error exceeds: the copy is the fp32 build the probe
+// compared with (bit-identical to the fp32 manifest's), and the verdict says why.
+TEST(Precision, AReducedPrecisionBeyondItsToleranceRunsFp32) {
+  if (!onednn::Bf16Native()) GTEST_SKIP() << "this CPU has no native bf16: ESRGAN runs fp32 unprobed";
+  std::unique_ptr<models::ModelCatalogue> cat;
+  std::unique_ptr<ModelStore> store;
+  const std::shared_ptr<const ModelCopy> copy =
+      ProbedBf16Copy(0.01, /*accepted=*/false, kBf16FastPathProbeError, cat, store);
+  ASSERT_NE(copy, nullptr);
+  EXPECT_EQ(copy->precision, "fp32");
+  EXPECT_FALSE(copy->keras->bf16());
+  EXPECT_TRUE(copy->keras->compiled());
+  EXPECT_FALSE(store->Precision("esrgan-slim-x2", "cuda:0").has_value());
+  auto again = store->HostCopy("esrgan-slim-x2");  // the cached verdict: fp32 straight away
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->precision, "fp32");
+  EXPECT_FALSE((*again)->keras->bf16());
+
+  std::unique_ptr<models::ModelCatalogue> fp32_cat;
+  std::unique_ptr<ModelStore> fp32_store = StoreWith("fp32", 1.0, fp32_cat);
+  cv::Mat a(40, 40, CV_32FC3);
+  cv::randu(a, 0.0f, 1.0f);
+  cv::Mat b = a.clone(), c = a.clone();
+  ASSERT_TRUE(Enhance(*copy, "cpu", 0, a).ok());
+  ASSERT_TRUE(Enhance(**again, "cpu", 0, c).ok());
+  auto fp32 = fp32_store->HostCopy("esrgan-slim-x2");
+  ASSERT_TRUE(fp32.ok());
+  ASSERT_TRUE(Enhance(**fp32, "cpu", 0, b).ok());
+  EXPECT_EQ(cv::norm(a, b, cv::NORM_INF), 0.0);
+  EXPECT_EQ(cv::norm(c, b, cv::NORM_INF), 0.0);
+}
+
+// Without the fast path (FUSION_ONEDNN=0: the at:: path), bf16 is CPU autocast, probed the same
+// way (every conv bf16: 1.117 on the probe, accepted here at a tolerance of 4). Measured on the
+// 96x96 face crop: PSNR 60.26 dB against fp32, max abs difference 0.0041. fp16 (cuda_precision)
+// is compiled only for CUDA and is probed there the same way; it cannot run on this machine.
+TEST(Precision, WithoutTheFastPathBf16IsCpuAutocastCloseToFp32) {
+  if (!onednn::Bf16Native()) GTEST_SKIP() << "this CPU has no native bf16: ESRGAN runs fp32";
+  setenv("FUSION_ONEDNN", "0", 1);
+  std::unique_ptr<models::ModelCatalogue> cat, fp32_cat;
+  std::unique_ptr<ModelStore> store;
+  const std::shared_ptr<const ModelCopy> bf16 =
+      ProbedBf16Copy(4.0, /*accepted=*/true, kBf16AutocastProbeError, cat, store);
+  std::unique_ptr<ModelStore> fp32_store = StoreWith("fp32", 1.0, fp32_cat);
+  auto fp32 = fp32_store->HostCopy("esrgan-slim-x2");
+  unsetenv("FUSION_ONEDNN");
+  ASSERT_NE(bf16, nullptr);
+  ASSERT_TRUE(fp32.ok()) << fp32.status();
+  EXPECT_EQ(bf16->precision, "bf16");
+  EXPECT_FALSE(bf16->keras->compiled());
+  EXPECT_EQ((*fp32)->precision, "fp32");
+
+  cv::Mat a = FaceCrop96(), b = a.clone();
+  ASSERT_TRUE(Enhance(**fp32, "cpu", 0, a).ok());
+  const absl::Status st = Enhance(*bf16, "cpu", 0, b);
+  ASSERT_TRUE(st.ok()) << st;
+  ASSERT_EQ(b.size(), cv::Size(192, 192));
   EXPECT_FALSE(at::autocast::is_cpu_enabled());  // restored after the stage
   double max_diff = 0;
-  cv::Mat diff = cv::abs(a - b);
+  const cv::Mat diff = cv::abs(a - b);
   cv::minMaxLoc(diff.reshape(1), nullptr, &max_diff);
   const double psnr = cv::PSNR(a, b, 1.0);
   std::printf("enhance bf16 autocast vs fp32: PSNR %.2f dB, max abs difference %.4f (of 1.0)\n", psnr, max_diff);
@@ -497,58 +622,61 @@ TEST(Precision, Bf16FromTheManifestRunsTheEnhancerUnderCpuAutocastCloseToFp32) {
   EXPECT_LE(max_diff, kBf16MaxDiff);
 }
 
-// The same bf16 with a tolerance its probe error exceeds: the copy runs fp32 (bit-identical to
-// the fp32 manifest's), and the verdict says why.
-TEST(Precision, AReducedPrecisionBeyondItsToleranceRunsFp32) {
-  std::unique_ptr<models::ModelCatalogue> cat;
-  std::unique_ptr<ModelStore> store;
-  const std::shared_ptr<const ModelCopy> copy = ProbedBf16Copy(0.01, /*accepted=*/false, cat, store);
-  ASSERT_NE(copy, nullptr);
-  EXPECT_EQ(copy->precision, "fp32");
-  EXPECT_FALSE(store->Precision("esrgan-slim-x2", "cuda:0").has_value());
-  EXPECT_FALSE(store->Precision("esrgan-slim-x4", "cpu").has_value()) << "fp32 models are not probed";
-
-  cv::Mat a(40, 40, CV_32FC3, cv::Scalar(0.2, 0.5, 0.8)), b = a.clone();
-  cv::randu(a, 0.0f, 1.0f);
-  b = a.clone();
-  ASSERT_TRUE(Enhance(*copy, "cpu", 0, a).ok());
-  auto fp32 = E().store->HostCopy("esrgan-slim-x2");
-  ASSERT_TRUE(fp32.ok());
-  ASSERT_TRUE(Enhance(**fp32, "cpu", 0, b).ok());
-  EXPECT_EQ(cv::norm(a, b, cv::NORM_INF), 0.0);
-}
-
 // The catalogue's working_set_bytes_per_pixel of the ESRGAN models against the measured peak
-// of an untiled run (the stage scope's peak bytes per input pixel, CPU fp32), at two sizes: it
-// must cover the peak (an admission smaller than the need is a real OOM under the scope limit)
-// without being more than 1.5 times it (or tiles are chosen that were not needed).
-// Measured per input pixel (64x64 / 96x96): see the printed figures; the manifest states them.
+// of an untiled run (the stage scope's peak bytes per input pixel, CPU), at two sizes, for both
+// precisions a CPU device may run: the fp32 fast path (a CPU without native bf16, or
+// FUSION_ONEDNN_PRECISION=fp32) and the bf16 one (the default where the CPU has it). It must cover
+// both peaks (an admission smaller than the need is a real OOM under the scope limit) without
+// being more than 1.5 times the fp32 one (or tiles are chosen that were not needed). The figure
+// is the fp32 peak's: bf16 activations need 0.52 (slim-x2, medium-x2, medium-x4) and 0.57
+// (slim-x4) of it, so on a bf16 CPU the prior over-reserves (the residency manager only raises it
+// to a measured peak). Measured per input pixel (64x64 / 96x96), fp32 / bf16: slim-x2 1342 / 702,
+// slim-x4 1486 / 846, medium-x2 5694 / 2878, medium-x4 5838 / 3022. slim-x4's was 3598 / 3534
+// (stated 4096) before the upsample + SR fusion (keras_model.h) dropped its 48-channel tensor at
+// 4x the side; the at:: path (FUSION_ONEDNN=0, CUDA) still makes that tensor and is not
+// measured here.
 TEST(EnhancerEstimate, WorkingSetPerPixelCoversTheMeasuredPeak) {
   ScopeId scope = 0x7e57000;
+  setenv("FUSION_ONEDNN_PRECISION", "fp32", 1);
+  auto fp32_store = ModelStore::Create(E().catalogue.get(), {.device = "cpu"});
+  ASSERT_TRUE(fp32_store.ok());
+  std::map<std::string, std::shared_ptr<const ModelCopy>> fp32_copies;
+  for (const char* name : {"esrgan-slim-x2", "esrgan-slim-x4", "esrgan-medium-x2", "esrgan-medium-x4"}) {
+    auto c = (*fp32_store)->HostCopy(name);
+    ASSERT_TRUE(c.ok()) << c.status();
+    fp32_copies[name] = *c;
+  }
+  unsetenv("FUSION_ONEDNN_PRECISION");
   for (const char* name : {"esrgan-slim-x2", "esrgan-slim-x4", "esrgan-medium-x2", "esrgan-medium-x4"}) {
     auto spec = E().catalogue->Get(name);
     ASSERT_TRUE(spec.ok()) << spec.status();
     auto copy = E().store->HostCopy(name);
     ASSERT_TRUE(copy.ok()) << copy.status();
-    double worst = 0;
-    for (int side : {64, 96}) {
-      cv::Mat img(side, side, CV_32FC3);
-      cv::randu(img, 0.0f, 1.0f);
-      ++scope;
-      E().meter->ResetPeak(scope);
-      {
-        DeviceScope in(scope);
-        ASSERT_TRUE(Enhance(**copy, "cpu", 0, img).ok());
+    const ModelCopy& fp32 = *fp32_copies.at(name);
+    ASSERT_EQ(fp32.precision, "fp32");
+    ASSERT_FALSE(fp32.keras->bf16());
+    double worst_fp32 = 0, worst = 0;
+    for (const ModelCopy* c : {&fp32, copy->get()}) {
+      for (int side : {64, 96}) {
+        cv::Mat img(side, side, CV_32FC3);
+        cv::randu(img, 0.0f, 1.0f);
+        ++scope;
+        E().meter->ResetPeak(scope);
+        {
+          DeviceScope in(scope);
+          ASSERT_TRUE(Enhance(*c, "cpu", 0, img).ok());
+        }
+        const double per_px = static_cast<double>(E().meter->Usage(scope).peak_bytes) / (side * side);
+        E().meter->Forget(scope);
+        std::printf("%s %s: %dx%d peak %.0f bytes per input pixel (halo %d px)\n", name, c->precision.c_str(), side,
+                    side, per_px, c->keras->halo_px());
+        worst = std::max(worst, per_px);
+        if (c == &fp32) worst_fp32 = std::max(worst_fp32, per_px);
       }
-      const double per_px = static_cast<double>(E().meter->Usage(scope).peak_bytes) / (side * side);
-      E().meter->Forget(scope);
-      std::printf("%s: %dx%d peak %.0f bytes per input pixel (halo %d px)\n", name, side, side, per_px,
-                  (*copy)->keras->halo_px());
-      worst = std::max(worst, per_px);
     }
     const double stated = static_cast<double>((*spec)->working_set_bytes_per_pixel);
     EXPECT_GE(stated, worst) << name;
-    EXPECT_LE(stated, 1.5 * worst) << name;
+    EXPECT_LE(stated, 1.5 * worst_fp32) << name;
   }
 }
 
