@@ -198,9 +198,11 @@ TEST_F(JobsAcceptTest, RunningJobCancelledEndsCancelledAndReturnsItsLeases) {
   ASSERT_TRUE(daemon->Running());
   const nlohmann::json before = Mem();
   ASSERT_EQ(Leases(before), 0);
-  // Enhance x4 adds stages, so the job is cancelled while it still has stages to run (with x2
-  // the oneDNN fast path could finish it, 2.4 s, between the RUNNING poll and the cancel).
-  RunResult submitted = Ctl({"swap", "--source", kAstronaut, "--target", kHopper, "--enhance", "x4", "--no-wait"});
+  // A whole-frame upscale x2 of the 1920x1280 group photo (~600 ESRGAN tiles) keeps the job
+  // running for seconds, so it is cancelled while it still has work to do (Grace with enhance x4
+  // could end between the RUNNING poll and the cancel once SSD and ESRGAN ran in bf16).
+  RunResult submitted = Ctl({"swap", "--source", kAstronaut, "--target", FUSION_FETCHED_TESTDATA_DIR "/faces/sample1.jpg",
+                             "--upscale", "x2", "--no-wait"});
   ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
   const std::string id(absl::StripAsciiWhitespace(submitted.out));
   ASSERT_TRUE(testing::WaitFor([&] { return Job(id)["state"] != "QUEUED"; }, absl::Seconds(30)));
@@ -271,10 +273,11 @@ TEST_F(JobsAcceptTest, SigtermPastTheDrainInterruptsTheRunningJobAndTheNextStart
   const std::string state = dir_.File("state");
   auto daemon = StartDaemon(state);
   ASSERT_TRUE(daemon->Running());
-  // Enhance x4 and a whole-frame upscale x4 keep the job running for seconds after it starts
-  // (enhance alone no longer does since the oneDNN fast path: it could end between two polls).
-  RunResult submitted = Ctl({"swap", "--source", kAstronaut, "--target", kHopper, "--enhance", "x4", "--upscale",
-                             "x4", "--no-wait"});
+  // A whole-frame upscale x2 of the 1920x1280 group photo (~600 ESRGAN tiles of 64 px) keeps the
+  // job running for seconds after it starts. Grace with enhance x4 and upscale x4 no longer did
+  // once ESRGAN ran in bf16: it could end between two polls.
+  RunResult submitted = Ctl({"swap", "--source", kAstronaut, "--target", FUSION_FETCHED_TESTDATA_DIR "/faces/sample1.jpg",
+                             "--upscale", "x2", "--no-wait"});
   ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
   const std::string id(absl::StripAsciiWhitespace(submitted.out));
   ASSERT_TRUE(testing::WaitFor([&] { return Job(id)["state"] != "QUEUED"; }, absl::Seconds(30)));
