@@ -14,6 +14,7 @@
 #include "models/catalogue/catalogue.h"
 #include "pipeline/model_store.h"
 #include "pipeline/stages.h"
+#include "host_copy.h"
 
 namespace fusion {
 namespace {
@@ -40,20 +41,6 @@ Picture MakePicture(const cv::Mat& bgr, const std::string& what) {
   return p;
 }
 
-const ModelStore& Store() {
-  static const auto* store = [] {
-    static auto cat = models::ModelCatalogue::Create({FUSION_SOURCE_DIR "/models/manifest.json", FUSION_MODELS_DIR});
-    if (!cat.ok()) throw std::runtime_error(cat.status().ToString());
-    return ModelStore::Create(cat->get(), {.device = "cpu"})->release();
-  }();
-  return *store;
-}
-
-std::shared_ptr<const ModelCopy> Copy(const std::string& model) {
-  auto c = Store().HostCopy(model);
-  if (!c.ok()) throw std::runtime_error(c.status().ToString());
-  return *c;
-}
 
 // Detect, landmarks, generate (ratio 1) of the astronaut onto `target`.
 Scene Swapped(const cv::Mat& target) {
@@ -62,11 +49,11 @@ Scene Swapped(const cv::Mat& target) {
       MakePicture(target, "target image")};
   std::vector<SwapItem> items;
   for (Picture& p : pics) {
-    EXPECT_TRUE(DetectFaces(*Copy("ssd_mobilenetv1"), 0, DetectSettings{}, p).ok());
-    EXPECT_TRUE(FindLandmarks(*Copy("face_landmark_68"), p).ok());
+    EXPECT_TRUE(DetectFaces(*HostCopyOf("ssd_mobilenetv1"), 0, DetectSettings{}, p).ok());
+    EXPECT_TRUE(FindLandmarks(*HostCopyOf("face_landmark_68"), p).ok());
   }
   for (size_t i = 0; i < pics[1].faces.size(); ++i) items.push_back(SwapItem{.face = i});
-  EXPECT_TRUE(Generate(*Copy("classical-fusion"), "cpu", pics[0], pics[1], 1.0, items).ok());
+  EXPECT_TRUE(Generate(*HostCopyOf("classical-fusion"), "cpu", pics[0], pics[1], 1.0, items).ok());
   Scene s{target.clone(), {}};
   for (const SwapItem& it : items) {
     std::vector<cv::Point2f> lm;
@@ -91,7 +78,7 @@ models::BlendOptions Simple() {
 cv::Mat OnDevice(const Scene& s, double* ms = nullptr) {
   cv::Mat frame = s.frame.clone();
   const auto start = std::chrono::steady_clock::now();
-  const absl::Status st = BlendSimpleOnDevice(*Copy(kFeatherBlendModel), s.faces, Simple(), &frame);
+  const absl::Status st = BlendSimpleOnDevice(*HostCopyOf(kFeatherBlendModel), s.faces, Simple(), &frame);
   if (ms) *ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   EXPECT_TRUE(st.ok()) << st;
   return frame;
@@ -172,7 +159,7 @@ TEST(BlendOnDevice, BadInputsAreInvalidArgumentNamingBlendAndTheInput) {
     EXPECT_NE(st.message().find(names), std::string::npos) << st;
     EXPECT_EQ(MaxAbsDiff(frame, s.frame), 0.0) << "a failed blend wrote the frame";
   };
-  const std::shared_ptr<const ModelCopy> copy = Copy(kFeatherBlendModel);
+  const std::shared_ptr<const ModelCopy> copy = HostCopyOf(kFeatherBlendModel);
   const ModelCopy& blender = *copy;
   Scene bytes = Grace();
   bytes.faces[0].fused_crop.convertTo(bytes.faces[0].fused_crop, CV_8UC3, 255.0);
@@ -183,7 +170,7 @@ TEST(BlendOnDevice, BadInputsAreInvalidArgumentNamingBlendAndTheInput) {
   Scene landmarks = Grace();
   landmarks.faces[0].landmarks.pop_back();
   expect_invalid(landmarks, "need 68 landmarks, got 67 (face 0)", blender);
-  expect_invalid(Grace(), "not a blender", *Copy("face_landmark_68"));
+  expect_invalid(Grace(), "not a blender", *HostCopyOf("face_landmark_68"));
   cv::Mat frame = Grace().frame.clone();
   models::BlendOptions full;  // kFull: Poisson is host code
   EXPECT_EQ(BlendSimpleOnDevice(blender, Grace().faces, full, &frame).code(), absl::StatusCode::kInvalidArgument);

@@ -19,24 +19,11 @@
 #include "pipeline/model_store.h"
 #include "pipeline/stages.h"
 #include "pipeline_env.h"
+#include "host_copy.h"
 
 namespace fusion {
 namespace {
 
-const ModelStore& Store() {
-  static const auto* store = [] {
-    static auto cat = models::ModelCatalogue::Create({FUSION_SOURCE_DIR "/models/manifest.json", FUSION_MODELS_DIR});
-    if (!cat.ok()) throw std::runtime_error(cat.status().ToString());
-    return ModelStore::Create(cat->get(), {.device = "cpu"})->release();
-  }();
-  return *store;
-}
-
-std::shared_ptr<const ModelCopy> Copy(const std::string& model) {
-  auto c = Store().HostCopy(model);
-  if (!c.ok()) throw std::runtime_error(c.status().ToString());
-  return *c;
-}
 
 Picture Pic(const cv::Mat& bgr) {
   Picture p;
@@ -49,8 +36,8 @@ Picture Pic(const cv::Mat& bgr) {
 // Detect and landmarks of `bgr` (the stages' own functions on host copies of the models).
 Picture Landmarked(const cv::Mat& bgr) {
   Picture p = Pic(bgr);
-  EXPECT_TRUE(DetectFaces(*Copy("ssd_mobilenetv1"), 0, DetectSettings{}, p).ok());
-  EXPECT_TRUE(FindLandmarks(*Copy("face_landmark_68"), p).ok());
+  EXPECT_TRUE(DetectFaces(*HostCopyOf("ssd_mobilenetv1"), 0, DetectSettings{}, p).ok());
+  EXPECT_TRUE(FindLandmarks(*HostCopyOf("face_landmark_68"), p).ok());
   return p;
 }
 
@@ -98,7 +85,7 @@ double PointError(const faceapi::Landmarks68& pts, cv::Point offset) {
 
 // The net on the clipped box (what FindLandmarks did before the canvas).
 faceapi::Landmarks68 ClippedBoxPoints(const Picture& p) {
-  auto pts = Copy("face_landmark_68")->landmarks->Detect(p.rgb, p.faces.at(0).box);
+  auto pts = HostCopyOf("face_landmark_68")->landmarks->Detect(p.rgb, p.faces.at(0).box);
   EXPECT_TRUE(pts.ok());
   return *pts;
 }

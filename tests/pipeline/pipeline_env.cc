@@ -1,5 +1,7 @@
 #include "pipeline_env.h"
 
+#include "host_copy.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -11,6 +13,17 @@
 #include "device/cpu_device_memory.h"
 
 namespace fusion {
+
+std::shared_ptr<const ModelCopy> HostCopyOf(const std::string& model) {
+  static const auto* store = [] {
+    static auto cat = models::ModelCatalogue::Create({FUSION_SOURCE_DIR "/models/manifest.json", FUSION_MODELS_DIR});
+    if (!cat.ok()) throw std::runtime_error(cat.status().ToString());
+    return ModelStore::Create(cat->get(), {.device = "cpu"})->release();
+  }();
+  auto c = store->HostCopy(model);
+  if (!c.ok()) throw std::runtime_error(c.status().ToString());
+  return *c;
+}
 
 Env& E() {
   static Env* env = [] {

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <utility>
 
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
@@ -28,6 +29,14 @@
 
 namespace fusion {
 namespace {
+
+// The largest absolute difference and the PSNR (peak 1.0) of two float images of one size.
+std::pair<double, double> MaxDiffAndPsnr(const cv::Mat& a, const cv::Mat& b) {
+  double max_diff = 0;
+  const cv::Mat diff = cv::abs(a - b);
+  cv::minMaxLoc(diff.reshape(1), nullptr, &max_diff);
+  return {max_diff, cv::PSNR(a, b, 1.0)};
+}
 
 TEST(ModelStore, UploadChargesAMeasuredSecondCopyToTheDeviceTier) {
   (void)E().residency->Unload("face_landmark_68");
@@ -544,10 +553,7 @@ TEST(Precision, Bf16FromTheManifestIsTheBf16FastPathWithinOneLevelOfFp32) {
   ASSERT_EQ(a.size(), cv::Size(192, 192));
   ASSERT_EQ(b.size(), a.size());
   EXPECT_FALSE(at::autocast::is_cpu_enabled());
-  double max_diff = 0;
-  const cv::Mat diff = cv::abs(a - b);
-  cv::minMaxLoc(diff.reshape(1), nullptr, &max_diff);
-  const double psnr = cv::PSNR(a, b, 1.0);
+  const auto [max_diff, psnr] = MaxDiffAndPsnr(a, b);
   std::printf("enhance bf16 fast path vs fp32: PSNR %.2f dB, max abs difference %.4f (of 1.0)\n", psnr, max_diff);
   EXPECT_GT(max_diff, 0.0);  // bf16 really ran
   EXPECT_LE(max_diff, 1.0 / 255.0);
@@ -612,10 +618,7 @@ TEST(Precision, WithoutTheFastPathBf16IsCpuAutocastCloseToFp32) {
   ASSERT_TRUE(st.ok()) << st;
   ASSERT_EQ(b.size(), cv::Size(192, 192));
   EXPECT_FALSE(at::autocast::is_cpu_enabled());  // restored after the stage
-  double max_diff = 0;
-  const cv::Mat diff = cv::abs(a - b);
-  cv::minMaxLoc(diff.reshape(1), nullptr, &max_diff);
-  const double psnr = cv::PSNR(a, b, 1.0);
+  const auto [max_diff, psnr] = MaxDiffAndPsnr(a, b);
   std::printf("enhance bf16 autocast vs fp32: PSNR %.2f dB, max abs difference %.4f (of 1.0)\n", psnr, max_diff);
   EXPECT_GT(max_diff, 0.0);  // bf16 really ran
   EXPECT_GE(psnr, kBf16MinPsnr);
