@@ -417,7 +417,12 @@ TEST_P(LadderEveryStage, RecoversOrFailsCleanlyAndLeavesNoTrace) {
     case FaultMode::kFailUntiled: {
       EXPECT_EQ(s->mode(), v1::TILED);
       EXPECT_EQ(s->tile(), c.stage == "enhance" ? 128u : 256u);
-      EXPECT_EQ(s->attempts(), 3u);  // untiled, evict + retry untiled, first tile size
+      // Untiled, evict + retry untiled, the first tile size; and that size once more (ladder step
+      // 3: a tile size that outgrew its estimate is retried with the raised one) when its first
+      // tile's estimate, the whole input's scaled by area, is under its peak: seen for SSD in
+      // bf16 in a fresh process (its tile size not measured yet), not after other jobs.
+      EXPECT_GE(s->attempts(), 3u);
+      EXPECT_LE(s->attempts(), 4u);
       const cv::Mat tiled = Decode(out->image, cv::IMREAD_COLOR);
       const cv::Mat whole = Decode(base->image, cv::IMREAD_COLOR);
       ASSERT_EQ(tiled.size(), whole.size());
