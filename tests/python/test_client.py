@@ -19,6 +19,9 @@ from conftest import ASTRONAUT, HOPPER, NOBODY, OUTSIDER, Daemon, read, run_as
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 STAGES = ["detect", "landmarks", "encode", "generate", "blend", "score"]
+# A job whose source an earlier job of the same daemon analysed: the source-face cache (on by
+# default) has its face, and no other image needs describing, so there is no encode stage.
+STAGES_CACHED_SOURCE = [s for s in STAGES if s != "encode"]
 
 
 @pytest.fixture(scope="module")
@@ -94,11 +97,12 @@ def test_progress_events_arrive_in_order_then_jobs_and_job(client: fusiond.Clien
     events = [e for e in events if e not in notes]
     started = [e.stage for e in events if isinstance(e, fusiond.StageStarted) and e.stage]
     finished = [e for e in events if isinstance(e, fusiond.StageFinished)]
-    assert started == STAGES and [e.stage for e in finished] == STAGES
+    # simple_swap analysed the astronaut first: this job's source comes from the face cache.
+    assert started == STAGES_CACHED_SOURCE and [e.stage for e in finished] == STAGES_CACHED_SOURCE
     assert all(e.report.name == e.stage and e.report.ms > 0 for e in finished)
     # Each stage starts, then finishes, before the next starts; progress never goes back.
     kinds = [(type(e).__name__, e.stage) for e in events if isinstance(e, (fusiond.StageStarted, fusiond.StageFinished)) and e.stage]
-    assert kinds == [(k, s) for s in STAGES for k in ("StageStarted", "StageFinished")]
+    assert kinds == [(k, s) for s in STAGES_CACHED_SOURCE for k in ("StageStarted", "StageFinished")]
     progress = [e.progress for e in events if hasattr(e, "progress")]
     assert progress == sorted(progress) and progress[-1] < 1
     assert [e.unix_ms for e in events] == sorted(e.unix_ms for e in events)
