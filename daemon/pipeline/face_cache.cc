@@ -35,7 +35,7 @@ uint64_t FaceCache::EntryBytes(const std::string& key, const FaceAnalysis& a) {
 }
 
 std::optional<FaceAnalysis> FaceCache::Lookup(const std::string& key) {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   auto it = index_.find(key);
   if (it == index_.end()) {
     ++stats_.misses;
@@ -48,7 +48,7 @@ std::optional<FaceAnalysis> FaceCache::Lookup(const std::string& key) {
 
 void FaceCache::Insert(const std::string& key, FaceAnalysis analysis) {
   const uint64_t bytes = EntryBytes(key, analysis);
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   if (auto it = index_.find(key); it != index_.end()) {  // replaced: its bytes go first
     stats_.bytes -= it->second->bytes;
     lru_.erase(it->second);
@@ -79,7 +79,7 @@ void FaceCache::Insert(const std::string& key, FaceAnalysis analysis) {
 }
 
 void FaceCache::Clear() {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   index_.clear();
   lru_.clear();
   stats_.bytes = 0;
@@ -88,7 +88,7 @@ void FaceCache::Clear() {
 }
 
 FaceCache::Stats FaceCache::stats() const {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   return stats_;
 }
 
@@ -101,6 +101,7 @@ void FaceCache::EvictLast() {
   ++stats_.evictions;
 }
 
+// Without a residency manager the slabs are counted (charged_bytes) but no lease is held.
 bool FaceCache::ChargeFor(uint64_t bytes) {
   while (stats_.charged_bytes < bytes) {
     if (residency_ != nullptr) {
@@ -108,8 +109,6 @@ bool FaceCache::ChargeFor(uint64_t bytes) {
                                           absl::Now());
       if (!slab.ok()) return false;
       slabs_.push_back(*std::move(slab));
-    } else {
-      slabs_.emplace_back();  // uncharged: a placeholder slab
     }
     stats_.charged_bytes += options_.slab_bytes;
   }
@@ -117,9 +116,8 @@ bool FaceCache::ChargeFor(uint64_t bytes) {
 }
 
 void FaceCache::ReleaseUnused() {
-  while (!slabs_.empty() && stats_.charged_bytes - options_.slab_bytes >= stats_.bytes) {
-    slabs_.back().Release();
-    slabs_.pop_back();
+  while (stats_.charged_bytes >= options_.slab_bytes && stats_.charged_bytes - options_.slab_bytes >= stats_.bytes) {
+    if (!slabs_.empty()) slabs_.pop_back();  // the Lease returns its bytes as it goes
     stats_.charged_bytes -= options_.slab_bytes;
   }
 }

@@ -31,7 +31,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "memory/residency_manager.h"
 #include "pipeline/stages.h"
 
@@ -94,7 +94,7 @@ class FaceCache {
 
   ResidencyManager* const residency_;
   const Options options_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   List lru_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, List::iterator> index_ ABSL_GUARDED_BY(mu_);
   std::vector<Lease> slabs_ ABSL_GUARDED_BY(mu_);
