@@ -77,8 +77,11 @@ constexpr std::array<int, 10> kMidline = {8, 27, 28, 29, 30, 33, 51, 57, 62, 66}
 
 // When the source face is turned, one half is foreshortened (and partly hidden): a warp
 // stretches it into smears. Faces are near-symmetric, so the visible half stands in for the
-// hidden one ("soft symmetry", Hassner et al. 2015, Effective face frontalization): a target
-// triangle on the foreshortened side samples the mirror triangle on the other side. A side is
+// hidden one ("soft symmetry", Hassner et al. 2015, Effective face frontalization): the target's
+// pixels on the foreshortened side's half, up to its midline, sample the mirror of the other
+// half (HalfMask; before, only whole triangles on that side did, so the triangles across the
+// midline - between the eyes, the nose, the lips - sampled the hidden half's squeezed texture and
+// whatever lay beside it, a camera's edge on the profile source). A side is
 // foreshortened when its hull (with the midline) has under 1/kMirrorRatio of the other's
 // area; a frontal face (ratio 1.0-1.3 on the test photos) never is.
 constexpr double kMirrorRatio = 2.0;
@@ -99,38 +102,23 @@ int ForeshortenedSide(const std::vector<cv::Point2f>& src) {
   return -1;
 }
 
-// The source triangle that target triangle `t` samples: its own, or its mirror when all its
-// vertices are on the foreshortened `side` or the midline.
-Triangle SourceTriangle(const Triangle& t, int side) {
-  if (side < 0) return t;
-  auto on_side = [side](int i) {
-    const int j = side == 0 ? i : kMirror[i];  // the same side seen as the left one
-    return std::find(kLeftSide.begin(), kLeftSide.end(), j) != kLeftSide.end();
-  };
-  auto on_mid = [](int i) { return kMirror[i] == i; };  // kMidline
-  bool any = false;
-  for (int i : t) {
-    if (!on_side(i) && !on_mid(i)) return t;
-    any = any || on_side(i);
-  }
-  return any ? Triangle{kMirror[t[0]], kMirror[t[1]], kMirror[t[2]]} : t;
-}
-
-// Rasterises each target triangle's id+1 (0 = not covered) and returns the per-triangle
-// target->source affines as [T+1,2,3] float32 (row 0 unused, zeros).
+// Rasterises each target triangle's id+1 (0 = not covered) into `ids` (when given) and returns the
+// per-triangle target->source affines as [T+1,2,3] float32 (row 0 unused, zeros). With `mirror`,
+// target point i maps to source point kMirror[i]: the warp of the source's mirror image (the
+// reflection is in each triangle's affine; no image is flipped).
 at::Tensor RasteriseAffines(const std::vector<Triangle>& tris, const std::vector<cv::Point2f>& src,
-                            const std::vector<cv::Point2f>& dst, int size, cv::Mat* ids) {
-  *ids = cv::Mat::zeros(size, size, CV_16U);
-  const int side = ForeshortenedSide(src);
+                            const std::vector<cv::Point2f>& dst, int size, bool mirror, cv::Mat* ids) {
+  if (ids != nullptr) *ids = cv::Mat::zeros(size, size, CV_16U);
   std::vector<float> affines(6, 0.0f);
   constexpr int kShift = 4;  // sub-pixel vertex precision for fillConvexPoly
   for (const Triangle& t : tris) {
     std::array<cv::Point2f, 3> d{dst[t[0]], dst[t[1]], dst[t[2]]};
-    const Triangle st = SourceTriangle(t, side);
-    std::array<cv::Point2f, 3> s{src[st[0]], src[st[1]], src[st[2]]};
+    std::array<cv::Point2f, 3> s;
+    for (int k = 0; k < 3; ++k) s[k] = src[mirror ? kMirror[t[k]] : t[k]];
     if (Area2(d[0], d[1], d[2]) < 1e-3) continue;  // degenerate: no affine
     const cv::Mat a = cv::getAffineTransform(d.data(), s.data());
     for (int k = 0; k < 6; ++k) affines.push_back(static_cast<float>(a.at<double>(k / 3, k % 3)));
+    if (ids == nullptr) continue;
     std::array<cv::Point, 3> poly;
     for (int k = 0; k < 3; ++k) {
       poly[k] = cv::Point(cvRound(d[k].x * (1 << kShift)), cvRound(d[k].y * (1 << kShift)));
@@ -140,6 +128,40 @@ at::Tensor RasteriseAffines(const std::vector<Triangle>& tris, const std::vector
   }
   const int64_t n = static_cast<int64_t>(affines.size() / 6);
   return at::from_blob(affines.data(), {n, 2, 3}, at::kFloat).clone();
+}
+
+// The target crop's `side` half of the face (0: where the kLeftSide points lie, 1: the other),
+// split at the midline polyline (nose bridge, nose, lips, chin: 27-30, 33, 51, 62, 66, 57, 8,
+// extended past 27 and 8), feathered by a Gaussian of kSeamSigma * size: [S,S] float32 in [0, 1].
+constexpr double kSeamSigma = 0.015;
+constexpr std::array<int, 10> kMidlineTopDown = {27, 28, 29, 30, 33, 51, 62, 66, 57, 8};
+
+cv::Mat HalfMask(const std::vector<cv::Point2f>& dst, int side, int size) {
+  auto unit = [](cv::Point2f d) {
+    const float l = std::hypot(d.x, d.y);
+    return l > 1e-6f ? d * (1.0f / l) : cv::Point2f(0, 0);
+  };
+  cv::Point2f mid(0, 0), half(0, 0);
+  for (int i : kMidlineTopDown) mid += dst[i];
+  mid *= 1.0f / kMidlineTopDown.size();
+  for (int i : kLeftSide) half += dst[side == 0 ? i : kMirror[i]];
+  half *= 1.0f / kLeftSide.size();
+  const float far = 4.0f * size;
+  const cv::Point2f away = unit(half - mid) * far;  // toward that half
+  std::vector<cv::Point2f> poly;
+  poly.push_back(dst[27] + unit(dst[27] - dst[30]) * far);
+  for (int i : kMidlineTopDown) poly.push_back(dst[i]);
+  poly.push_back(dst[8] + unit(dst[8] - dst[57]) * far);
+  poly.push_back(poly.back() + away);
+  poly.push_back(poly.front() + away);
+  constexpr int kShift = 4;
+  std::vector<cv::Point> fixed;
+  for (const cv::Point2f& p : poly) fixed.emplace_back(cvRound(p.x * (1 << kShift)), cvRound(p.y * (1 << kShift)));
+  cv::Mat mask = cv::Mat::zeros(size, size, CV_32F);
+  cv::fillPoly(mask, std::vector<std::vector<cv::Point>>{fixed}, cv::Scalar(1.0), cv::LINE_8, kShift);
+  const double sigma = kSeamSigma * size;
+  cv::GaussianBlur(mask, mask, cv::Size(0, 0), sigma, sigma, cv::BORDER_REPLICATE);
+  return mask;
 }
 
 // Samples `source` [1,3,S,S] through the per-pixel affine of its triangle (ids: S x S CV_16U,
@@ -258,7 +280,7 @@ at::Tensor TransferColour(const at::Tensor& src_lab, const at::Tensor& dst_lab, 
   const at::Tensor sl = src_lab.narrow(1, 0, 1), tl = dst_lab.narrow(1, 0, 1);
   const at::Tensor sab = src_lab.narrow(1, 1, 2), tab = dst_lab.narrow(1, 1, 2);
   const at::Tensor base = MaskedBlur(tl, cov, norm_l, sl_sigma);
-  const at::Tensor detail = sl - MaskedBlur(sl, cov, norm_l, sl_sigma);
+  const at::Tensor detail = (sl - MaskedBlur(sl, cov, norm_l, sl_sigma)) * o.luminance_detail;
   at::Tensor ab = MaskedBlur(tab, cov, norm_ab, ab_sigma);
   if (o.chroma_detail > 0) ab = ab + (sab - MaskedBlur(sab, cov, norm_ab, ab_sigma)) * o.chroma_detail;
   return o.gamut_fit ? FitDetailToGamut(base, detail, ab) : at::cat({base + detail, ab}, 1);
@@ -345,8 +367,19 @@ absl::StatusOr<at::Tensor> ClassicalGenerator::Fuse(const GeneratorInputs& in) c
   if (!tris.ok()) return tris.status();
   try {
     cv::Mat ids;
-    const at::Tensor affines = RasteriseAffines(*tris, src, dst, size, &ids);
-    const auto [warped, cov] = PiecewiseAffineWarp(in.source, affines, ids);
+    const at::Tensor affines = RasteriseAffines(*tris, src, dst, size, /*mirror=*/false, &ids);
+    auto [warped, cov] = PiecewiseAffineWarp(in.source, affines, ids);
+    if (const int side = ForeshortenedSide(src); side >= 0) {
+      // Soft symmetry: the target's half that the source shows foreshortened takes the mirror
+      // of the source's visible half, split at the target's midline (HalfMask).
+      const at::Tensor mirrored =
+          PiecewiseAffineWarp(in.source, RasteriseAffines(*tris, src, dst, size, /*mirror=*/true, nullptr), ids)
+              .first;
+      cv::Mat half = HalfMask(dst, side, size);
+      const at::Tensor w =
+          at::from_blob(half.data, {1, 1, size, size}, at::kFloat).to(in.source.device(), in.source.scalar_type());
+      warped = warped + (mirrored - warped) * w;
+    }
     at::Tensor face = warped;
     if (options_.colour_transfer) {
       const at::Tensor src_lab = RgbToLab(warped), dst_lab = RgbToLab(in.target);

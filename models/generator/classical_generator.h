@@ -8,7 +8,10 @@
 //      source (its hidden half's points are guesses);
 //   1. Delaunay triangulation of the target's 68 points (cv::Subdiv2D, host geometry);
 //   2. per-triangle affine target->source, rasterised into a triangle-id map (host, S*S int16),
-//      then a piecewise-affine sampling grid and at::grid_sample of the source (device);
+//      then a piecewise-affine sampling grid and at::grid_sample of the source (device). For a
+//      turned source (one half foreshortened), the target's half on that side takes a second warp
+//      that maps point i to the source's mirror point (the visible half, reflected), split at the
+//      target's midline with a feathered mask ("soft symmetry");
 //   3. colour transfer in CIE Lab (sRGB D65), low frequencies from the target and details from the
 //      source (as in the detail/base split of Burt & Adelson's pyramid blending): over the covered
 //      pixels, blur(x) = Gaussian(x * cov) / Gaussian(cov) (normalised convolution) and
@@ -51,6 +54,12 @@ class ClassicalGenerator final : public FusionGenerator {
     // Step 3's luminance detail is scaled down, per pixel, just enough that the colour stays in
     // the sRGB gamut (chroma kept, not clipped); false = clip per channel (before).
     bool gamut_fit = true;
+    // Gain on step 3's luminance detail (source L - blur_L(source L)): the features that carry
+    // identity (brows, eye sockets, nose and mouth edges) at full strength over the target's
+    // shading. Chosen on bench/quality (docs/QUALITY.md): 1.0 -> 1.5 took the profile source's
+    // faces under identity 0.6 from 22 to 26 of 32 (group photos) and 24 to 33 of 49 (grid), the
+    // astronaut's 31 -> 32 of 32, Grace's 32 of 32 kept; 2.0 made skin texture harsh (looked at).
+    double luminance_detail = 1.5;
   };
 
   static absl::StatusOr<std::unique_ptr<ClassicalGenerator>> Create(Options options);
