@@ -25,6 +25,7 @@
 #include "pipeline/frame_edge.h"
 #include "pipeline/parallel.h"
 #include "pipeline/precision.h"
+#include "spdlog/spdlog.h"
 
 namespace fusion {
 namespace {
@@ -221,6 +222,10 @@ absl::StatusOr<faceapi::Landmarks68> UprightLandmarks(const faceapi::FaceLandmar
   const faceapi::UpsideDownCue cue{faceapi::EyeContrast(image, *as_is, box), faceapi::EyeContrast(image, *turned, box),
                                    detector_logit};
   *upside_down = cue.upside_down();
+  spdlog::debug("landmarks: face at ({:.0f},{:.0f} {:.0f}x{:.0f}): upside-down cue {:.2f} (eyes {:.2f} as is, {:.2f} "
+                "turned; detector {:.2f}){}",
+                box.x, box.y, box.w, box.h, cue.value(), cue.eyes_as_is, cue.eyes_turned, cue.detector_logit,
+                *upside_down ? ": upside down, righted" : "");
   return *upside_down ? *turned : *as_is;
 }
 
