@@ -17,6 +17,7 @@
 #include "models/faceapi/multiscale.h"
 #include "models/faceapi/ssd_mobilenet_v1.h"
 #include "models/faceapi/tiny_face_detector.h"
+#include "models/faceapi/upside_down.h"
 #include "models/generator/face_crop.h"
 #include "models/generator/generator.h"
 #include "models/generator/torchscript_enhancer.h"
@@ -24,6 +25,7 @@
 #include "pipeline/frame_edge.h"
 #include "pipeline/parallel.h"
 #include "pipeline/precision.h"
+#include "spdlog/spdlog.h"
 
 namespace fusion {
 namespace {
@@ -152,6 +154,18 @@ absl::Status DetectFaces(const ModelCopy& detector, int tile_px, const DetectSet
   }
   auto boxes = faceapi::DetectMultiScale(*det, pic.rgb, options);
   if (!boxes.ok()) return boxes.status();
+  if (boxes->empty()) {
+    // No face at all: the scan once more with the picture turned by 180 degrees (SSD misses
+    // many upside-down faces, Grace Hopper among them), in place (a flip both ways is exact, and
+    // needs no second image), the boxes turned back.
+    options.before_pass = [&cp](size_t i, size_t n) { return cp.Check("upside-down pass", i, n); };
+    cv::flip(pic.rgb, pic.rgb, -1);
+    boxes = faceapi::DetectMultiScale(*det, pic.rgb, options);
+    cv::flip(pic.rgb, pic.rgb, -1);
+    if (!boxes.ok()) return boxes.status();
+    const float w = static_cast<float>(pic.rgb.cols), h = static_cast<float>(pic.rgb.rows);
+    for (faceapi::FaceBox& b : *boxes) b = {w - b.x - b.w, h - b.y - b.h, b.w, b.h, b.score};
+  }
   // Orientation: 4 boxes per pass, each pass a checkpoint.
   auto orientations = faceapi::EstimateOrientations(
       *det, pic.rgb, *boxes, tile_px, [&cp](size_t i, size_t n) { return cp.Check("orientation pass", i, n); });
@@ -167,6 +181,7 @@ absl::Status DetectFaces(const ModelCopy& detector, int tile_px, const DetectSet
     }
     DetectedFace f;
     f.box = (*boxes)[i];
+    f.upside_down_logit = faceapi::DetectorUpsideDownLogit(o);
     faces.push_back(f);
   }
   pic.faces = std::move(faces);
@@ -193,16 +208,42 @@ std::string DetectStageBucket(int side, const DetectSettings& settings) {
   return settings.threads > 1 ? absl::StrCat(side, "x", side, " x", settings.threads) : absl::StrCat(side, "x", side);
 }
 
+namespace {
+
+// The landmarks of `box` in `image` (FaceLandmark68Net::Detect), or those of the face righted
+// when the upside-down check finds it turned by 180 degrees (*upside_down set).
+absl::StatusOr<faceapi::Landmarks68> UprightLandmarks(const faceapi::FaceLandmark68Net& net, const cv::Mat& image,
+                                                      const faceapi::FaceBox& box, float detector_logit,
+                                                      bool* upside_down) {
+  auto as_is = net.Detect(image, box);
+  if (!as_is.ok()) return as_is.status();
+  auto turned = faceapi::DetectTurned180(net, image, box);
+  if (!turned.ok()) return turned.status();
+  const faceapi::UpsideDownCue cue{faceapi::EyeContrast(image, *as_is, box), faceapi::EyeContrast(image, *turned, box),
+                                   detector_logit};
+  *upside_down = cue.upside_down();
+  spdlog::debug("landmarks: face at ({:.0f},{:.0f} {:.0f}x{:.0f}): upside-down cue {:.2f} (eyes {:.2f} as is, {:.2f} "
+                "turned; detector {:.2f}){}",
+                box.x, box.y, box.w, box.h, cue.value(), cue.eyes_as_is, cue.eyes_turned, cue.detector_logit,
+                *upside_down ? ": upside down, righted" : "");
+  return *upside_down ? *turned : *as_is;
+}
+
+}  // namespace
+
 absl::Status FindLandmarks(const ModelCopy& landmarks, Picture& pic, const Checkpoint& cp) {
   if (!landmarks.landmarks) return absl::InvalidArgumentError("landmarks: the model is not a landmark net");
   std::vector<faceapi::Landmarks68> found;
+  std::vector<bool> upside_down;
   for (const DetectedFace& f : pic.faces) {
     if (absl::Status st = cp.Check("face", found.size(), pic.faces.size()); !st.ok()) return st;
     const cv::Size size = pic.rgb.size();
+    bool turned = false;
     if (CutEdges(f.box, size) == 0) {
-      auto pts = landmarks.landmarks->Detect(pic.rgb, f.box);
+      auto pts = UprightLandmarks(*landmarks.landmarks, pic.rgb, f.box, f.upside_down_logit, &turned);
       if (!pts.ok()) return pts.status();
       found.push_back(*pts);
+      upside_down.push_back(turned);
       continue;
     }
     // The whole face's box on a canvas padded beyond the frame (zeros outside it).
@@ -215,15 +256,19 @@ absl::Status FindLandmarks(const ModelCopy& landmarks, Picture& pic, const Check
     cv::Mat canvas(ext.size(), CV_8UC3, cv::Scalar::all(0));
     pic.rgb(in).copyTo(canvas(in - ext.tl()));
     const faceapi::FaceBox local{whole.x - x0, whole.y - y0, whole.w, whole.h, f.box.score};
-    auto pts = landmarks.landmarks->Detect(canvas, local);
+    auto pts = UprightLandmarks(*landmarks.landmarks, canvas, local, f.upside_down_logit, &turned);
     if (!pts.ok()) return pts.status();
     for (faceapi::Point& p : *pts) {
       p.x += x0;
       p.y += y0;
     }
     found.push_back(*pts);
+    upside_down.push_back(turned);
   }
-  for (size_t i = 0; i < found.size(); ++i) pic.faces[i].landmarks = found[i];
+  for (size_t i = 0; i < found.size(); ++i) {
+    pic.faces[i].landmarks = found[i];
+    pic.faces[i].upside_down = upside_down[i];
+  }
   return absl::OkStatus();
 }
 

@@ -33,6 +33,11 @@ struct DetectedFace {
   faceapi::Landmarks68 landmarks;  // full-resolution pixels
   FaceDescriptor descriptor{};
   bool described = false;
+  // The detector's preference for the face turned by 180 degrees in the orientation check
+  // (faceapi::DetectorUpsideDownLogit), and whether FindLandmarks found it upside down (its
+  // landmarks are then those of the face righted: faceapi/upside_down.h).
+  float upside_down_logit = 0;
+  bool upside_down = false;
 };
 
 // A detected face that is not upright (faceapi::EstimateOrientations): never swapped, named in
@@ -58,7 +63,7 @@ struct Picture {
   cv::Mat bgr;         // CV_8UC3, full resolution
   cv::Mat rgb;         // CV_8UC3 RGB, full resolution (every stage reads it)
   std::vector<DetectedFace> faces;   // upright faces, by descending detector score
-  std::vector<TurnedFace> turned;    // faces the detector finds turned by 90/180/270 degrees
+  std::vector<TurnedFace> turned;    // faces the detector finds turned by 90 or 270 degrees
   // The source or reference picture's analysis came from the face cache (face_cache.h): faces
   // holds its one face with landmarks and descriptor, `rgb` is empty, and the detect,
   // landmarks and encode stages skip the picture.
@@ -68,8 +73,9 @@ struct Picture {
 
 // "target image: the face at (x,y WxH) is turned sideways (the detector scores it 0.99 righted,
 // 0.45 as it is): not swapped; store the image upright" (the job's degradation). No direction:
-// SSD scores an upside-down face like an upright one, so the turn that rights a sideways face
-// and the opposite one (upside down) score alike (face_orientation.h).
+// SSD often scores an upside-down face like an upright one, so the turn that rights a sideways
+// face and the opposite one (upside down) score alike (face_orientation.h). Faces turned by 180
+// degrees are not "turned" faces: FindLandmarks rights them and they are swapped.
 std::string TurnedFaceNote(const std::string& what, const TurnedFace& f);
 
 // One target face being swapped.
@@ -96,8 +102,12 @@ struct DetectSettings {
 // network's stride-8 stem in tile_px windows (FaceDetector::Detect): a smaller working set, the
 // same boxes up to float order.
 // Every box is then checked for its orientation (faceapi::EstimateOrientations, one more pass per
-// 4 boxes): turned ones go to pic.turned, not pic.faces.
-// Checkpoint units: "pass", then "orientation pass". `on_pass(index, count)`, when given, is
+// 4 boxes): turned ones go to pic.turned, not pic.faces; upside down (180 degrees) is told by
+// FindLandmarks. When the scan finds no face at all it runs once more on the picture turned by
+// 180 degrees (in place, turned back after), its boxes turned back: SSD misses many upside-down
+// faces (Grace Hopper turned, 0 boxes), so this costs time only where the job would fail.
+// Checkpoint units: "pass", then "upside-down pass" (when no face was found), then
+// "orientation pass". `on_pass(index, count)`, when given, is
 // called before each scan pass (MultiScaleOptions::before_pass: concurrently when passes run at
 // once), for the job's progress.
 absl::Status DetectFaces(const ModelCopy& detector, int tile_px, const DetectSettings& settings, Picture& pic,
@@ -116,6 +126,11 @@ std::string DetectStageBucket(int side, const DetectSettings& settings);
 // A box cut by the frame edge (frame_edge.h CutEdges) is extended beyond the frame
 // (ExtendedFaceBox) and the net sees that box with zeros outside the frame: its points may then
 // lie outside the frame. A box inside the frame is cropped as it is.
+// Each face is looked at upside down as well (faceapi/upside_down.h: one more landmark forward
+// of its crop turned by 180 degrees); a face found upside down gets the landmarks of its crop
+// righted, turned back into the frame (upside_down set), so that the later stages, which align
+// by the eye line, swap it as they swap any rolled face. Other faces keep the points found as
+// they are, bit for bit.
 absl::Status FindLandmarks(const ModelCopy& landmarks, Picture& pic, const Checkpoint& cp = {});
 // Moves the faces of `pic` whose landmarks' hull lies more than kMaxOutsideShare outside the
 // frame (frame_edge.h) from pic.faces to pic.cut, in order. Needs the landmarks.

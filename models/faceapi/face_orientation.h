@@ -33,9 +33,11 @@ inline constexpr int kOrientationFacesPerPass = 4;  // 16 cells of 128 px in 512
 
 struct FaceOrientation {
   // Clockwise quarter turns of the image that make the face upright: 0, 1 (cv::rotate's
-  // ROTATE_90_CLOCKWISE) or 3 (ROTATE_90_COUNTERCLOCKWISE); never 2 (UprightTurns). 1 and 3
-  // tell "sideways" reliably, not which way: the other one shows the face upside down, which
-  // SSD scores as high (the scan's boxes of sample1 turned 90 degrees clockwise came out 3, 1, 3).
+  // ROTATE_90_CLOCKWISE) or 3 (ROTATE_90_COUNTERCLOCKWISE); not 2 from these scores alone
+  // (UprightTurns): upside down is told with the landmarks, by upside_down.h, which takes
+  // scores[2] against scores[0] as one of its cues. 1 and 3 tell "sideways" reliably, not which
+  // way: the other one shows the face upside down, which SSD often scores as high (the scan's
+  // boxes of sample1 turned 90 degrees clockwise came out 3, 1, 3).
   int upright_turns = 0;
   // The detector's best score in each turn's cell (0..3, 2 upside down); 0 = no box there.
   std::array<float, 4> scores{};
@@ -47,9 +49,12 @@ struct FaceOrientation {
 // 0.945 and 0.882; stored turned, 0.924 as it is and 0.991 righted). Measured (the test): the 21
 // group faces (ground-truth boxes, and the scan's tighter boxes in tests/pipeline) and Grace
 // rolled by 30-45 degrees keep their cell as it is the best or within 0.65; portraits stored
-// turned by 90 or 270 degrees are righted by 1.9 or more. Upside down (2) is never reported:
-// SSD scores upside-down faces like upright ones (sample1's face 0.99 upside down, 0.94 as it is
-// with the scan's box), and the scan seldom finds an upside-down face anyway.
+// turned by 90 or 270 degrees are righted by 1.9 or more. Upside down (2) is not decided here:
+// SSD scores many upside-down faces like upright ones (sample1's face 0.99 upside down, 0.94 as
+// it is with the scan's box; the astronaut 0.955 against 0.970), so the pipeline tells 2 after
+// the landmarks (upside_down.h: the eyes' contrast with the landmarks found either way, this
+// check's scores[2] against scores[0] as a tie-breaker), and the detect stage scans a picture
+// without any face once more turned by 180 degrees (SSD finds no face in Grace Hopper turned).
 inline constexpr float kTurnedMinScore = 0.5f;
 inline constexpr float kTurnedMarginLogit = 1.0f;
 int UprightTurns(const std::array<float, 4>& scores);

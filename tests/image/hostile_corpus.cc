@@ -88,18 +88,6 @@ std::string CmykJpeg(const cv::Mat& bgr) {
   return out;
 }
 
-// `jpeg` with an EXIF APP1 carrying Orientation = `orientation` right after SOI.
-std::string WithExifOrientation(const std::string& jpeg, uint16_t orientation) {
-  std::string tiff("MM\x00\x2a\x00\x00\x00\x08\x00\x01", 10);                  // header, 1 entry
-  tiff += std::string("\x01\x12\x00\x03\x00\x00\x00\x01", 8);                   // Orientation SHORT x1
-  tiff += std::string({'\0', static_cast<char>(orientation), '\0', '\0'});       // value
-  tiff += std::string(4, '\0');                                                 // no next IFD
-  const std::string payload = std::string("Exif\0\0", 6) + tiff;
-  const size_t len = payload.size() + 2;
-  std::string app1 = {'\xff', '\xe1', static_cast<char>(len >> 8), static_cast<char>(len & 0xff)};
-  return jpeg.substr(0, 2) + app1 + payload + jpeg.substr(2);
-}
-
 // A two-frame APNG from a PNG: acTL after IHDR, fcTL before IDAT, a second frame (fcTL + fdAT)
 // repeating the first's data. Decoders without APNG support show the default image (frame 1).
 std::string Apng(const std::string& png) {
@@ -171,6 +159,17 @@ std::string WebpBomb() {
 }
 
 }  // namespace
+
+std::string WithExifOrientation(const std::string& jpeg, uint16_t orientation) {
+  std::string tiff("MM\x00\x2a\x00\x00\x00\x08\x00\x01", 10);                  // header, 1 entry
+  tiff += std::string("\x01\x12\x00\x03\x00\x00\x00\x01", 8);                   // Orientation SHORT x1
+  tiff += std::string({'\0', static_cast<char>(orientation), '\0', '\0'});       // value
+  tiff += std::string(4, '\0');                                                 // no next IFD
+  const std::string payload = std::string("Exif\0\0", 6) + tiff;
+  const size_t len = payload.size() + 2;
+  std::string app1 = {'\xff', '\xe1', static_cast<char>(len >> 8), static_cast<char>(len & 0xff)};
+  return jpeg.substr(0, 2) + app1 + payload + jpeg.substr(2);
+}
 
 std::string MakePngBomb(uint32_t width, uint32_t height, bool full_data);
 

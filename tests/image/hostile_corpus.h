@@ -38,4 +38,8 @@ std::vector<HostileInput> MakeHostileCorpus(const cv::Mat& face);
 // about a second); otherwise one tiny IDAT (refused on its header; would fail to decode).
 std::string PngBomb(uint32_t width, uint32_t height, bool full_data);
 
+// `jpeg` (a JFIF file) with an EXIF APP1 carrying Orientation = `orientation` (1..8) right
+// after SOI; the pixels are untouched.
+std::string WithExifOrientation(const std::string& jpeg, uint16_t orientation);
+
 }  // namespace fusion::testing

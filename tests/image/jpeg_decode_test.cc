@@ -84,5 +84,52 @@ TEST(DecodeJpeg, GarbledScanIsRefusedAsCorruptFromItsFirstBadRow) {
   FAIL() << "no jpeg_scan_corrupt in the corpus";
 }
 
+// A photo stored turned or mirrored with the EXIF orientation that shows it upright (a phone held
+// upside down writes 3) decodes upright: the same pixels, but for JPEG's rounding, as the photo
+// itself (mean difference 0.5-0.7 levels measured); as stored it differs by 60 or more.
+TEST(DecodeJpeg, EveryExifOrientationDecodesUpright) {
+  const cv::Mat face = Face();
+  // The stored image for each orientation: the inverse of the turn a viewer applies.
+  auto stored = [&](int orientation) {
+    cv::Mat out;
+    switch (orientation) {
+      case 2: cv::flip(face, out, 1); break;
+      case 3: cv::rotate(face, out, cv::ROTATE_180); break;
+      case 4: cv::flip(face, out, 0); break;
+      case 5: cv::transpose(face, out); break;
+      case 6: cv::rotate(face, out, cv::ROTATE_90_COUNTERCLOCKWISE); break;
+      case 7: cv::transpose(face, out), cv::rotate(out, out, cv::ROTATE_180); break;
+      case 8: cv::rotate(face, out, cv::ROTATE_90_CLOCKWISE); break;
+      default: out = face.clone();
+    }
+    return out;
+  };
+  auto mean_diff = [](const cv::Mat& a, const cv::Mat& b) {
+    if (a.size() != b.size()) return 1e9;
+    cv::Mat d;
+    cv::absdiff(a, b, d);
+    return cv::mean(d.reshape(1))[0];
+  };
+  for (int o = 1; o <= 8; ++o) {
+    SCOPED_TRACE(o);
+    const cv::Mat s = stored(o);
+    const std::string bytes = testing::WithExifOrientation(Jpeg(s), static_cast<uint16_t>(o));
+    auto header = image::ReadImageHeader(bytes, "source image");
+    ASSERT_TRUE(header.ok()) << header.status();
+    EXPECT_EQ(header->orientation, static_cast<uint32_t>(o));
+    EXPECT_EQ(header->width, static_cast<uint32_t>(face.cols));
+    EXPECT_EQ(header->height, static_cast<uint32_t>(face.rows));
+    auto decoded = Decode(bytes);
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    const double upright = mean_diff(*decoded, face);
+    std::printf("EXIF orientation %d: mean difference from the photo %.2f levels decoded, %.2f as stored\n", o,
+                upright, s.size() == face.size() ? mean_diff(s, face) : -1.0);
+    EXPECT_LT(upright, 2.0);
+    if (o != 1 && s.size() == face.size()) {
+      EXPECT_GT(mean_diff(s, face), 20.0);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fusion
