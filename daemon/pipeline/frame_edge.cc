@@ -109,6 +109,34 @@ float FaceOutsideShare(const faceapi::FaceBox& box, const faceapi::Landmarks68& 
   return std::max(OutsideShare(landmarks, frame), BoxOutsideShare(box, frame));
 }
 
+double Similarity::Scale() const { return std::hypot(a, b); }
+
+Similarity FitSimilarity(const std::vector<cv::Point2f>& from, const std::vector<cv::Point2f>& to,
+                         const std::vector<float>& w) {
+  const size_t n = std::min(from.size(), to.size());
+  double sw = 0, fx = 0, fy = 0, tx = 0, ty = 0;
+  size_t used = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double wi = w.empty() ? 1.0 : w[i];
+    if (wi <= 0) continue;
+    sw += wi, fx += wi * from[i].x, fy += wi * from[i].y, tx += wi * to[i].x, ty += wi * to[i].y, ++used;
+  }
+  if (used < 2) return {};
+  fx /= sw, fy /= sw, tx /= sw, ty /= sw;
+  double num_a = 0, num_b = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double wi = w.empty() ? 1.0 : w[i];
+    if (wi <= 0) continue;
+    const double x = from[i].x - fx, y = from[i].y - fy, u = to[i].x - tx, v = to[i].y - ty;
+    num_a += wi * (x * u + y * v), num_b += wi * (x * v - y * u), den += wi * (x * x + y * y);
+  }
+  if (den <= 0) return {};
+  Similarity s{num_a / den, num_b / den, 0, 0};
+  s.tx = tx - (s.a * fx - s.b * fy);
+  s.ty = ty - (s.b * fx + s.a * fy);
+  return s;
+}
+
 std::string CutFaceNote(const std::string& what, const faceapi::FaceBox& b, unsigned edges, float outside_share) {
   return absl::StrCat(what, ": the face at (", std::lround(b.x), ",", std::lround(b.y), " ", std::lround(b.w), "x",
                       std::lround(b.h), ") is cut by ", EdgeNames(edges), " of the frame (",

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <opencv2/core/types.hpp>
 
@@ -70,6 +71,20 @@ float BoxOutsideShare(const faceapi::FaceBox& box, cv::Size frame);
 // outside (the net then fits a face into what it sees: Grace cut by 60% at the right gives 19%),
 // the box alone too much for a whole face whose box is narrower than kWholeFaceAspect.
 float FaceOutsideShare(const faceapi::FaceBox& box, const faceapi::Landmarks68& landmarks, cv::Size frame);
+
+// A similarity transform p -> [a -b; b a] p + (tx, ty): rotation, uniform scale, shift.
+struct Similarity {
+  double a = 1, b = 0, tx = 0, ty = 0;
+  cv::Point2f operator()(cv::Point2f p) const {
+    return {static_cast<float>(a * p.x - b * p.y + tx), static_cast<float>(b * p.x + a * p.y + ty)};
+  }
+  double Scale() const;
+};
+// The least-squares similarity taking from[i] onto to[i] (weights w[i] >= 0, all 1 when empty):
+// the closed form of Horn / Umeyama in 2-D. The identity when the weighted points are fewer than
+// two or coincide.
+Similarity FitSimilarity(const std::vector<cv::Point2f>& from, const std::vector<cv::Point2f>& to,
+                         const std::vector<float>& w = {});
 
 // "target image: the face at (x,y WxH) is cut by the right edge of the frame (41% of it outside):
 // not swapped" (the job's degradation; the box is the detector's, in frame pixels).
