@@ -1,7 +1,7 @@
 // bench/edge: how well the frame-edge check (daemon/pipeline/frame_edge.h) measures faces cut by
 // the frame edge. Makes its own set with a known truth: the 21 faces of the six group photos
-// (boxes from tests/data/faces/ground_truth.json), Grace Hopper and the astronaut (boxes from the
-// tiny detector on the uncut photo, as the ground truth's were made), each rolled by the given
+// (boxes from tests/data/faces/ground_truth.json), Grace Hopper and the astronaut (the tiny
+// detector's reference boxes, golden_faceapi.json, as the ground truth's were made), each rolled by the given
 // angles about the face's centre and cut by each frame edge so that a known share of the face's
 // box (rotated with it) lies outside the frame. Then runs the pipeline's own stage functions on
 // each made image (DetectFaces with SSD, FindLandmarks, FaceOutsideShare, SetAsideCutFaces) and
@@ -33,6 +33,7 @@
 #include "pipeline/model_store.h"
 #include "pipeline/parallel.h"
 #include "pipeline/stages.h"
+#include "tests/pipeline/made_cut.h"
 
 namespace {
 
@@ -44,99 +45,15 @@ struct Base {
   cv::Rect2f box;  // the whole face, photo pixels
 };
 
-struct Made {
-  cv::Mat bgr;
-  std::vector<cv::Point2f> face;  // the face's box rotated with the image, made-image pixels
-};
-
-enum Side { kL, kR, kT, kB };
-const char* kSideName[] = {"left", "right", "top", "bottom"};
+using made_cut::Side;
+using made_cut::kLeft, made_cut::kRight, made_cut::kTop, made_cut::kBottom;
+using made_cut::Bound, made_cut::ClipHalf;
 
 std::string Read(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
-}
-
-cv::Rect2f Bound(const std::vector<cv::Point2f>& poly) {
-  if (poly.empty()) return {};
-  float x0 = poly[0].x, x1 = x0, y0 = poly[0].y, y1 = y0;
-  for (const cv::Point2f& p : poly) x0 = std::min(x0, p.x), x1 = std::max(x1, p.x), y0 = std::min(y0, p.y), y1 = std::max(y1, p.y);
-  return {x0, y0, x1 - x0, y1 - y0};
-}
-
-double Area(const std::vector<cv::Point2f>& poly) { return poly.size() < 3 ? 0 : std::abs(cv::contourArea(poly)); }
-
-// The part of `poly` (convex) with coordinate `axis` (0 x, 1 y) below `t` (keep_below) or above.
-std::vector<cv::Point2f> ClipHalf(const std::vector<cv::Point2f>& poly, int axis, float t, bool keep_below) {
-  std::vector<cv::Point2f> out;
-  auto coord = [axis](const cv::Point2f& p) { return axis == 0 ? p.x : p.y; };
-  auto in = [&](const cv::Point2f& p) { return keep_below ? coord(p) <= t : coord(p) >= t; };
-  for (size_t i = 0; i < poly.size(); ++i) {
-    const cv::Point2f a = poly[i], b = poly[(i + 1) % poly.size()];
-    if (in(a)) out.push_back(a);
-    if (in(a) != in(b)) {
-      const float u = (t - coord(a)) / (coord(b) - coord(a));
-      out.push_back(a + u * (b - a));
-    }
-  }
-  return out;
-}
-
-// The share of `poly` beyond the line of `side` at `t`.
-double ShareBeyond(const std::vector<cv::Point2f>& poly, Side side, float t) {
-  const int axis = side == kL || side == kR ? 0 : 1;
-  const bool below = side == kL || side == kT;  // outside = below t for the left and top edges
-  return Area(ClipHalf(poly, axis, t, below)) / Area(poly);
-}
-
-// The share of `poly` outside [0, w) x [0, h).
-double ShareOutside(const std::vector<cv::Point2f>& poly, cv::Size s) {
-  std::vector<cv::Point2f> in = ClipHalf(poly, 0, 0, false);
-  in = ClipHalf(in, 0, s.width, true);
-  in = ClipHalf(in, 1, 0, false);
-  in = ClipHalf(in, 1, s.height, true);
-  return 1 - Area(in) / Area(poly);
-}
-
-// `base` rolled by `roll` degrees (counter-clockwise as seen) about its face's centre, framed
-// with 0.6 face sizes of context, the frame edge of `side` cutting `share` of the face's box.
-Made Make(const Base& base, double roll, Side side, double share) {
-  const cv::Point2f c(base.box.x + base.box.width / 2, base.box.y + base.box.height / 2);
-  const cv::Mat r = cv::getRotationMatrix2D(c, roll, 1.0);
-  std::vector<cv::Point2f> corners = {base.box.tl(), {base.box.x + base.box.width, base.box.y}, base.box.br(),
-                                      {base.box.x, base.box.y + base.box.height}};
-  std::vector<cv::Point2f> face;
-  cv::transform(corners, face, r);
-  const cv::Rect2f bound = Bound(face);
-  const float pad = 0.6f * std::max(base.box.width, base.box.height);
-  float x0 = bound.x - pad, x1 = bound.x + bound.width + pad, y0 = bound.y - pad, y1 = bound.y + bound.height + pad;
-  if (share > 0) {
-    const bool x = side == kL || side == kR;
-    float lo = x ? bound.x : bound.y, hi = x ? bound.x + bound.width : bound.y + bound.height;
-    for (int i = 0; i < 50; ++i) {  // bisection: the share beyond t grows with t (left/top)
-      const float t = (lo + hi) / 2;
-      const double s = ShareBeyond(face, side, t);
-      const bool grow = side == kL || side == kT ? s < share : s > share;
-      (grow ? lo : hi) = t;
-    }
-    const float t = std::round((lo + hi) / 2);  // whole pixels: the crop's edge
-    if (side == kL) x0 = t;
-    if (side == kR) x1 = t;
-    if (side == kT) y0 = t;
-    if (side == kB) y1 = t;
-  }
-  x0 = std::round(x0), y0 = std::round(y0), x1 = std::round(x1), y1 = std::round(y1);
-  cv::Mat m = r.clone();
-  m.at<double>(0, 2) -= x0;
-  m.at<double>(1, 2) -= y0;
-  Made out;
-  cv::warpAffine(base.bgr, out.bgr, m, cv::Size(static_cast<int>(x1 - x0), static_cast<int>(y1 - y0)), cv::INTER_LINEAR,
-                 cv::BORDER_REFLECT101);
-  for (cv::Point2f& p : face) p -= cv::Point2f(x0, y0);
-  out.face = face;
-  return out;
 }
 
 Picture Pic(const cv::Mat& bgr) {
@@ -156,7 +73,7 @@ float IoU(const faceapi::FaceBox& a, const cv::Rect2f& b) {
 struct Result {
   std::string base, what;
   double roll = 0, truth = 0;
-  Side side = kL;
+  Side side = kLeft;
   bool found = false, turned = false, set_aside = false;
   float estimate = -1;
   faceapi::FaceBox box;
@@ -164,20 +81,16 @@ struct Result {
 };
 
 struct Models {
-  std::shared_ptr<const ModelCopy> ssd, tiny, landmarks;
+  std::shared_ptr<const ModelCopy> ssd, landmarks;
 };
 
 Result Run(const Models& m, const Base& base, double roll, Side side, double share, const std::string& png_dir) {
-  Made made = Make(base, roll, side, share);
-  Result r{.base = base.name, .roll = roll, .truth = ShareOutside(made.face, made.bgr.size()), .side = side};
+  const made_cut::Made made = made_cut::Make(base.bgr, base.box, roll, side, share);
+  Result r{.base = base.name, .roll = roll, .truth = made.truth, .side = side};
   Picture p = Pic(made.bgr);
   if (!DetectFaces(*m.ssd, 0, DetectSettings{}, p).ok()) return r;
   // The visible part of the face's box, its bounding box: the detection that overlaps it most.
-  std::vector<cv::Point2f> vis = ClipHalf(made.face, 0, 0, false);
-  vis = ClipHalf(vis, 0, p.rgb.cols, true);
-  vis = ClipHalf(vis, 1, 0, false);
-  vis = ClipHalf(vis, 1, p.rgb.rows, true);
-  const cv::Rect2f visible = Bound(vis);
+  const cv::Rect2f visible = Bound(made_cut::Inside(made.face, made.bgr.size()));
   int best = -1;
   float best_iou = 0.3f;
   bool turned = false;
@@ -212,32 +125,30 @@ Result Run(const Models& m, const Base& base, double roll, Side side, double sha
     cv::rectangle(v, cv::Rect(std::lround(r.box.x), std::lround(r.box.y), std::lround(r.box.w), std::lround(r.box.h)),
                   {0, 0, 255}, 1);
     for (const faceapi::Point& q : r.points) cv::circle(v, cv::Point(std::lround(q.x), std::lround(q.y)), 2, {0, 255, 0}, -1);
-    cv::imwrite(absl::StrFormat("%s/%s_r%+.0f_%s%02.0f.png", png_dir, base.name, roll, kSideName[side], share * 100), v);
+    cv::imwrite(absl::StrFormat("%s/%s_r%+.0f_%s%02.0f.png", png_dir, base.name, roll, made_cut::SideName(side), share * 100), v);
   }
   return r;
 }
 
-std::vector<Base> Bases(const Models& m, const std::string& testdata) {
+std::vector<Base> Bases(const std::string& testdata) {
   std::vector<Base> out;
   const auto gt = nlohmann::json::parse(Read(FUSION_SOURCE_DIR "/tests/data/faces/ground_truth.json"));
   for (const auto& [file, entry] : gt["images"].items()) {
-    const cv::Mat bgr = cv::imread(testdata + "/faces/" + file, cv::IMREAD_COLOR);
-    if (bgr.empty()) throw std::runtime_error("cannot read " + testdata + "/faces/" + file);
+    const std::string path = testdata + "/faces/" + file.substr(file.find("sample"));
+    const cv::Mat bgr = cv::imread(path, cv::IMREAD_COLOR);
+    if (bgr.empty()) throw std::runtime_error("cannot read " + path);
     int k = 0;
     for (const auto& b : entry["faces"]) {
       const std::string name = absl::StrFormat("%s#%d", file.substr(file.find("sample"), 7), k++);
       out.push_back({name, bgr, cv::Rect2f(b[0], b[1], b[2], b[3])});
     }
   }
-  for (const auto& [name, file] : std::vector<std::pair<std::string, std::string>>{
-           {"grace", "grace_hopper_512x600.jpg"}, {"astronaut", "astronaut_eileen_collins_512.png"}}) {
-    const cv::Mat bgr = cv::imread(FUSION_SOURCE_DIR "/tests/data/faces/" + file, cv::IMREAD_COLOR);
-    Picture p = Pic(bgr);
-    if (!DetectFaces(*m.tiny, 0, DetectSettings{}, p).ok() || p.faces.size() != 1) {
-      throw std::runtime_error("the tiny detector does not find one face in " + file);
-    }
-    const faceapi::FaceBox& b = p.faces[0].box;
-    out.push_back({name, bgr, cv::Rect2f(b.x, b.y, b.w, b.h)});
+  // The tiny detector's reference boxes (tests/data/faces/golden_faceapi.json det_box_xywh).
+  const std::vector<std::tuple<std::string, std::string, cv::Rect2f>> portraits = {
+      {"grace", "grace_hopper_512x600.jpg", {142.2f, 137.1f, 240.7f, 214.7f}},
+      {"astronaut", "astronaut_eileen_collins_512.png", {163.5f, 75.8f, 115.4f, 110.5f}}};
+  for (const auto& [name, file, box] : portraits) {
+    out.push_back({name, cv::imread(FUSION_SOURCE_DIR "/tests/data/faces/" + file, cv::IMREAD_COLOR), box});
   }
   return out;
 }
@@ -287,21 +198,38 @@ void Calibrate(const Models& m, const std::vector<Base>& bases) {
     for (auto& q : sum) q *= 1.0f / shapes.size();
     mean = normalise(sum);
   }
-  std::vector<cv::Point2f> box_sum(4, {0, 0}), ssd_sum(4, {0, 0});
+  // Upright: the eyes' centres level.
+  cv::Point2f le(0, 0), re(0, 0);
+  for (int k = 36; k < 42; ++k) le += mean[k] * (1.0f / 6), re += mean[k + 6] * (1.0f / 6);
+  const double angle = std::atan2(re.y - le.y, re.x - le.x);
+  const Similarity level{std::cos(-angle), std::sin(-angle), 0, 0};
+  for (cv::Point2f& q : mean) q = level(q);
+  // The boxes of the faces the photo holds upright (roll under 8 degrees), in the mean face's
+  // frame: the per-corner median (a few faces' points are off).
+  std::vector<std::vector<float>> box_c(8), ssd_c(8);
   for (size_t i = 0; i < shapes.size(); ++i) {
     const Similarity t = FitSimilarity(shapes[i], mean);
+    const double roll = std::atan2(t.b, t.a) * 180 / M_PI;
     std::vector<cv::Point2f> a, d;
     for (int k = 0; k < 4; ++k) a.push_back(t(boxes[i][k])), d.push_back(t(ssd_boxes[i][k]));
-    for (int k = 0; k < 4; ++k) box_sum[k] += a[k], ssd_sum[k] += d[k];
-    std::printf("// %s box in the template: (%.3f,%.3f)-(%.3f,%.3f), ssd (%.3f,%.3f)-(%.3f,%.3f)\n",
-                names[i].c_str(), a[0].x, a[0].y, a[2].x, a[2].y, d[0].x, d[0].y, d[2].x, d[2].y);
+    std::printf("// %-10s roll %+6.1f box (%.3f,%.3f)-(%.3f,%.3f), ssd (%.3f,%.3f)-(%.3f,%.3f)\n", names[i].c_str(), roll,
+                a[0].x, a[0].y, a[2].x, a[2].y, d[0].x, d[0].y, d[2].x, d[2].y);
+    if (std::abs(roll) >= 8) continue;
+    for (int k = 0; k < 4; ++k) {
+      box_c[2 * k].push_back(a[k].x), box_c[2 * k + 1].push_back(a[k].y);
+      ssd_c[2 * k].push_back(d[k].x), ssd_c[2 * k + 1].push_back(d[k].y);
+    }
   }
-  std::printf("// %zu faces\nkMeanFace = {", shapes.size());
+  auto median = [](std::vector<float> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  };
+  std::printf("// %zu faces, %zu upright\nkMeanFace = {", shapes.size(), box_c[0].size());
   for (int k = 0; k < 68; ++k) std::printf("%s{%.4ff, %.4ff}", k % 4 ? ", " : ",\n    ", mean[k].x, mean[k].y);
-  std::printf("};\nkFaceBox = {");
-  for (int k = 0; k < 4; ++k) std::printf("{%.4ff, %.4ff}, ", box_sum[k].x / shapes.size(), box_sum[k].y / shapes.size());
-  std::printf("};\nkSsdBox = {");
-  for (int k = 0; k < 4; ++k) std::printf("{%.4ff, %.4ff}, ", ssd_sum[k].x / shapes.size(), ssd_sum[k].y / shapes.size());
+  std::printf("};\nkMeanFaceBox = {");
+  for (int k = 0; k < 4; ++k) std::printf("{%.4ff, %.4ff}, ", median(box_c[2 * k]), median(box_c[2 * k + 1]));
+  std::printf("};\nkMeanFaceNetBox = {");
+  for (int k = 0; k < 4; ++k) std::printf("{%.4ff, %.4ff}, ", median(ssd_c[2 * k]), median(ssd_c[2 * k + 1]));
   std::printf("};\n");
 }
 
@@ -333,9 +261,9 @@ int main(int argc, char** argv) {
   if (!cat.ok()) return std::fprintf(stderr, "edge_bench: %s\n", cat.status().ToString().c_str()), 1;
   auto store = ModelStore::Create(cat->get(), {.device = "cpu"});
   if (!store.ok()) return std::fprintf(stderr, "edge_bench: %s\n", store.status().ToString().c_str()), 1;
-  Models m{*(*store)->HostCopy("ssd_mobilenetv1"), *(*store)->HostCopy("tiny_face_detector"),
+  Models m{*(*store)->HostCopy("ssd_mobilenetv1"),
            *(*store)->HostCopy("face_landmark_68")};
-  std::vector<Base> bases = Bases(m, testdata);
+  std::vector<Base> bases = Bases(testdata);
   if (calibrate) return Calibrate(m, bases), 0;
   if (!only.empty()) std::erase_if(bases, [&](const Base& b) { return b.name.find(only) == std::string::npos; });
   struct Job {
@@ -347,7 +275,7 @@ int main(int argc, char** argv) {
   std::vector<Job> jobs;
   for (const Base& b : bases) {
     for (double roll : Numbers(rolls_s)) {
-      for (Side side : {kL, kR, kT, kB}) {
+      for (Side side : {kLeft, kRight, kTop, kBottom}) {
         for (double share : Numbers(shares_s)) jobs.push_back({&b, roll, side, share});
       }
     }
@@ -367,14 +295,14 @@ int main(int argc, char** argv) {
   std::printf("%-10s %5s %-6s %5s %5s %6s %s\n", "face", "roll", "side", "true", "est", "err", "verdict");
   for (const Result& r : results) {
     const char* verdict = !r.found ? "not found" : r.turned ? "TURNED" : r.set_aside ? "set aside" : "swapped";
-    std::printf("%-10s %+5.0f %-6s %5.2f %5.2f %+6.2f %s\n", r.base.c_str(), r.roll, kSideName[r.side], r.truth,
+    std::printf("%-10s %+5.0f %-6s %5.2f %5.2f %+6.2f %s\n", r.base.c_str(), r.roll, made_cut::SideName(r.side), r.truth,
                 r.estimate, r.estimate >= 0 ? r.estimate - r.truth : 0.0, verdict);
   }
   // Per side and roll: mean |error|, worst error, bias, over the faces found and landmarked.
   std::printf("\n%-6s %5s %5s %7s %7s %7s\n", "side", "roll", "n", "mean|e|", "max|e|", "bias");
   double all_abs = 0, all_max = 0;
   size_t all_n = 0;
-  for (Side side : {kL, kR, kT, kB}) {
+  for (Side side : {kLeft, kRight, kTop, kBottom}) {
     for (double roll : Numbers(rolls_s)) {
       double sum = 0, abs_sum = 0, worst = 0;
       size_t n = 0;
@@ -384,7 +312,7 @@ int main(int argc, char** argv) {
         sum += e, abs_sum += std::abs(e), worst = std::max(worst, std::abs(e)), ++n;
       }
       all_abs += abs_sum, all_max = std::max(all_max, worst), all_n += n;
-      std::printf("%-6s %+5.0f %5zu %7.3f %7.3f %+7.3f\n", kSideName[side], roll, n, n ? abs_sum / n : 0, worst,
+      std::printf("%-6s %+5.0f %5zu %7.3f %7.3f %+7.3f\n", made_cut::SideName(side), roll, n, n ? abs_sum / n : 0, worst,
                   n ? sum / n : 0);
     }
   }
