@@ -176,7 +176,8 @@ absl::Status DetectFaces(const ModelCopy& detector, int tile_px, const DetectSet
   for (size_t i = 0; i < boxes->size(); ++i) {
     const faceapi::FaceOrientation& o = turns[i];
     if (o.upright_turns != 0) {
-      turned.push_back({(*boxes)[i], o.upright_turns, o.scores[o.upright_turns], o.scores[0]});
+      turned.push_back({(*boxes)[i], o.upright_turns, o.scores[o.upright_turns], o.scores[0],
+                        CutEdges((*boxes)[i], pic.rgb.size())});
       continue;
     }
     DetectedFace f;
@@ -190,10 +191,14 @@ absl::Status DetectFaces(const ModelCopy& detector, int tile_px, const DetectSet
 }
 
 std::string TurnedFaceNote(const std::string& what, const TurnedFace& f) {
-  return absl::StrCat(what, ": the face at (", std::lround(f.box.x), ",", std::lround(f.box.y), " ", std::lround(f.box.w),
-                      "x", std::lround(f.box.h), ") is turned sideways (the detector scores it ",
-                      absl::StrFormat("%.2f", f.upright_score), " righted, ", absl::StrFormat("%.2f", f.as_is_score),
-                      " as it is): not swapped; store the image upright");
+  const std::string at = absl::StrCat(what, ": the face at (", std::lround(f.box.x), ",", std::lround(f.box.y), " ",
+                                      std::lround(f.box.w), "x", std::lround(f.box.h), ") is ");
+  const std::string scores = absl::StrCat("(the detector scores it ", absl::StrFormat("%.2f", f.upright_score), " righted, ",
+                                          absl::StrFormat("%.2f", f.as_is_score), " as it is): not swapped");
+  if (f.cut_edges != 0) {
+    return absl::StrCat(at, "cut by ", EdgeNames(f.cut_edges), " of the frame, or turned sideways ", scores);
+  }
+  return absl::StrCat(at, "turned sideways ", scores, "; store the image upright");
 }
 
 absl::StatusOr<int> LargestDetectInput(const std::string& detector, int w, int h, const DetectSettings& settings) {
@@ -229,6 +234,29 @@ absl::StatusOr<faceapi::Landmarks68> UprightLandmarks(const faceapi::FaceLandmar
   return *upside_down ? *turned : *as_is;
 }
 
+// The net's 68 points for the face in `whole` (frame pixels, may reach beyond the frame): the
+// box on a canvas of its own size, zero outside the frame (UprightLandmarks on that canvas).
+absl::StatusOr<faceapi::Landmarks68> PointsOnCanvas(const faceapi::FaceLandmark68Net& net, const Picture& pic,
+                                                    const faceapi::FaceBox& whole, float detector_logit,
+                                                    bool* upside_down) {
+  const cv::Size size = pic.rgb.size();
+  const int x0 = static_cast<int>(std::floor(whole.x)), y0 = static_cast<int>(std::floor(whole.y));
+  const cv::Rect ext(x0, y0, static_cast<int>(std::ceil(whole.x + whole.w)) - x0,
+                     static_cast<int>(std::ceil(whole.y + whole.h)) - y0);
+  const cv::Rect in = ext & cv::Rect(0, 0, size.width, size.height);
+  if (in.empty()) return absl::InvalidArgumentError(absl::StrCat("landmarks: a face box of the ", pic.what, " lies outside it"));
+  cv::Mat canvas(ext.size(), CV_8UC3, cv::Scalar::all(0));
+  pic.rgb(in).copyTo(canvas(in - ext.tl()));
+  const faceapi::FaceBox local{whole.x - x0, whole.y - y0, whole.w, whole.h, whole.score};
+  auto pts = UprightLandmarks(net, canvas, local, detector_logit, upside_down);
+  if (!pts.ok()) return pts.status();
+  for (faceapi::Point& p : *pts) {
+    p.x += x0;
+    p.y += y0;
+  }
+  return pts;
+}
+
 }  // namespace
 
 absl::Status FindLandmarks(const ModelCopy& landmarks, Picture& pic, const Checkpoint& cp) {
@@ -239,28 +267,27 @@ absl::Status FindLandmarks(const ModelCopy& landmarks, Picture& pic, const Check
     if (absl::Status st = cp.Check("face", found.size(), pic.faces.size()); !st.ok()) return st;
     const cv::Size size = pic.rgb.size();
     bool turned = false;
-    if (CutEdges(f.box, size) == 0) {
+    if (!TouchesFrameEdge(f.box, size)) {
       auto pts = UprightLandmarks(*landmarks.landmarks, pic.rgb, f.box, f.upside_down_logit, &turned);
       if (!pts.ok()) return pts.status();
       found.push_back(*pts);
       upside_down.push_back(turned);
       continue;
     }
-    // The whole face's box on a canvas padded beyond the frame (zeros outside it).
-    const faceapi::FaceBox whole = ExtendedFaceBox(f.box, size);
-    const int x0 = static_cast<int>(std::floor(whole.x)), y0 = static_cast<int>(std::floor(whole.y));
-    const cv::Rect ext(x0, y0, static_cast<int>(std::ceil(whole.x + whole.w)) - x0,
-                       static_cast<int>(std::ceil(whole.y + whole.h)) - y0);
-    const cv::Rect in = ext & cv::Rect(0, 0, size.width, size.height);
-    if (in.empty()) return absl::InvalidArgumentError(absl::StrCat("landmarks: a face box of the ", pic.what, " lies outside it"));
-    cv::Mat canvas(ext.size(), CV_8UC3, cv::Scalar::all(0));
-    pic.rgb(in).copyTo(canvas(in - ext.tl()));
-    const faceapi::FaceBox local{whole.x - x0, whole.y - y0, whole.w, whole.h, f.box.score};
-    auto pts = UprightLandmarks(*landmarks.landmarks, canvas, local, f.upside_down_logit, &turned);
+    // The whole face's box on a canvas padded beyond the frame (zeros outside it): first the
+    // detector's box extended (ExtendedFaceBox), then the box of the mean face fitted to the
+    // points inside the frame (FittedNetBox), while it moves.
+    faceapi::FaceBox whole = ExtendedFaceBox(f.box, size);
+    auto pts = PointsOnCanvas(*landmarks.landmarks, pic, whole, f.upside_down_logit, &turned);
     if (!pts.ok()) return pts.status();
-    for (faceapi::Point& p : *pts) {
-      p.x += x0;
-      p.y += y0;
+    for (int pass = 0; pass < kRefitPasses; ++pass) {
+      const FaceFit fit = FitMeanFace(*pts, size);
+      if (!fit.ok) break;
+      const faceapi::FaceBox next = FittedNetBox(fit);
+      if (faceapi::IoU(next, whole) >= kRefitStopIoU) break;
+      whole = next;
+      pts = PointsOnCanvas(*landmarks.landmarks, pic, whole, f.upside_down_logit, &turned);
+      if (!pts.ok()) return pts.status();
     }
     found.push_back(*pts);
     upside_down.push_back(turned);
@@ -275,9 +302,20 @@ absl::Status FindLandmarks(const ModelCopy& landmarks, Picture& pic, const Check
 void SetAsideCutFaces(Picture& pic) {
   std::vector<DetectedFace> kept;
   for (DetectedFace& f : pic.faces) {
-    const float share = FaceOutsideShare(f.box, f.landmarks, pic.rgb.size());
+    const cv::Size size = pic.rgb.size();
+    const float share = FaceOutsideShare(f.box, f.landmarks, size);
     if (share > kMaxOutsideShare) {
-      pic.cut.push_back({f.box, OutsideEdges(f.landmarks, pic.rgb.size()) | CutEdges(f.box, pic.rgb.size()), share});
+      // The edges: those its points or its fitted box lie beyond, and those its box is cut by.
+      unsigned edges = OutsideEdges(f.landmarks, size) | CutEdges(f.box, size);
+      if (const FaceFit fit = FitMeanFace(f.landmarks, size); fit.ok) {
+        for (const cv::Point2f& c : FittedFaceBox(fit)) {
+          if (c.x < 0) edges |= kLeftEdge;
+          if (c.x > size.width) edges |= kRightEdge;
+          if (c.y < 0) edges |= kTopEdge;
+          if (c.y > size.height) edges |= kBottomEdge;
+        }
+      }
+      pic.cut.push_back({f.box, edges, share});
     } else {
       kept.push_back(std::move(f));
     }

@@ -47,14 +47,18 @@ struct TurnedFace {
   int upright_turns = 0;        // 1 or 3 (face_orientation.h: either may be the upright one)
   float upright_score = 0;      // the detector's score with the face righted, and as it is
   float as_is_score = 0;
+  // The frame edges its box is cut by (frame_edge.h CutEdges): the detector, shown a face cut by
+  // the frame edge in its quarter turns, may like a turn better (bench/edge: 28 of 828 made cuts,
+  // 26 at the top or bottom), so the note names the edge first.
+  unsigned cut_edges = 0;
 };
 
 // A detected face too far outside the frame for a credible swap (frame_edge.h): never swapped,
 // named in the job's degradations (CutFaceNote).
 struct CutFace {
   faceapi::FaceBox box;     // the detector's box (clipped to the frame), full-resolution pixels
-  unsigned edges = 0;       // the frame edges its 68 points lie beyond (frame_edge.h CutEdge bits)
-  float outside_share = 0;  // share of the points' hull outside the frame
+  unsigned edges = 0;       // the frame edges its 68 points or fitted box lie beyond (frame_edge.h CutEdge bits)
+  float outside_share = 0;  // the share of the face outside the frame (frame_edge.h FaceOutsideShare)
 };
 
 // One image of the job as the stages see it.
@@ -72,7 +76,9 @@ struct Picture {
 };
 
 // "target image: the face at (x,y WxH) is turned sideways (the detector scores it 0.99 righted,
-// 0.45 as it is): not swapped; store the image upright" (the job's degradation). No direction:
+// 0.45 as it is): not swapped; store the image upright" (the job's degradation); for a box cut
+// by the frame edge "target image: the face at (x,y WxH) is cut by the top edge of the frame, or
+// turned sideways (the detector scores it 0.99 righted, 0.45 as it is): not swapped". No direction:
 // SSD often scores an upside-down face like an upright one, so the turn that rights a sideways
 // face and the opposite one (upside down) score alike (face_orientation.h). Faces turned by 180
 // degrees are not "turned" faces: FindLandmarks rights them and they are swapped.
@@ -123,17 +129,21 @@ inline uint64_t DetectStagePixels(int side, const DetectSettings& settings) {
 }
 std::string DetectStageBucket(int side, const DetectSettings& settings);
 // 68 landmarks of every face of `pic` (full-resolution crops). Checkpoint units: "face".
-// A box cut by the frame edge (frame_edge.h CutEdges) is extended beyond the frame
+// A box that touches the frame edge (frame_edge.h TouchesFrameEdge) is extended beyond the frame
 // (ExtendedFaceBox) and the net sees that box with zeros outside the frame: its points may then
-// lie outside the frame. A box inside the frame is cropped as it is.
+// lie outside the frame. The mean face fitted to the points inside the frame (FitMeanFace) then
+// gives the whole face's box (FittedNetBox), and the net looks again, up to kRefitPasses times,
+// until that box overlaps the last by kRefitStopIoU. A box inside the frame is cropped as it is.
 // Each face is looked at upside down as well (faceapi/upside_down.h: one more landmark forward
 // of its crop turned by 180 degrees); a face found upside down gets the landmarks of its crop
 // righted, turned back into the frame (upside_down set), so that the later stages, which align
 // by the eye line, swap it as they swap any rolled face. Other faces keep the points found as
 // they are, bit for bit.
+inline constexpr int kRefitPasses = 2;
+inline constexpr float kRefitStopIoU = 0.9f;
 absl::Status FindLandmarks(const ModelCopy& landmarks, Picture& pic, const Checkpoint& cp = {});
-// Moves the faces of `pic` whose landmarks' hull lies more than kMaxOutsideShare outside the
-// frame (frame_edge.h) from pic.faces to pic.cut, in order. Needs the landmarks.
+// Moves the faces of `pic` more than kMaxOutsideShare outside the frame (frame_edge.h
+// FaceOutsideShare) from pic.faces to pic.cut, in order. Needs the landmarks.
 void SetAsideCutFaces(Picture& pic);
 // Descriptors of the faces of `pic` whose index is in `which` (all when empty). Units: "face".
 absl::Status DescribeFaces(const ModelCopy& recognition, Picture& pic, const std::vector<size_t>& which,
