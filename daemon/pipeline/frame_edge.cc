@@ -63,6 +63,19 @@ faceapi::FaceBox Extend(const faceapi::FaceBox& box, cv::Size frame, float aspec
   return out;
 }
 
+// The share of the convex polygon `poly` outside the frame.
+float PolygonOutsideShare(const std::vector<cv::Point2f>& poly, cv::Size frame) {
+  const double area = std::abs(cv::contourArea(poly));
+  if (area <= 0) return 0;
+  const std::vector<cv::Point2f> rect = {{0, 0},
+                                         {static_cast<float>(frame.width), 0},
+                                         {static_cast<float>(frame.width), static_cast<float>(frame.height)},
+                                         {0, static_cast<float>(frame.height)}};
+  std::vector<cv::Point2f> inside;
+  const double kept = cv::intersectConvexConvex(poly, rect, inside, /*handleNested=*/true);
+  return static_cast<float>(std::clamp(1.0 - std::max(0.0, kept) / area, 0.0, 1.0));
+}
+
 }  // namespace
 
 faceapi::FaceBox ExtendedFaceBox(const faceapi::FaceBox& box, cv::Size frame) {
@@ -84,15 +97,7 @@ float OutsideShare(const faceapi::Landmarks68& landmarks, cv::Size frame) {
   std::vector<cv::Point2f> pts, hull;
   for (const faceapi::Point& p : landmarks) pts.emplace_back(p.x, p.y);
   cv::convexHull(pts, hull);
-  const double area = cv::contourArea(hull);
-  if (area <= 0) return 0;
-  const std::vector<cv::Point2f> rect = {{0, 0},
-                                         {static_cast<float>(frame.width), 0},
-                                         {static_cast<float>(frame.width), static_cast<float>(frame.height)},
-                                         {0, static_cast<float>(frame.height)}};
-  std::vector<cv::Point2f> inside;
-  const double kept = cv::intersectConvexConvex(hull, rect, inside, /*handleNested=*/true);
-  return static_cast<float>(std::clamp(1.0 - std::max(0.0, kept) / area, 0.0, 1.0));
+  return PolygonOutsideShare(hull, frame);
 }
 
 float BoxOutsideShare(const faceapi::FaceBox& box, cv::Size frame) {
@@ -164,18 +169,6 @@ std::vector<cv::Point2f> Placed(const Similarity& s, const float (&pts)[4][2]) {
   return out;
 }
 
-// The share of the convex polygon `poly` outside the frame.
-float PolygonOutsideShare(const std::vector<cv::Point2f>& poly, cv::Size frame) {
-  const double area = std::abs(cv::contourArea(poly));
-  if (area <= 0) return 0;
-  const std::vector<cv::Point2f> rect = {{0, 0},
-                                         {static_cast<float>(frame.width), 0},
-                                         {static_cast<float>(frame.width), static_cast<float>(frame.height)},
-                                         {0, static_cast<float>(frame.height)}};
-  std::vector<cv::Point2f> inside;
-  const double kept = cv::intersectConvexConvex(poly, rect, inside, /*handleNested=*/true);
-  return static_cast<float>(std::clamp(1.0 - std::max(0.0, kept) / area, 0.0, 1.0));
-}
 
 }  // namespace
 
