@@ -45,7 +45,10 @@ int UprightTurns(const std::array<float, 4>& scores) {
     const double q = std::clamp(static_cast<double>(p), 1e-4, 1 - 1e-4);
     return std::log(q / (1 - q));
   };
-  return logit(scores[best]) - logit(scores[0]) >= kTurnedMarginLogit ? best : 0;
+  // Against the better of the face as it is and turned by 180 degrees: an upside-down face's
+  // sideways views can beat its view as it is (sample1 stored upside down: 0.98 against 0.95),
+  // but not its righted view; a sideways face turned by 180 degrees is sideways still.
+  return logit(scores[best]) - logit(std::max(scores[0], scores[2])) >= kTurnedMarginLogit ? best : 0;
 }
 
 absl::StatusOr<std::vector<FaceOrientation>> EstimateOrientations(
