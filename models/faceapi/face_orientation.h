@@ -49,8 +49,9 @@ struct FaceOrientation {
 // higher sideways than as it is, never than righted: the 21 group faces stored upside down, test
 // NoFaceOfAnUpsideDownGroupPhotoIsCalledSideways; sample1's scored 0.98 and 0.94 sideways, 0.95
 // and 0.53 as it is, and were set aside as "turned sideways" before; a face stored sideways is
-// sideways turned by 180 degrees too) (SSD's scores crowd near 1: the astronaut as stored scores 0.994, turned 90 degrees
-// 0.945 and 0.882; stored turned, 0.924 as it is and 0.991 righted). Measured (the test): the 21
+// sideways turned by 180 degrees too). SSD's scores crowd near 1: the astronaut as stored scores
+// 0.994, turned 90 degrees 0.945 and 0.882; stored turned, 0.924 as it is and 0.991 righted.
+// Measured (the test): the 21
 // group faces (ground-truth boxes, and the scan's tighter boxes in tests/pipeline) and Grace
 // rolled by 30-45 degrees keep their cell as it is the best or within 0.65; portraits stored
 // turned by 90 or 270 degrees are righted by 1.9 or more. Upside down (2) is not decided here:
