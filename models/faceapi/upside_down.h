@@ -23,7 +23,9 @@
 // (dark make-up around the eyes) scores 0.62 as it is and 0.24 turned (the daemon's debug log
 // prints each face's cue), so sample1 turned by 180 degrees still gets her swapped garbled,
 // and her upright value sits 0.08 below the threshold. The other two faces of sample1 score
-// -1.35 and -3.21 as they are; its turned copy finds only one face (0.24, above).
+// -1.35 and -3.21 as they are. In its turned copy the other two faces used to be set aside as
+// "turned sideways" by the orientation check; they are now found upside down and swapped right
+// (face_orientation.h's rule compares the sideways views against the righted view as well).
 // Cost: one more landmark forward (112 x 112) per face and two grey patches.
 // Thread-safety: pure functions; the net must be safe for concurrent const use.
 #pragma once
