@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -353,7 +355,12 @@ TEST_F(VideoProcessTest, BadVideoTargetsAreInvalidArgumentAndTheDaemonStaysUp) {
     }
     if (round == 1) rss_first = settled_rss();
   }
-  EXPECT_LT(settled_rss(), rss_first + 4 * 1024) << "after the second round " << rss_first << " KiB";
+  // The least of three settled readings: what the daemon keeps, not what a thread of a busy
+  // machine (ctest -j2 on two cores) has yet to hand back (one CI run read 6 MiB more once,
+  // passing when run alone).
+  uint64_t rss_last = settled_rss();
+  for (int i = 0; i < 2 && rss_last >= rss_first + 4 * 1024; ++i) rss_last = std::min(rss_last, settled_rss());
+  EXPECT_LT(rss_last, rss_first + 4 * 1024) << "after the second round " << rss_first << " KiB";
   // A video needs an .mp4 output: a usage error before anything is submitted.
   const RunResult png = Ctl({"swap", "--source", kSource, "--target", truncated, "-o", dir_.File("x.png")});
   EXPECT_EQ(png.exit_code, 2) << png.err;
