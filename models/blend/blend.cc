@@ -7,6 +7,7 @@
 #include <opencv2/photo.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "models/blend/swap_region.h"
 
 namespace fusion::models {
 namespace {
@@ -15,9 +16,10 @@ constexpr int kNumLandmarks = 68;
 constexpr double kMaxColourGain = 1.25;  // per Lab channel, std ratio target / face
 constexpr int kClonePad = 2;  // seamlessClone zeroes the mask's outer pixel; keep the hull inside
 
+// The swap region's hull (swap_region.h: the landmarks and the forehead row above the brows).
 std::vector<cv::Point> HullPoints(const std::vector<cv::Point2f>& landmarks) {
   std::vector<cv::Point2f> hull;
-  cv::convexHull(landmarks, hull);
+  cv::convexHull(SwapRegionPoints(landmarks), hull);
   std::vector<cv::Point> out;
   for (const cv::Point2f& p : hull) out.emplace_back(cvRound(p.x), cvRound(p.y));
   return out;
@@ -99,6 +101,25 @@ cv::Mat PoissonClone(const cv::Mat& face, const cv::Mat& target8, const cv::Mat&
 // cloning" make the same point). A hull ROI larger than kMaxPoissonSide px is solved scaled
 // down to that side and the membrane upsampled (bilinear); minus the solver's own bias (the
 // target cloned onto itself at the same scale), so an unchanged face gets a zero correction.
+// Lab L of `cloned` with the (a, b) of `face` (both BGR, float, 0-255 units): the Poisson
+// membrane moves lightness only. The generator already gave the face the target's chroma
+// (blurred), so the membrane's chroma would only spread a colour difference at the hull's edge
+// (a brow, a hairline, a saturated warm skin clipped at 255) into the face; on the warm-light
+// photos it made faces 5-15% blotched once the hull reached above the brows (bench/quality).
+cv::Mat KeepChroma(const cv::Mat& cloned, const cv::Mat& face) {
+  cv::Mat cl, fl;
+  cv::cvtColor(cv::min(cv::max(cloned, 0.0), 255.0) / 255.0, cl, cv::COLOR_BGR2Lab);
+  cv::cvtColor(cv::min(cv::max(face, 0.0), 255.0) / 255.0, fl, cv::COLOR_BGR2Lab);
+  std::vector<cv::Mat> c, f;
+  cv::split(cl, c);
+  cv::split(fl, f);
+  f[0] = c[0];
+  cv::Mat merged, bgr;
+  cv::merge(f, merged);
+  cv::cvtColor(merged, bgr, cv::COLOR_Lab2BGR);
+  return bgr * 255.0;
+}
+
 constexpr int kMaxPoissonSide = 160;
 
 cv::Mat PoissonCorrection(const cv::Mat& face, const cv::Mat& target, const cv::Mat& target8, const cv::Mat& hull_roi) {
@@ -155,7 +176,7 @@ cv::Mat ReducedFullModeDelta(const BlendInput& in, const BlendOptions& options, 
   const cv::Mat hull = FaceHullMask(lm, small);
   const cv::Mat face = t + change;
   const cv::Mat corrected = options.colour_correction ? ColourCorrect(face, t, hull) : face;
-  const cv::Mat delta_small = PoissonCorrection(corrected, t, t8, hull) - change;
+  const cv::Mat delta_small = KeepChroma(t + PoissonCorrection(corrected, t, t8, hull), corrected) - t - change;
   cv::Mat delta;
   cv::resize(delta_small, delta, roi.size(), 0, 0, cv::INTER_LINEAR);
   return delta;
@@ -229,7 +250,7 @@ absl::Status BlendFace(const BlendInput& in, const BlendOptions& options, cv::Ma
       // seamlessClone is biased (an unchanged source comes back up to 1-2 levels off), so the
       // target cloned onto itself is subtracted: an unchanged face then yields exactly zero.
       const cv::Mat corrected = options.colour_correction ? ColourCorrect(face, target, hull_roi) : face;
-      blended = target + PoissonCorrection(corrected, target, target8, hull_roi);
+      blended = KeepChroma(target + PoissonCorrection(corrected, target, target8, hull_roi), corrected);
     }
     cv::Mat weight3;
     cv::merge(std::vector<cv::Mat>{weight, weight, weight}, weight3);

@@ -5,13 +5,15 @@
 // unchanged crop (ratio 0) leaves the frame unchanged: exactly in simple mode, within 2 levels
 // at a few pixels in full mode (the Lab colour correction's float round-off; the Poisson
 // solver's own bias is cancelled by subtracting the target cloned onto itself).
-// Mask: the convex hull of the 68 target landmarks (frame pixels), eroded by the feather radius r
+// Mask: the convex hull of the swap region (swap_region.h: the 68 target landmarks and a row of
+// forehead points above the brows; frame pixels), eroded by the feather radius r
 // and Gaussian-blurred with a (2r+1)^2 kernel, so the feathered weight is > 0 only inside the hull.
 //   simple mode: out = target + weight * change.
 //   full mode:   colour correction (the changed face's Lab mean/std matched to the target's over
 //                the hull; the std gain capped to [0.8, 1.25] so a grey source's faint chroma is
 //                not stretched into spots; chroma gain <= 1), then Poisson blending (cv::seamlessClone,
-//                NORMAL_CLONE, Perez et al. 2003) into the target over the hull, then the same
+//                NORMAL_CLONE, Perez et al. 2003) into the target over the hull, keeping the
+//                Lab L of the clone and the (a, b) of the colour-corrected face, then the same
 //                feathered weight. The Poisson membrane (clone - face: harmonic, smooth) of a hull
 //                over 160 px is solved scaled down to 160 px and upsampled, and a hull over 512 px
 //                gets its colour correction and membrane computed on a copy scaled to 512 px
@@ -48,7 +50,7 @@ struct BlendInput {
   std::vector<cv::Point2f> landmarks;  // 68 target landmarks in frame pixels
 };
 
-// CV_8U mask of the frame, 255 inside the convex hull of the landmarks (LINE_8 fill).
+// CV_8U mask of the frame, 255 inside the convex hull of SwapRegionPoints(landmarks) (LINE_8 fill).
 cv::Mat FaceHullMask(const std::vector<cv::Point2f>& landmarks, cv::Size frame_size);
 
 // The same mask over a region only, so a face costs its own box and not a frame-sized buffer

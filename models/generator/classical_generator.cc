@@ -10,6 +10,7 @@
 #include <opencv2/imgproc.hpp>
 #include <vector>
 
+#include "models/blend/swap_region.h"
 #include "models/common/exception_text.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -69,6 +70,9 @@ constexpr std::array<int, kNumLandmarks> kMirror = {
     54, 53, 52, 51, 50, 49, 48, 59, 58, 57, 56, 55,            // outer lip
     64, 63, 62, 61, 60, 67, 66, 65};                           // inner lip
 
+// The mirror of a swap-region point (swap_region.h: the 68 landmarks, then the forehead row).
+int MirrorOf(int i) { return i < kNumLandmarks ? kMirror[i] : MirrorForeheadPoint(i); }
+
 // One side of the face in the 68-point scheme: the landmarks left of the midline in the image
 // of a frontal face (the subject's right), and the midline itself.
 constexpr std::array<int, 29> kLeftSide = {0,  1,  2,  3,  4,  5,  6,  7,  17, 18, 19, 20, 21, 31, 32,
@@ -114,7 +118,7 @@ at::Tensor RasteriseAffines(const std::vector<Triangle>& tris, const std::vector
   for (const Triangle& t : tris) {
     std::array<cv::Point2f, 3> d{dst[t[0]], dst[t[1]], dst[t[2]]};
     std::array<cv::Point2f, 3> s;
-    for (int k = 0; k < 3; ++k) s[k] = src[mirror ? kMirror[t[k]] : t[k]];
+    for (int k = 0; k < 3; ++k) s[k] = src[mirror ? MirrorOf(t[k]) : t[k]];
     if (Area2(d[0], d[1], d[2]) < 1e-3) continue;  // degenerate: no affine
     const cv::Mat a = cv::getAffineTransform(d.data(), s.data());
     for (int k = 0; k < 6; ++k) affines.push_back(static_cast<float>(a.at<double>(k / 3, k % 3)));
@@ -359,10 +363,15 @@ absl::StatusOr<std::unique_ptr<ClassicalGenerator>> ClassicalGenerator::Create(O
 absl::StatusOr<at::Tensor> ClassicalGenerator::Fuse(const GeneratorInputs& in) const {
   if (auto s = ValidateGeneratorInputs(in); !s.ok()) return s;
   const int size = static_cast<int>(in.target.size(2));
-  const std::vector<cv::Point2f> src = ToPoints(in.source_landmarks);
-  std::vector<cv::Point2f> dst = ToPoints(in.target_landmarks);
+  const std::vector<cv::Point2f> src68 = ToPoints(in.source_landmarks);
+  std::vector<cv::Point2f> dst68 = ToPoints(in.target_landmarks);
   // A foreshortened source's inner points are half hidden: its proportions are not the face's.
-  if (options_.source_shape > 0 && ForeshortenedSide(src) < 0) dst = ShapeTowardSource(src, dst, options_.source_shape, 0.0);
+  if (options_.source_shape > 0 && ForeshortenedSide(src68) < 0) {
+    dst68 = ShapeTowardSource(src68, dst68, options_.source_shape, 0.0);
+  }
+  // The warp covers the swap region (swap_region.h): the 68 points and the forehead row above
+  // the brows, the region whose hull the blend pastes.
+  const std::vector<cv::Point2f> src = SwapRegionPoints(src68), dst = SwapRegionPoints(dst68);
   absl::StatusOr<std::vector<Triangle>> tris = Delaunay(dst, size);
   if (!tris.ok()) return tris.status();
   try {

@@ -6,7 +6,8 @@
 //      nose length, mouth width: identity) inside the target's pose and jaw line (the warp keeps
 //      the target's outline, so the blend's hull is the target's). Skipped for a foreshortened
 //      source (its hidden half's points are guesses);
-//   1. Delaunay triangulation of the target's 68 points (cv::Subdiv2D, host geometry);
+//   1. Delaunay triangulation of the target's swap region: its 68 points and the forehead row
+//      above the brows (models/blend/swap_region.h; cv::Subdiv2D, host geometry);
 //   2. per-triangle affine target->source, rasterised into a triangle-id map (host, S*S int16),
 //      then a piecewise-affine sampling grid and at::grid_sample of the source (device). For a
 //      turned source (one half foreshortened), the target's half on that side takes a second warp

@@ -7,6 +7,7 @@
 
 #include "fusion_fixture.h"
 #include "models/blend/blend.h"
+#include "models/blend/swap_region.h"
 #include "models/quality/blotch.h"
 
 namespace fusion::models {
@@ -71,9 +72,10 @@ TEST_P(SwapTest, OutsideTheFaceMaskOutputIsByteIdenticalAndRatioZeroKeepsTheTarg
       // Full mode: within 2 levels at a few pixels (the Poisson membrane of faces over 160 px
       // is solved at reduced resolution from 8-bit levels: colour-correction round-off that
       // flips a level there spreads a little); 1 before, when solved at full size (30 s for a
-      // 1100-px face).
+      // 1100-px face). The mean: 0.054 on Grace in full mode since the clone's lightness is
+      // put over the face's chroma by a Lab round trip (KeepChroma in blend.cc), under 0.05 before.
       EXPECT_LE(d.inside, GetParam().mode == BlendMode::kFull ? 2.0 : 0.0);
-      EXPECT_LT(d.mean_inside, 0.05);
+      EXPECT_LT(d.mean_inside, 0.08);
     } else {
       EXPECT_GT(d.mean_inside, 8.0);  // the face really changed
     }
@@ -204,6 +206,38 @@ TEST(Blend, FeatherWeightIsZeroOutsideTheHullAndOneDeepInside) {
   EXPECT_EQ(cv::mean(frame, deep)[0], 140.0);
   EXPECT_EQ(cv::mean(frame, hull == 0)[0], 100.0);
   std::printf("feather radius %d px for a %d px^2 hull\n", r, cv::countNonZero(hull));
+}
+
+// The swap region reaches kForeheadMargin of the brow-to-chin distance above the brows, so the
+// source's brows are pasted (nearly) whole: with the 68 points' hull, whose top edge runs along
+// the brows, the feather gave the brow points 16% of a change on average (this test's print).
+TEST(Blend, TheBrowsGetAChangeAtFullWeight) {
+  const auto lm = testing::CommittedLandmarks("grace_hopper_512x600.jpg")[0];
+  cv::Mat frame(600, 512, CV_8UC3, cv::Scalar(100, 100, 100));
+  BlendInput in{cv::Mat(64, 64, CV_32FC3, cv::Scalar::all(140 / 255.0)),
+                cv::Mat(64, 64, CV_32FC3, cv::Scalar::all(100 / 255.0)),
+                cv::Matx23d(0.1, 0, 0, 0, 0.1, 0), lm};
+  BlendOptions simple;
+  simple.mode = BlendMode::kSimple;
+  ASSERT_TRUE(BlendFace(in, simple, &frame).ok());
+  double share = 0;
+  for (int i = 17; i <= 26; ++i) {
+    const cv::Point p(cvRound(lm[i].x), cvRound(lm[i].y));
+    const double got = (frame.at<cv::Vec3b>(p)[0] - 100) / 40.0;
+    // The brows' outer ends (17, 26) lie on the hull's side edges, in the feather: about half.
+    if (i != 17 && i != 26) EXPECT_GE(got, 0.95) << "brow point " << i;
+    share += got / 10;
+  }
+  std::printf("the brow points got %.0f%% of the change on average\n", 100 * share);
+  EXPECT_GT(share, 0.85);
+  const std::vector<cv::Point2f> region = SwapRegionPoints(lm);
+  ASSERT_EQ(region.size(), static_cast<size_t>(kSwapRegionPoints));
+  const double brow_to_chin = cv::norm((lm[17] + lm[26]) * 0.5f - lm[8]);
+  for (int j = 0; j < kForeheadPoints; ++j) {
+    EXPECT_LT(region[68 + j].y, lm[17 + j].y) << "forehead point " << j << " lies above its brow point";
+    EXPECT_NEAR(cv::norm(region[68 + j] - lm[17 + j]), kForeheadMargin * brow_to_chin, 0.05 * brow_to_chin);
+    EXPECT_EQ(MirrorForeheadPoint(68 + j), 77 - j);
+  }
 }
 
 TEST(Blend, RejectsMismatchedCrops) {

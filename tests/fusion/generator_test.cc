@@ -9,6 +9,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "fusion_fixture.h"
+#include "models/blend/swap_region.h"
 #include "models/generator/classical_generator.h"
 #include "models/generator/face_crop.h"
 
@@ -26,12 +27,14 @@ GeneratorInputs AstronautToGrace(double ratio) {
           LandmarksToTensor(dst->landmarks), ratio};
 }
 
-at::Tensor HullCoverage(const at::Tensor& landmarks, int size) {
+// The swap region's hull (the 68 points and the forehead row above the brows; with
+// `forehead` false the 68 points' hull only), dilated by a pixel.
+at::Tensor HullCoverage(const at::Tensor& landmarks, int size, bool forehead = true) {
   std::vector<cv::Point2f> pts;
   const at::Tensor l = landmarks.squeeze(0);
   for (int i = 0; i < l.size(0); ++i) pts.emplace_back(l[i][0].item<float>(), l[i][1].item<float>());
   std::vector<cv::Point2f> hull;
-  cv::convexHull(pts, hull);
+  cv::convexHull(forehead ? SwapRegionPoints(pts) : pts, hull);
   std::vector<cv::Point> poly;
   for (auto& p : hull) poly.emplace_back(cvRound(p.x), cvRound(p.y));
   cv::Mat m = cv::Mat::zeros(size, size, CV_8U);
@@ -177,8 +180,9 @@ TEST(ClassicalGenerator, BrightSourceDetailOnAWarmTargetKeepsTheTargetsChromaIns
   auto b = (*clip)->Fuse(plain);
   ASSERT_TRUE(a.ok() && b.ok());
   const at::Tensor same = (*a - *b).abs().amax(1).squeeze(0).le(1e-5);
-  // (0.88 at the default luminance_detail 1.5: its brighter highlights leave the gamut; 0.9+ at 1.0)
-  EXPECT_GT(same.logical_and(face).sum().item<double>() / face.sum().item<double>(), 0.85);
+  // (0.88 at the default luminance_detail 1.5: its brighter highlights leave the gamut; 0.9+ at
+  // 1.0; 0.849 once the region took in the forehead row above the brows, bright skin)
+  EXPECT_GT(same.logical_and(face).sum().item<double>() / face.sum().item<double>(), 0.8);
 }
 
 // The subject's-left half of the 68-point scheme (image right on a frontal face): jaw 9-16,
@@ -233,14 +237,17 @@ TEST(ClassicalGenerator, ATurnedSourcesHiddenHalfComesFromTheMirrorOfItsVisibleH
     const int x1 = static_cast<int>(dst[27].x + t * (dst[8].x - dst[27].x)) - 24;  // > 6 seam sigmas
     if (x1 > 0) left[y].narrow(0, 0, x1).fill_(true);
   }
-  left = left.logical_and(inside);
+  // Compared over the 68 points' hull: the forehead row is placed from the mean of all brow
+  // points, so squeezing the right brow moves the left forehead points too.
+  left = left.logical_and(HullCoverage(in.target_landmarks, kCropSize, /*forehead=*/false).squeeze(0).squeeze(0));
   // Points of the left half did not move, so its triangles' affines are the same; the few pixels
-  // that differ (51 of 8,703, up to 0.055) lie in triangles that reach into the squeezed half.
+  // that differ (2.2% of 8,703, up to 0.031) lie in triangles that reach into the squeezed half
+  // (the forehead row's triangles reach across the midline above the brows: 0.6% before it).
   const at::Tensor dl = (*out - *ref).abs().amax(1).squeeze(0).masked_select(left);
   const double differ = dl.gt(1e-4).sum().item<double>() / static_cast<double>(dl.numel());
   std::printf("left half: %lld px, %.2f%% differ from the plain warp, by at most %.3f\n",
               static_cast<long long>(dl.numel()), 100 * differ, dl.max().item<float>());
-  EXPECT_LT(differ, 0.02);
+  EXPECT_LT(differ, 0.03);
   EXPECT_LT(dl.max().item<float>(), 0.1f);
 }
 
