@@ -73,6 +73,31 @@ constexpr std::array<int, kNumLandmarks> kMirror = {
 // The mirror of a swap-region point (swap_region.h: the 68 landmarks, then the forehead row).
 int MirrorOf(int i) { return i < kNumLandmarks ? kMirror[i] : MirrorForeheadPoint(i); }
 
+// The output's weight over the forehead strip (swap_region.h), [1,1,S,S] float32: 1 inside the 68
+// points' hull (brows and below), falling linearly with the distance from that hull to 0 at
+// kForeheadMargin of the brow-to-chin distance (the forehead row). The strip is there so the
+// blend's feather lies above the brows rather than across them; pasted at full weight it showed
+// the source's own forehead (the astronaut's bright skin under her fringe, 1.5x detail) as a pale
+// band with a hard top edge across the target's forehead (looked at on bench/quality's sheet).
+// Measured (bench/quality, group photos and casts): identity 0.464 -> 0.473 mean for the
+// astronaut, 0.505 -> 0.509 for the profile source (32 of 32 under 0.6 kept), no band.
+at::Tensor ForeheadRamp(const std::vector<cv::Point2f>& dst68, int size, const at::TensorOptions& options) {
+  std::vector<cv::Point2f> hull;
+  cv::convexHull(dst68, hull);
+  std::vector<cv::Point> poly;
+  for (const cv::Point2f& p : hull) poly.emplace_back(cvRound(p.x), cvRound(p.y));
+  cv::Mat outside(size, size, CV_8U, cv::Scalar(255)), dist;
+  cv::fillConvexPoly(outside, poly, cv::Scalar(0), cv::LINE_8);
+  cv::distanceTransform(outside, dist, cv::DIST_L2, cv::DIST_MASK_PRECISE);  // px to the hull
+  cv::Point2f brows(0, 0);
+  for (int i = 17; i <= 26; ++i) brows += dst68[i];
+  brows *= 0.1f;
+  const double strip = std::max(1.0, kForeheadMargin * cv::norm(brows - dst68[8]));
+  cv::Mat ramp = 1.0 - dist / strip;
+  cv::max(ramp, 0.0, ramp);
+  return at::from_blob(ramp.data, {1, 1, size, size}, at::kFloat).clone().to(options.device(), options.dtype());
+}
+
 // One side of the face in the 68-point scheme: the landmarks left of the midline in the image
 // of a frontal face (the subject's right), and the midline itself.
 constexpr std::array<int, 29> kLeftSide = {0,  1,  2,  3,  4,  5,  6,  7,  17, 18, 19, 20, 21, 31, 32,
@@ -394,7 +419,8 @@ absl::StatusOr<at::Tensor> ClassicalGenerator::Fuse(const GeneratorInputs& in) c
       const at::Tensor src_lab = RgbToLab(warped), dst_lab = RgbToLab(in.target);
       face = LabToRgb(TransferColour(src_lab, dst_lab, cov, size, options_));
     }
-    return in.target + (face - in.target) * cov * in.ratio;
+    const at::Tensor weight = cov * ForeheadRamp(dst68, size, in.source.options());
+    return in.target + (face - in.target) * weight * in.ratio;
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("classical-fusion generator failed on a ", size, "x",
                                             size, " crop with ", tris->size(), " triangles: ",

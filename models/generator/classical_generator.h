@@ -25,7 +25,9 @@
 //      chroma (the moment matching of Reinhard et al. 2001, used before, multiplied a flat
 //      source's chroma by st/ss, up to 4.5x, into cyan and orange spots). Chosen on bench/quality
 //      (docs/QUALITY.md: blotch fraction and identity distance over sigma and chroma_detail) (device);
-//   4. out = target + ratio * covered * (colour_matched_warp - target) (device).
+//   4. out = target + ratio * covered * ramp * (colour_matched_warp - target) (device); ramp is 1
+//      inside the 68 points' hull and falls linearly to 0 across the forehead strip above the
+//      brows (ForeheadRamp in the .cc: the source's own forehead is not pasted, only its brows).
 // Pixels outside the triangulation's hull keep the target's values exactly.
 // Invariant: ratio 0 returns a tensor equal to `target`. Tensor contract: generator.h.
 // Thread-safety: immutable after Create(); Fuse() may run concurrently.

@@ -90,6 +90,32 @@ std::vector<cv::Point2f> Points(const at::Tensor& landmarks) {
   return pts;
 }
 
+// The forehead strip (swap_region.h) carries the brows whole and fades to the target above them:
+// a white source onto a black target (no colour transfer) shows the output's weight directly.
+TEST(ClassicalGenerator, TheChangeFadesAcrossTheForeheadStripAboveTheBrows) {
+  auto gen = ClassicalGenerator::Create({.colour_transfer = false, .source_shape = 0.0});
+  GeneratorInputs in = AstronautToGrace(1.0);
+  in.source = at::ones_like(in.source);
+  in.target = at::zeros_like(in.target);
+  auto out = (*gen)->Fuse(in);
+  ASSERT_TRUE(out.ok()) << out.status();
+  const at::Tensor w = out->select(1, 0).squeeze(0);  // [S,S]
+  const std::vector<cv::Point2f> lm = Points(in.target_landmarks), region = SwapRegionPoints(lm);
+  auto at_point = [&](cv::Point2f p) { return w[cvRound(p.y)][cvRound(p.x)].item<float>(); };
+  double brows = 0, halfway = 0, row = 0;
+  for (int j = 0; j < kForeheadPoints; ++j) {
+    brows += at_point(lm[17 + j] + cv::Point2f(0, 2)) / kForeheadPoints;  // just below the brow line
+    halfway += at_point((lm[17 + j] + region[68 + j]) * 0.5f) / kForeheadPoints;
+    row += at_point(region[68 + j]) / kForeheadPoints;
+  }
+  std::printf("weight: brows %.3f, halfway up the strip %.3f, forehead row %.3f\n", brows, halfway, row);
+  EXPECT_GT(brows, 0.99);
+  EXPECT_GT(halfway, 0.3);
+  EXPECT_LT(halfway, 0.8);
+  EXPECT_LT(row, 0.3);
+  EXPECT_EQ(w.max().item<float>(), 1.0f);
+}
+
 double EyeSpacing(const std::vector<cv::Point2f>& p) {  // outer eye corners 36 and 45
   return cv::norm(p[45] - p[36]);
 }
@@ -263,7 +289,10 @@ TEST(ClassicalGenerator, LuminanceDetailScalesTheSourcesDetailOverTheTargetsShad
     l.push_back(RgbToLab(*out).narrow(1, 0, 1).squeeze(0).squeeze(0));
     l.push_back(out->gt(0.01).logical_and(out->lt(0.99)).all(1).squeeze(0));
   }
-  const at::Tensor inside = HullCoverage(in.target_landmarks, kCropSize).squeeze(0).squeeze(0);
+  // Inside the 68 points' hull, 2 px clear of its edge: the forehead strip above it mixes the
+  // face with the target in RGB (ForeheadRamp), which is not linear in Lab L.
+  const at::Tensor hull68 = HullCoverage(in.target_landmarks, kCropSize, /*forehead=*/false).squeeze(0).squeeze(0);
+  const at::Tensor inside = hull68.logical_and(at::roll(hull68, {3}, {0})).logical_and(at::roll(hull68, {-3}, {0}));
   const at::Tensor ok = inside.logical_and(l[1]).logical_and(l[3]).logical_and(l[5]);
   ASSERT_GT(ok.sum().item<int64_t>(), 10000);
   const at::Tensor d1 = l[2] - l[0], d15 = l[4] - l[0];
