@@ -20,6 +20,8 @@
 //                (their sum upsampled), so blending costs about the same at any face size
 //                (fusion_bench, CPU time: 186-px face 27 ms, 557 px 71 ms, 1113 px 115 ms; before
 //                50, 120, 240 ms, and 30.5 s for 1113 px with a full-size solve).
+//                Measured on an earlier day; this stop's runs, old and new code in turn, and the cost
+//                of the forehead strip and the lightness fit: docs/QUALITY.md ("Blend cost").
 // Invariant: every pixel outside FaceHullMask() is byte-identical to the input frame.
 // The pipeline runs simple mode as at:: ops on the stage's device (BlendSimpleOnDevice,
 // daemon/pipeline/stages.h) with the hull, radius and checks from here; this file is the

@@ -6,7 +6,9 @@
 // feather (eroded by its radius, then blurred) fades the pixels next to that edge, so the
 // source's brows were mixed half into the target's (double brows, and the target's brows kept
 // most of their shape: brows carry much of a face's identity). With the edge kForeheadMargin of
-// the brow-to-chin distance above the brows, the brows are inside the feather's full weight.
+// the brow-to-chin distance above the brows, the brows are inside the feather's full weight; the
+// generator fades its change across that strip (ClassicalGenerator: ForeheadRamp), so the strip
+// is a transition and the source's own forehead is not pasted.
 // Measured on bench/quality (docs/QUALITY.md): the profile source's faces under identity 0.6 on
 // the group photos and their colour casts 26 -> 32 of 32; margins of 0.2 and more take in the
 // source's hairline (the astronaut's fringe became a dark band across the target's forehead).
