@@ -225,7 +225,9 @@ TEST(Blend, TheBrowsGetAChangeAtFullWeight) {
     const cv::Point p(cvRound(lm[i].x), cvRound(lm[i].y));
     const double got = (frame.at<cv::Vec3b>(p)[0] - 100) / 40.0;
     // The brows' outer ends (17, 26) lie on the hull's side edges, in the feather: about half.
-    if (i != 17 && i != 26) EXPECT_GE(got, 0.95) << "brow point " << i;
+    if (i != 17 && i != 26) {
+      EXPECT_GE(got, 0.95) << "brow point " << i;
+    }
     share += got / 10;
   }
   std::printf("the brow points got %.0f%% of the change on average\n", 100 * share);
