@@ -17,18 +17,18 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
-#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "bench/read_file.h"
 #include "models/catalogue/catalogue.h"
+#include "pipeline/execution.h"
 #include "pipeline/frame_edge.h"
 #include "pipeline/model_store.h"
 #include "pipeline/parallel.h"
@@ -49,20 +49,7 @@ using made_cut::Side;
 using made_cut::kLeft, made_cut::kRight, made_cut::kTop, made_cut::kBottom;
 using made_cut::Bound, made_cut::ClipHalf;
 
-std::string Read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-Picture Pic(const cv::Mat& bgr) {
-  Picture p;
-  p.what = "target image";
-  p.bgr = bgr;
-  cv::cvtColor(bgr, p.rgb, cv::COLOR_BGR2RGB);
-  return p;
-}
+Picture Pic(const cv::Mat& bgr) { return *MakePicture(bgr, "target image"); }  // never fails
 
 float IoU(const faceapi::FaceBox& a, const cv::Rect2f& b) {
   const cv::Rect2f ra(a.x, a.y, a.w, a.h);
@@ -132,7 +119,7 @@ Result Run(const Models& m, const Base& base, double roll, Side side, double sha
 
 std::vector<Base> Bases(const std::string& testdata) {
   std::vector<Base> out;
-  const auto gt = nlohmann::json::parse(Read(FUSION_SOURCE_DIR "/tests/data/faces/ground_truth.json"));
+  const auto gt = nlohmann::json::parse(bench::ReadFile(FUSION_SOURCE_DIR "/tests/data/faces/ground_truth.json"));
   for (const auto& [file, entry] : gt["images"].items()) {
     const std::string path = testdata + "/faces/" + file.substr(file.find("sample"));
     const cv::Mat bgr = cv::imread(path, cv::IMREAD_COLOR);

@@ -73,26 +73,24 @@ constexpr std::array<int, kNumLandmarks> kMirror = {
 // The mirror of a swap-region point (swap_region.h: the 68 landmarks, then the forehead row).
 int MirrorOf(int i) { return i < kNumLandmarks ? kMirror[i] : MirrorForeheadPoint(i); }
 
-// The output's weight over the forehead strip (swap_region.h), [1,1,S,S] float32: 1 inside the 68
-// points' hull (brows and below), falling linearly with the distance from that hull to 0 at
-// kForeheadMargin of the brow-to-chin distance (the forehead row). The strip is there so the
+// The output's weight over the forehead strip of `region` (SwapRegionPoints' 78 points),
+// [1,1,S,S] float32: 1 inside the 68 points' hull (brows and below), falling linearly with the
+// distance from that hull to 0 at the forehead row's depth above the brows. The strip is there so the
 // blend's feather lies above the brows rather than across them; pasted at full weight it showed
 // the source's own forehead (the astronaut's bright skin under her fringe, 1.5x detail) as a pale
 // band with a hard top edge across the target's forehead (looked at on bench/quality's sheet).
 // Measured (bench/quality, group photos and casts): identity 0.464 -> 0.473 mean for the
 // astronaut, 0.505 -> 0.509 for the profile source (32 of 32 under 0.6 kept), no band.
-at::Tensor ForeheadRamp(const std::vector<cv::Point2f>& dst68, int size, const at::TensorOptions& options) {
+at::Tensor ForeheadRamp(const std::vector<cv::Point2f>& region, int size, const at::TensorOptions& options) {
   std::vector<cv::Point2f> hull;
-  cv::convexHull(dst68, hull);
+  cv::convexHull(std::vector<cv::Point2f>(region.begin(), region.begin() + kNumLandmarks), hull);
   std::vector<cv::Point> poly;
   for (const cv::Point2f& p : hull) poly.emplace_back(cvRound(p.x), cvRound(p.y));
   cv::Mat outside(size, size, CV_8U, cv::Scalar(255)), dist;
   cv::fillConvexPoly(outside, poly, cv::Scalar(0), cv::LINE_8);
   cv::distanceTransform(outside, dist, cv::DIST_L2, cv::DIST_MASK_PRECISE);  // px to the hull
-  cv::Point2f brows(0, 0);
-  for (int i = 17; i <= 26; ++i) brows += dst68[i];
-  brows *= 0.1f;
-  const double strip = std::max(1.0, kForeheadMargin * cv::norm(brows - dst68[8]));
+  // The strip's depth: the forehead row's offset from its brow point (the same for every point).
+  const double strip = std::max(1.0, cv::norm(region[kNumLandmarks] - region[17]));
   cv::Mat ramp = 1.0 - dist / strip;
   cv::max(ramp, 0.0, ramp);
   return at::from_blob(ramp.data, {1, 1, size, size}, at::kFloat).clone().to(options.device(), options.dtype());
@@ -390,8 +388,9 @@ absl::StatusOr<at::Tensor> ClassicalGenerator::Fuse(const GeneratorInputs& in) c
   const int size = static_cast<int>(in.target.size(2));
   const std::vector<cv::Point2f> src68 = ToPoints(in.source_landmarks);
   std::vector<cv::Point2f> dst68 = ToPoints(in.target_landmarks);
+  const int side = ForeshortenedSide(src68);  // -1: not turned
   // A foreshortened source's inner points are half hidden: its proportions are not the face's.
-  if (options_.source_shape > 0 && ForeshortenedSide(src68) < 0) {
+  if (options_.source_shape > 0 && side < 0) {
     dst68 = ShapeTowardSource(src68, dst68, options_.source_shape, 0.0);
   }
   // The warp covers the swap region (swap_region.h): the 68 points and the forehead row above
@@ -403,7 +402,7 @@ absl::StatusOr<at::Tensor> ClassicalGenerator::Fuse(const GeneratorInputs& in) c
     cv::Mat ids;
     const at::Tensor affines = RasteriseAffines(*tris, src, dst, size, /*mirror=*/false, &ids);
     auto [warped, cov] = PiecewiseAffineWarp(in.source, affines, ids);
-    if (const int side = ForeshortenedSide(src); side >= 0) {
+    if (side >= 0) {
       // Soft symmetry: the target's half that the source shows foreshortened takes the mirror
       // of the source's visible half, split at the target's midline (HalfMask).
       const at::Tensor mirrored =
@@ -419,7 +418,7 @@ absl::StatusOr<at::Tensor> ClassicalGenerator::Fuse(const GeneratorInputs& in) c
       const at::Tensor src_lab = RgbToLab(warped), dst_lab = RgbToLab(in.target);
       face = LabToRgb(TransferColour(src_lab, dst_lab, cov, size, options_));
     }
-    const at::Tensor weight = cov * ForeheadRamp(dst68, size, in.source.options());
+    const at::Tensor weight = cov * ForeheadRamp(dst, size, in.source.options());
     return in.target + (face - in.target) * weight * in.ratio;
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("classical-fusion generator failed on a ", size, "x",
