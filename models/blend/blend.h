@@ -15,13 +15,15 @@
 //                NORMAL_CLONE, Perez et al. 2003) into the target over the hull, keeping the
 //                Lab L of the clone and the (a, b) of the colour-corrected face, then the same
 //                feathered weight. The Poisson membrane (clone - face: harmonic, smooth) of a hull
-//                over 160 px is solved scaled down to 160 px and upsampled, and a hull over 512 px
-//                gets its colour correction and membrane computed on a copy scaled to 512 px
-//                (their sum upsampled), so blending costs about the same at any face size
-//                (fusion_bench, CPU time: 186-px face 27 ms, 557 px 71 ms, 1113 px 115 ms; before
-//                50, 120, 240 ms, and 30.5 s for 1113 px with a full-size solve).
-//                Measured on an earlier day; this stop's runs, old and new code in turn, and the cost
-//                of the forehead strip and the lightness fit: docs/QUALITY.md ("Blend cost").
+//                over 160 px is solved scaled down to 160 px (the solver's box widened to a fast
+//                DFT length) and upsampled, and a hull over 384 px gets its colour correction,
+//                membrane and feather weight computed on a copy scaled to 384 px (upsampled to
+//                the hull), so blending costs about the same at any face size (fusion_bench,
+//                wall, warm, min of 3 medians, builds in turn on a quiet machine: 186-px face 22
+//                ms, 557 px 53 ms, 1113 px 69 ms; the code before 41, 81, 110 ms).
+//                The first full-mode blend in a process also pays OpenCV's float Lab tables (180
+//                ms once): PrepareBlend() builds them up front.
+//                Per-step costs and the quality of the reduced path: docs/QUALITY.md ("Blend cost").
 // Invariant: every pixel outside FaceHullMask() is byte-identical to the input frame.
 // The pipeline runs simple mode as at:: ops on the stage's device (BlendSimpleOnDevice,
 // daemon/pipeline/stages.h) with the hull, radius and checks from here; this file is the
@@ -73,6 +75,11 @@ int FeatherRadiusPx(const std::vector<cv::Point2f>& landmarks, const BlendOption
 // OK when `in` and `frame_bgr` fit BlendFace: InvalidArgument ("blend: ...") naming the frame,
 // fused_crop/target_crop (types, sizes) or the landmark count.
 absl::Status ValidateBlendInput(const BlendInput& in, const cv::Mat* frame_bgr);
+
+// Builds what the first full-mode BlendFace in a process would otherwise build on its way: OpenCV's
+// float BGR<->Lab conversion tables (cv::cvtColor builds them on first use; 180 ms on this
+// machine, a tiny static allocation). Idempotent and thread-safe (OpenCV's own once-init).
+void PrepareBlend();
 
 // Blends one face into `frame_bgr` (CV_8UC3) in place. Errors: InvalidArgument naming the input
 // whose type/size is wrong; Internal with OpenCV's message if seamlessClone fails.

@@ -120,10 +120,10 @@ TEST(Blend, GreySourceGetsTheTargetsColourWithoutBlotches) {
   }
 }
 
-// A face over 512 px takes full mode's reduced path (colour correction and membrane on a
-// 512-px copy, their sum upsampled): the same guarantees as at small sizes, and the same result
+// A face over 384 px takes full mode's reduced path (colour correction, membrane and feather
+// weight on a 384-px copy, upsampled): the same guarantees as at small sizes, and the same result
 // as the small face's blend scaled up, within what the finer detail explains.
-TEST(Blend, FullModeOnAFaceOver512PxKeepsTheGuaranteesAndMatchesTheSmallFaceScaledUp) {
+TEST(Blend, FullModeOnALargeFaceKeepsTheGuaranteesAndMatchesTheSmallFaceScaledUp) {
   const cv::Mat source = Load("astronaut_eileen_collins_512.png");
   const cv::Mat small = Load("grace_hopper_512x600.jpg");
   ASSERT_FALSE(source.empty() || small.empty());
@@ -147,8 +147,10 @@ TEST(Blend, FullModeOnAFaceOver512PxKeepsTheGuaranteesAndMatchesTheSmallFaceScal
                 d.outside, d.inside, d.mean_inside);
     EXPECT_EQ(d.outside, 0.0);
     if (ratio == 0.0) {
+      // An unchanged face: what is left is the float Lab round trips' round-off (one level at
+      // most), upsampled from the reduced grid: mean 0.04 at side 512, 0.054 at 384.
       EXPECT_LE(d.inside, 2.0);
-      EXPECT_LT(d.mean_inside, 0.05);
+      EXPECT_LT(d.mean_inside, 0.07);
       continue;
     }
     EXPECT_GT(d.mean_inside, 8.0);
