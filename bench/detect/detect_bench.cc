@@ -11,6 +11,8 @@
 //       DetectMultiScale; recall per size bin, false boxes, passes, largest pass input, ms.
 //   fusion_detect_bench photo tiny|ssd FILE...   boxes and ms for real photos (--png OUT).
 //   --full-scan (collage, photo, sweep): every planned pass, no proposal gating (multiscale.h).
+//   --no-relook (collage, photo, sweep): no rolled second look at near-threshold boxes.
+//   --roll DEG (collage): the face crops rolled in turn by +DEG and -DEG.
 //   fusion_detect_bench sweep tiny|ssd W H MIN_FACE...
 //       One face per W x H clutter frame, for each MIN_FACE (--min-face-px) at widths MIN_FACE x
 //       1.0, 1.15, ... 4.0 (or up to the frame's short side / 1.3), 6 of the 23 crops each:
@@ -118,7 +120,8 @@ struct Run {
   int max_input = 0;
 };
 
-int g_working_side = 0;  // --working-side N: detect on a copy scaled to N (the old job path)
+int g_working_side = 0;
+double g_roll = 0;  // --roll DEG: the collage's crops rolled in turn by +DEG and -DEG  // --working-side N: detect on a copy scaled to N (the old job path)
 
 Run Detect(const FaceDetector& det, const cv::Mat& full, const MultiScaleOptions& o) {
   Run r;
@@ -163,7 +166,8 @@ int Collage(const std::string& which, int w, int h, float lo, float hi, const Mu
     fit.push_back(f);
   }
   const auto t0 = std::chrono::steady_clock::now();
-  Truth t = MakeCollage(w, h, FaceCrops(GroupPhotos()), fit, 7, "collage");
+  const std::vector<FaceCrop> crops = FaceCrops(GroupPhotos());
+  Truth t = MakeCollage(w, h, g_roll == 0 ? crops : RolledCrops(crops, g_roll), fit, 7, "collage");
   const double make_ms = Ms(t0);
   const Run r = Detect(Detector(which), t.rgb, o);
   std::map<int, std::pair<int, int>> bins;  // lower bin edge -> (found, faces)
@@ -264,6 +268,8 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--max-input") && i + 1 < argc) o.max_input = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--min-score") && i + 1 < argc) o.min_score = std::atof(argv[++i]);
     else if (!std::strcmp(argv[i], "--full-scan")) o.gate_tiles = false;
+    else if (!std::strcmp(argv[i], "--roll") && i + 1 < argc) g_roll = std::atof(argv[++i]);
+    else if (!std::strcmp(argv[i], "--no-relook")) o.relook_rolls.clear();
     else if (!std::strcmp(argv[i], "--widths") && i + 1 < argc) {
       for (const char* p = argv[++i]; *p != 0;) {
         char* end = nullptr;

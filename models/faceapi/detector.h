@@ -58,7 +58,9 @@ inline constexpr DetectorTraits kTinyFaceDetectorTraits{true, 0, 48, 96, 0};
 // 200-px view), so the 2 * face_max_px cap stays.
 // Confirmation below 0.72, by a box of another pass from 0.3 up: see multiscale.h. Support
 // from 0.3 (not only kept boxes, >= 0.5): sample4's laughing, rolled face cut to a 150-px cell
-// of the bench's grid scores 0.72 at one level and 0.3-0.5 at the others, and was missed.
+// of the bench's grid scores 0.72 at one level and 0.3-0.5 at the others, and was missed. Its
+// other copy scores 0.46 at best: boxes from 0.3 up that are not kept get the rolled second look
+// (multiscale.h).
 // Proposals from 0.05 (`curve ssd --min-score 0.05`): a box at IoU >= 0.2 for 22/23 faces at
 // 20 px and 23/23 at 24-96 px; at 0.1 only 18/23 at 20 px. At most 100 boxes (Options::max_results).
 inline constexpr DetectorTraits kSsdMobilenetV1Traits{false, 512, 40, 80, 0.72f, 0.6f, 0.5f, 0.3f, 0.05f, 100};

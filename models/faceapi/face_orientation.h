@@ -6,11 +6,9 @@
 // swap pastes an upright face on it. This check looks at each box again, cut out with context and
 // shown to the detector in the four quarter turns, and reports the turn the detector likes best.
 //
-// Method: the square around the box's centre, kCropFactor times the box's longer side (zero
-// outside the image), is resized to a kCellPx cell (the face then ~kCellPx / kCropFactor px wide,
-// inside both detectors' reliable band) in the four turns; the cells of up to
-// kFacesPerPass faces tile one 512 x 512 input, so one detector pass checks four faces. A cell's
-// score is the best box whose centre lies in the cell's middle half.
+// Method: four context views of each box (context_views.h: the box's context square in a
+// 128-px cell, the face ~58 px wide, inside both detectors' reliable band), as it is and in the
+// three quarter turns, one face a row of the 4 x 4 mosaic, so one detector pass checks four faces.
 // Thread-safety: a pure function; the detector must be safe for concurrent const use.
 #pragma once
 
@@ -22,14 +20,13 @@
 #include <opencv2/core/mat.hpp>
 
 #include "absl/status/statusor.h"
+#include "models/faceapi/context_views.h"
 #include "models/faceapi/detector.h"
 #include "models/faceapi/types.h"
 
 namespace fusion::faceapi {
 
-inline constexpr int kOrientationCellPx = 128;
-inline constexpr float kOrientationCropFactor = 2.2f;
-inline constexpr int kOrientationFacesPerPass = 4;  // 16 cells of 128 px in 512 x 512
+inline constexpr int kOrientationFacesPerPass = kViewGrid;  // a row of four cells each
 
 struct FaceOrientation {
   // Clockwise quarter turns of the image that make the face upright: 0, 1 (cv::rotate's
@@ -69,7 +66,7 @@ int UprightTurns(const std::array<float, 4>& scores);
 // count)`, when given, runs before each pass; a non-OK status ends the check with it (the
 // pipeline's cancellation checkpoint). INVALID_ARGUMENT for a bad image; the detector's errors
 // pass through.
-inline constexpr int kOrientationInputPx = 512;
+inline constexpr int kOrientationInputPx = kViewInputPx;
 absl::StatusOr<std::vector<FaceOrientation>> EstimateOrientations(
     const FaceDetector& detector, const cv::Mat& rgb, const std::vector<FaceBox>& boxes, int tile_px = 0,
     const std::function<absl::Status(size_t index, size_t count)>& before_pass = nullptr);

@@ -7,6 +7,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "models/faceapi/context_views.h"
 
 namespace fusion::faceapi {
 namespace {
@@ -97,6 +98,16 @@ std::vector<FaceBox> SuppressContained(std::vector<FaceBox> merged) {
   }
   return kept;
 }
+
+// The area two boxes share (0 when apart).
+float SharedArea(const FaceBox& a, const FaceBox& b) {
+  const float iw = std::min(a.x + a.w, b.x + b.w) - std::max(a.x, b.x);
+  const float ih = std::min(a.y + a.h, b.y + b.h) - std::max(a.y, b.y);
+  return iw > 0 && ih > 0 ? iw * ih : 0.f;
+}
+
+// A second-look candidate sharing this much of its area with a face found is that face.
+constexpr float kRelookTakenShare = 0.3f;
 
 // Box voting among near-ties: each merged box becomes the weighted mean of the boxes (every
 // pass's kept ones) that overlap it at IoU >= nms_iou and score at most kVoteBand below it, each
@@ -381,8 +392,49 @@ absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detect
     weak.insert(weak.end(), support[i].begin(), support[i].end());
     weak_pass_of.insert(weak_pass_of.end(), support[i].size(), i);
   }
-  return Voted(all, Confirmed(all, pass_of, weak, weak_pass_of, SuppressContained(Nms(all, options.nms_iou)), confirm_below),
-               options.nms_iou);
+  const std::vector<FaceBox> merged = SuppressContained(Nms(all, options.nms_iou));
+  std::vector<FaceBox> found =
+      Voted(all, Confirmed(all, pass_of, weak, weak_pass_of, merged, confirm_below), options.nms_iou);
+  if (options.relook_rolls.empty() || options.max_relooks <= 0 || !with_support) return found;
+  // The rolled second look: the scan's sub-threshold boxes (support) and its weak boxes that no
+  // other pass confirmed, apart from the faces found, best first.
+  std::vector<FaceBox> pool = weak;
+  for (const FaceBox& m : merged) {
+    if (m.score < confirm_below) pool.push_back(m);
+  }
+  std::vector<FaceBox> candidates;
+  for (const FaceBox& c : Nms(pool, options.nms_iou)) {
+    bool taken = false;
+    for (const FaceBox& f : found) taken = taken || SharedArea(c, f) >= kRelookTakenShare * c.area();
+    if (!taken && static_cast<int>(candidates.size()) < options.max_relooks) candidates.push_back(c);
+  }
+  if (candidates.empty()) return found;
+  std::vector<ContextView> views;
+  for (const FaceBox& c : candidates) {
+    for (float roll : options.relook_rolls) views.push_back({c, roll});
+  }
+  // Numbered after the scan's passes, so a job's progress keeps counting up.
+  const size_t scanned = passes.size();
+  const size_t relook_passes = (views.size() + kViewCellsPerPass - 1) / kViewCellsPerPass;
+  auto before = [&options, scanned, relook_passes](size_t i, size_t) {
+    return options.before_pass ? options.before_pass(scanned + i, scanned + relook_passes) : absl::OkStatus();
+  };
+  absl::StatusOr<std::vector<ViewAnswer>> seen =
+      LookAgain(detector, rgb, views, traits.support_score, options.tile_px, before);
+  if (!seen.ok()) return seen.status();
+  const float accept = std::max(confirm_below, threshold);
+  const size_t k = options.relook_rolls.size();
+  std::vector<FaceBox> more;
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    const ViewAnswer* best = &(*seen)[c * k];
+    for (size_t j = 1; j < k; ++j) {
+      if ((*seen)[c * k + j].score > best->score) best = &(*seen)[c * k + j];
+    }
+    if (best->score >= accept) more.push_back(best->box);
+  }
+  if (more.empty()) return found;
+  found.insert(found.end(), more.begin(), more.end());
+  return SuppressContained(Nms(found, options.nms_iou));
 }
 
 }  // namespace fusion::faceapi

@@ -76,6 +76,22 @@ inline cv::Mat Clutter(int w, int h, uint32_t seed) {
   return img;
 }
 
+// The crops rolled in turn by +deg and -deg about their face's centre (cv::getRotationMatrix2D:
+// + is counter-clockwise), the border replicated; the face box keeps its centre and size (what
+// an axis-aligned detector box of a rolled face holds: IoU >= 0.4 with it is a hit).
+inline std::vector<FaceCrop> RolledCrops(const std::vector<FaceCrop>& crops, double deg) {
+  std::vector<FaceCrop> out;
+  for (size_t i = 0; i < crops.size(); ++i) {
+    const FaceCrop& c = crops[i];
+    const cv::Point2f centre(c.face.x + c.face.w / 2, c.face.y + c.face.h / 2);
+    const cv::Mat m = cv::getRotationMatrix2D(centre, i % 2 == 0 ? deg : -deg, 1.0);
+    FaceCrop r{cv::Mat(), c.face};
+    cv::warpAffine(c.rgb, r.rgb, m, c.rgb.size(), cv::INTER_LINEAR, cv::BORDER_REPLICATE);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 // Pastes `crop` scaled so its face is `face_w` pixels wide, top-left of the crop at `at`, with
 // a feathered elliptical alpha (keeps the background around the head, drops the neighbours a
 // group-photo crop may show at its corners). Returns the face's box in `img`.

@@ -9,6 +9,8 @@
 #include <map>
 
 #include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <opencv2/photo.hpp>
 
 #include "collage.h"
 #include "models/faceapi/multiscale.h"
@@ -346,6 +348,75 @@ TEST(PyramidMerge, AWeakBoxIsConfirmedByAnotherPassBelowTheThresholdButNotByItsO
   auto none = DetectMultiScale(unsupported, cv::Mat(h, w, CV_8UC3, cv::Scalar::all(90)), MinFace(40));
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_TRUE(none->empty());
+}
+
+// The rolled second look (multiscale.h): faces rolled by 40 degrees, 48-240 px, in a 2400x1600
+// collage on clutter. SSD scores some of them under its threshold in every pass of the scan
+// (the bench's grid50 face: 0.46 at best); their context views turned back by 15-30 degrees
+// score 0.75-0.98. Without the second look (relook_rolls empty) fewer are found; with it, more,
+// and no box lands anywhere else.
+TEST(PyramidRecall, RolledFacesUnderTheThresholdAreFoundByTheRolledSecondLook) {
+  std::vector<float> widths;
+  for (int rep = 0; rep < 400; ++rep) {
+    for (int i = 0; i <= 18; ++i) widths.push_back(48.f * std::pow(5.f, i / 18.f));
+  }
+  double area = 0;
+  std::vector<float> fit;
+  for (float f : widths) {
+    area += 3.0 * f * f;
+    if (area > 0.5 * 2400 * 1600) break;
+    fit.push_back(f);
+  }
+  const Truth t = MakeCollage(2400, 1600, RolledCrops(FaceCrops(GroupPhotos()), 40), fit, 7, "rolled faces");
+  MultiScaleOptions without;
+  without.relook_rolls.clear();
+  auto before = DetectMultiScale(Ssd(), t.rgb, without);
+  ASSERT_TRUE(before.ok()) << before.status();
+  auto after = DetectMultiScale(Ssd(), t.rgb);
+  ASSERT_TRUE(after.ok()) << after.status();
+  const Score b = ScoreDetections(t, *before), a = ScoreDetections(t, *after);
+  std::printf("rolled 40 degrees, %d faces 48-240 px: %d found without the second look (%d boxes elsewhere%s), %d "
+              "with it (%d%s)\n", a.faces, b.found, b.false_boxes, b.false_list.c_str(), a.found, a.false_boxes,
+              a.false_list.c_str());
+  // Measured: 32 and 34 of 37. The one box "elsewhere" in both is a real face's box at IoU < 0.4
+  // with its tight crop box (a 68-px face boxed 67x79 px off-centre), not a box on clutter.
+  EXPECT_GE(a.found, b.found + 2);
+  EXPECT_LE(a.false_boxes, b.false_boxes);
+  // Every box the second look adds is on a face.
+  for (const FaceBox& d : *after) {
+    bool old = false, on_face = false;
+    for (const FaceBox& e : *before) old = old || IoU(d, e) > 0.9f;
+    for (const FaceBox& f : t.faces) on_face = on_face || IoU(d, f) >= 0.2f;
+    EXPECT_TRUE(old || on_face) << "(" << d.x << "," << d.y << " " << d.w << "x" << d.h << ") " << d.score;
+  }
+}
+
+// The group photos with every face and ignore region painted out (cv::inpaint over 1.5x each
+// box), as they are and rolled by 20 degrees: no box, with the rolled second look on.
+TEST(PyramidRecall, GroupPhotosWithTheirFacesPaintedOutGiveNoBox) {
+  int images = 0;
+  for (const Truth& t : GroupPhotos()) {
+    cv::Mat mask = cv::Mat::zeros(t.rgb.size(), CV_8U);
+    std::vector<FaceBox> all = t.faces;
+    all.insert(all.end(), t.ignore.begin(), t.ignore.end());
+    for (const FaceBox& b : all) {
+      const float cx = b.x + b.w / 2, cy = b.y + b.h / 2;
+      cv::rectangle(mask, cv::Point(cx - 0.75f * b.w, cy - 0.75f * b.h), cv::Point(cx + 0.75f * b.w, cy + 0.75f * b.h),
+                    cv::Scalar(255), cv::FILLED);
+    }
+    cv::Mat bare;
+    cv::inpaint(t.rgb, mask, bare, 5, cv::INPAINT_TELEA);
+    cv::Mat rolled;
+    cv::warpAffine(bare, rolled, cv::getRotationMatrix2D(cv::Point2f(bare.cols / 2.f, bare.rows / 2.f), 20, 1.0),
+                   bare.size(), cv::INTER_LINEAR, cv::BORDER_REFLECT);
+    for (const cv::Mat* img : {&bare, &rolled}) {
+      auto dets = DetectMultiScale(Ssd(), *img);
+      ASSERT_TRUE(dets.ok()) << dets.status();
+      for (const FaceBox& d : *dets) ADD_FAILURE() << "image " << images << ": (" << d.x << "," << d.y << " " << d.w << "x" << d.h << ") " << d.score;
+      ++images;
+    }
+  }
+  EXPECT_EQ(images, 12);
 }
 
 // A strip too thin to hold a face the scan keeps costs nothing (a 100000x1 PNG took 368 passes);
