@@ -17,6 +17,7 @@
 #include "models/faceapi/multiscale.h"
 #include "models/faceapi/ssd_mobilenet_v1.h"
 #include "models/faceapi/tiny_face_detector.h"
+#include "models/faceapi/level_roll.h"
 #include "models/faceapi/upside_down.h"
 #include "models/generator/face_crop.h"
 #include "models/generator/generator.h"
@@ -231,7 +232,10 @@ absl::StatusOr<faceapi::Landmarks68> UprightLandmarks(const faceapi::FaceLandmar
                 "turned; detector {:.2f}){}",
                 box.x, box.y, box.w, box.h, cue.value(), cue.eyes_as_is, cue.eyes_turned, cue.detector_logit,
                 *upside_down ? ": upside down, righted" : "");
-  return *upside_down ? *turned : *as_is;
+  if (*upside_down) return *turned;
+  // A face rolled by 15-90 degrees: its points found again on the face turned level (level_roll.h).
+  if (std::fabs(faceapi::EyeLineDeg(*as_is)) > 90) return *as_is;
+  return faceapi::LevelledLandmarks(net, image, box, *as_is);
 }
 
 // The net's 68 points for the face in `whole` (frame pixels, may reach beyond the frame): the
