@@ -137,8 +137,10 @@ std::string DetectStageBucket(int side, const DetectSettings& settings);
 // Each face is looked at upside down as well (faceapi/upside_down.h: one more landmark forward
 // of its crop turned by 180 degrees); a face found upside down gets the landmarks of its crop
 // righted, turned back into the frame (upside_down set), so that the later stages, which align
-// by the eye line, swap it as they swap any rolled face. Other faces keep the points found as
-// they are, bit for bit.
+// by the eye line, swap it as they swap any rolled face. A face whose points put its eye line
+// 25-90 degrees off level gets them again on its box turned level (faceapi/level_roll.h: the
+// net was trained on upright faces, and a 45-degree face got an upright shape across it). Other
+// faces keep the points found as they are, bit for bit.
 inline constexpr int kRefitPasses = 2;
 inline constexpr float kRefitStopIoU = 0.9f;
 absl::Status FindLandmarks(const ModelCopy& landmarks, Picture& pic, const Checkpoint& cp = {});
