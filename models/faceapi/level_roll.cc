@@ -1,6 +1,7 @@
 // Roll-levelled landmarks (level_roll.h).
 #include "models/faceapi/level_roll.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <opencv2/imgproc.hpp>
@@ -25,28 +26,49 @@ float EyeLineDeg(const Landmarks68& pts) {
 absl::StatusOr<Landmarks68> LevelledLandmarks(const FaceLandmark68Net& net, const cv::Mat& rgb, const FaceBox& box,
                                               const Landmarks68& first, int rounds) {
   Landmarks68 pts = first;
-  const int w = std::max(1, static_cast<int>(std::lround(box.w))), h = std::max(1, static_cast<int>(std::lround(box.h)));
-  const double cx = box.x + box.w / 2.0, cy = box.y + box.h / 2.0;
   double roll = EyeLineDeg(pts);
   if (std::fabs(roll) < kLevelMinDeg) return pts;
+  // The canvas: the box's size, scaled down to kLevelCanvasPx on its longer side.
+  const double k = std::min(1.0, kLevelCanvasPx / std::max(1.0f, std::max(box.w, box.h)));
+  const int cw = std::max(1, static_cast<int>(std::lround(box.w * k))), ch = std::max(1, static_cast<int>(std::lround(box.h * k)));
+  const double cx = box.x + box.w / 2.0, cy = box.y + box.h / 2.0;
+  // The image square around the box's centre that holds the box turned any way, scaled by k
+  // (INTER_AREA: the net sees ~112 px of a face that may be thousands wide).
+  const double side = std::hypot(box.w, box.h) + 2;
+  const cv::Rect around = cv::Rect(static_cast<int>(std::floor(cx - side / 2)), static_cast<int>(std::floor(cy - side / 2)),
+                                   static_cast<int>(std::ceil(side)), static_cast<int>(std::ceil(side))) &
+                          cv::Rect(0, 0, rgb.cols, rgb.rows);
+  if (around.empty()) return pts;
+  cv::Mat small;
+  if (k < 1) {
+    cv::resize(rgb(around), small, cv::Size(std::max(1, static_cast<int>(std::lround(around.width * k))),
+                                            std::max(1, static_cast<int>(std::lround(around.height * k)))),
+               0, 0, cv::INTER_AREA);
+  } else {
+    small = rgb(around);
+  }
+  const double sx = static_cast<double>(small.cols) / around.width, sy = static_cast<double>(small.rows) / around.height;
   double turned = 0;  // degrees counter-clockwise the canvas is turned from the image
   for (int round = 0; round < rounds; ++round) {
     if (std::fabs(roll - turned) < kLevelResidualDeg) break;  // the canvas is level enough
     turned = roll;
-    // Image -> canvas: turn by `turned` about the box's centre, which lands on the canvas's.
-    cv::Mat m = cv::getRotationMatrix2D(cv::Point2f(static_cast<float>(cx), static_cast<float>(cy)), turned, 1.0);
-    m.at<double>(0, 2) += w / 2.0 - cx;
-    m.at<double>(1, 2) += h / 2.0 - cy;
+    // `small` -> canvas: turn by `turned` about the box's centre, which lands on the canvas's.
+    const cv::Point2f c(static_cast<float>((cx - around.x) * sx), static_cast<float>((cy - around.y) * sy));
+    cv::Mat m = cv::getRotationMatrix2D(c, turned, 1.0);
+    m.at<double>(0, 2) += cw / 2.0 - c.x;
+    m.at<double>(1, 2) += ch / 2.0 - c.y;
     cv::Mat canvas;
-    cv::warpAffine(rgb, canvas, m, cv::Size(w, h), cv::INTER_LINEAR, cv::BORDER_CONSTANT, cv::Scalar::all(0));
-    absl::StatusOr<Landmarks68> level = net.Detect(canvas, {0, 0, static_cast<float>(w), static_cast<float>(h), box.score});
+    cv::warpAffine(small, canvas, m, cv::Size(cw, ch), cv::INTER_LINEAR, cv::BORDER_CONSTANT, cv::Scalar::all(0));
+    absl::StatusOr<Landmarks68> level =
+        net.Detect(canvas, {0, 0, static_cast<float>(cw), static_cast<float>(ch), box.score});
     if (!level.ok()) return level.status();
     cv::Mat back;
     cv::invertAffineTransform(m, back);
     const double* b = back.ptr<double>(0);
     for (size_t i = 0; i < pts.size(); ++i) {
       const Point q = (*level)[i];
-      pts[i] = {static_cast<float>(b[0] * q.x + b[1] * q.y + b[2]), static_cast<float>(b[3] * q.x + b[4] * q.y + b[5])};
+      const double u = b[0] * q.x + b[1] * q.y + b[2], v = b[3] * q.x + b[4] * q.y + b[5];  // `small` px
+      pts[i] = {static_cast<float>(around.x + u / sx), static_cast<float>(around.y + v / sy)};
     }
     roll = EyeLineDeg(pts);
   }

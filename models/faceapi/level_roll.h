@@ -6,8 +6,8 @@
 // more), and the swap pastes a distorted face there. Method: the eye line of the points found
 // (the centres of points 36-41 and 42-47) gives the roll; when it is kLevelMinDeg or more, the
 // box's region of the image is turned about the box's centre so the eyes are level (one
-// warpAffine into a box-sized canvas, bilinear, zero outside the image), the net runs on that
-// canvas, and its points are turned back; then again with the new points' roll, up to `rounds`
+// warpAffine into a canvas of the box's shape, bilinear, zero outside the image), the net runs
+// on that canvas, and its points are turned back; then again with the new points' roll, up to `rounds`
 // times, while the canvas was kLevelResidualDeg or more off level (a first estimate of a
 // strongly rolled face is short of its roll).
 // kLevelMinDeg 25, from the quality bench (docs/QUALITY.md; 321 faces): at 15 degrees identity
@@ -32,6 +32,11 @@ namespace fusion::faceapi {
 
 inline constexpr float kLevelMinDeg = 25.0f;
 inline constexpr float kLevelResidualDeg = 5.0f;
+// Memory: the canvas is at most kLevelCanvasPx on its longer side (twice the net's 112-px input);
+// a larger box's surroundings (the square of its diagonal) are first scaled down to it with
+// INTER_AREA, so a rolled face thousands of pixels wide costs ~0.5 MB of host memory, not the
+// box's size.
+inline constexpr double kLevelCanvasPx = 224;
 
 // The eye line's angle in degrees, image axes (y down): positive when the image-right eye
 // (points 42-47) is lower, i.e. the face is rolled clockwise on screen.

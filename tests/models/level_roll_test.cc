@@ -93,5 +93,43 @@ TEST(LevelRoll, PointsOfARolledPortraitAreFoundOnTheFaceTurnedLevel) {
   std::printf("worst error: %.3f -> %.3f\n", worst_before, worst_after);
 }
 
+// A face five times larger (a 1200-px box): the canvas is scaled down to kLevelCanvasPx, and the
+// points come out as for the small face, in the large image's pixels.
+TEST(LevelRoll, ALargeFaceIsLevelledOnACanvasOfBoundedSize) {
+  const cv::Mat small = Face("grace_hopper_512x600.jpg");
+  const FaceBox g = GoldenBox("grace_hopper.jpg");
+  for (double roll : {-60.0, 45.0}) {
+    double error[2] = {0, 0};
+    for (int big = 0; big < 2; ++big) {
+      const double s = big ? 5.0 : 1.0;
+      cv::Mat src;
+      cv::resize(small, src, cv::Size(), s, s, cv::INTER_CUBIC);
+      const FaceBox golden{static_cast<float>(g.x * s), static_cast<float>(g.y * s), static_cast<float>(g.w * s),
+                           static_cast<float>(g.h * s), 1};
+      const cv::Point2f c(golden.x + golden.w / 2, golden.y + golden.h / 2);
+      const cv::Mat m = cv::getRotationMatrix2D(c, roll, 1.0);
+      cv::Mat rolled;
+      cv::warpAffine(src, rolled, m, src.size(), cv::INTER_LINEAR, cv::BORDER_REPLICATE);
+      auto upright = Landmarks().Detect(src, golden);
+      ASSERT_TRUE(upright.ok()) << upright.status();
+      Landmarks68 truth;
+      const double* a = m.ptr<double>(0);
+      for (size_t i = 0; i < truth.size(); ++i) {
+        const Point p = (*upright)[i];
+        truth[i] = {static_cast<float>(a[0] * p.x + a[1] * p.y + a[2]), static_cast<float>(a[3] * p.x + a[4] * p.y + a[5])};
+      }
+      // The box SSD gives the rolled face is about the golden box's size around its centre.
+      auto first = Landmarks().Detect(rolled, golden);
+      ASSERT_TRUE(first.ok()) << first.status();
+      auto level = LevelledLandmarks(Landmarks(), rolled, golden, *first);
+      ASSERT_TRUE(level.ok()) << level.status();
+      error[big] = Error(*level, truth);
+      std::printf("grace x%.0f rolled %+.0f: error %.3f -> %.3f\n", s, roll, Error(*first, truth), error[big]);
+    }
+    EXPECT_LT(error[1], 0.12) << "rolled " << roll;
+    EXPECT_NEAR(error[1], error[0], 0.03) << "rolled " << roll;
+  }
+}
+
 }  // namespace
 }  // namespace fusion::faceapi
