@@ -49,7 +49,16 @@ absl::StatusOr<cv::Mat> LoadRgb(const std::filesystem::path& path) {
   return rgb;
 }
 
-at::Tensor ToBatchTensor(const cv::Mat& rgb, int size, bool center) {
+at::Tensor ToBatchTensor(const cv::Mat& input, int size, bool center) {
+  // A crop far larger than the input (a face box thousands of px wide) is first scaled down with
+  // INTER_AREA to twice the input: the square and its float copy below then stay small.
+  cv::Mat rgb = input;
+  if (std::max(input.rows, input.cols) > kBatchPrescaleAbove * size) {
+    const double k = 2.0 * size / std::max(input.rows, input.cols);
+    cv::resize(input, rgb, cv::Size(std::max(1, static_cast<int>(std::lround(input.cols * k))),
+                                    std::max(1, static_cast<int>(std::lround(input.rows * k)))),
+               0, 0, cv::INTER_AREA);
+  }
   const int h = rgb.rows, w = rgb.cols, d = std::abs(h - w);
   // Python's round() (the reference's) is round-half-even: std::nearbyint in the default mode.
   const int after = center ? static_cast<int>(std::nearbyint(d * 0.5)) : d;

@@ -22,8 +22,14 @@ absl::StatusOr<cv::Mat> LoadRgb(const std::filesystem::path& path);
 // face-api toBatchTensor: pads `rgb` (CV_8UC3) with zeros to a square — at the bottom/right when
 // !center, else split (round-half-even of half the difference after, the rest before) — then
 // resizes to size x size (cv::resize INTER_LINEAR, float). Returns [1,3,size,size] float32 CPU,
-// values 0..255, RGB.
-at::Tensor ToBatchTensor(const cv::Mat& rgb, int size, bool center);
+// values 0..255, RGB. An image over kBatchPrescaleAbove * size on its longer side is first
+// scaled down to 2 * size with INTER_AREA (not face-api's: it resizes the whole padded square,
+// as float, bilinearly): the landmark and recognition nets get a face's box crop at full
+// resolution, and the square plus its float copy cost 15 bytes per box pixel (135 MB for a
+// 3000-px face, ~1 GB for one filling a 100-MP frame), uncharged; now at most ~2.5 MB. The
+// bilinear resize of a crop over 4x the input also skipped most of its pixels (aliasing).
+inline constexpr int kBatchPrescaleAbove = 4;
+at::Tensor ToBatchTensor(const cv::Mat& input, int size, bool center);
 
 // Rounds the box to integer pixels and clips it to the image; the crop shares memory with
 // `rgb`. `origin` receives its top-left corner. An empty Mat when nothing is left.
