@@ -33,6 +33,18 @@ double Error(const Landmarks68& pts, const Landmarks68& truth) {
   return sum / pts.size() / std::hypot(lx - rx, ly - ry);
 }
 
+// The net's points on `box` of the upright `src`, moved by the 2x3 affine `m` (the turn that
+// made the rolled image).
+absl::StatusOr<Landmarks68> UprightPointsTurned(const cv::Mat& src, const FaceBox& box, const cv::Mat& m) {
+  auto upright = Landmarks().Detect(src, box);
+  if (!upright.ok()) return upright.status();
+  const double* a = m.ptr<double>(0);
+  for (Point& p : *upright) {
+    p = {static_cast<float>(a[0] * p.x + a[1] * p.y + a[2]), static_cast<float>(a[3] * p.x + a[4] * p.y + a[5])};
+  }
+  return upright;
+}
+
 TEST(LevelRoll, EyeLineAngleFollowsTheRoll) {
   Landmarks68 pts{};
   for (int i = 36; i < 42; ++i) pts[i] = {100, 100};
@@ -59,14 +71,8 @@ TEST(LevelRoll, PointsOfARolledPortraitAreFoundOnTheFaceTurnedLevel) {
       cv::Mat rolled;
       cv::warpAffine(src, rolled, m, canvas, cv::INTER_LINEAR, cv::BORDER_REPLICATE);
       // Upright: the net's points on the golden box, turned with the image.
-      auto upright = Landmarks().Detect(src, golden);
-      ASSERT_TRUE(upright.ok()) << upright.status();
-      Landmarks68 truth;
-      const double* a = m.ptr<double>(0);
-      for (size_t i = 0; i < truth.size(); ++i) {
-        const Point p = (*upright)[i];
-        truth[i] = {static_cast<float>(a[0] * p.x + a[1] * p.y + a[2]), static_cast<float>(a[3] * p.x + a[4] * p.y + a[5])};
-      }
+      auto truth = UprightPointsTurned(src, golden, m);
+      ASSERT_TRUE(truth.ok()) << truth.status();
       auto boxes = DetectMultiScale(Ssd(), rolled);
       ASSERT_TRUE(boxes.ok()) << boxes.status();
       ASSERT_FALSE(boxes->empty()) << file << " rolled " << roll;
@@ -75,9 +81,9 @@ TEST(LevelRoll, PointsOfARolledPortraitAreFoundOnTheFaceTurnedLevel) {
       ASSERT_TRUE(first.ok()) << first.status();
       auto level = LevelledLandmarks(Landmarks(), rolled, box, *first);
       ASSERT_TRUE(level.ok()) << level.status();
-      const double before = Error(*first, truth), after = Error(*level, truth);
+      const double before = Error(*first, *truth), after = Error(*level, *truth);
       std::printf("%s rolled %+3.0f: eye line %+6.1f -> %+6.1f (truth %+6.1f), error %.3f -> %.3f of the eye distance\n",
-                  key, roll, EyeLineDeg(*first), EyeLineDeg(*level), EyeLineDeg(truth), before, after);
+                  key, roll, EyeLineDeg(*first), EyeLineDeg(*level), EyeLineDeg(*truth), before, after);
       if (std::fabs(EyeLineDeg(*first)) < kLevelMinDeg) {  // upright, or a first estimate short of the roll
         EXPECT_EQ(before, after) << key << " rolled " << roll << ": a face not levelled keeps its points";
         continue;
@@ -110,21 +116,15 @@ TEST(LevelRoll, ALargeFaceIsLevelledOnACanvasOfBoundedSize) {
       const cv::Mat m = cv::getRotationMatrix2D(c, roll, 1.0);
       cv::Mat rolled;
       cv::warpAffine(src, rolled, m, src.size(), cv::INTER_LINEAR, cv::BORDER_REPLICATE);
-      auto upright = Landmarks().Detect(src, golden);
-      ASSERT_TRUE(upright.ok()) << upright.status();
-      Landmarks68 truth;
-      const double* a = m.ptr<double>(0);
-      for (size_t i = 0; i < truth.size(); ++i) {
-        const Point p = (*upright)[i];
-        truth[i] = {static_cast<float>(a[0] * p.x + a[1] * p.y + a[2]), static_cast<float>(a[3] * p.x + a[4] * p.y + a[5])};
-      }
+      auto truth = UprightPointsTurned(src, golden, m);
+      ASSERT_TRUE(truth.ok()) << truth.status();
       // The box SSD gives the rolled face is about the golden box's size around its centre.
       auto first = Landmarks().Detect(rolled, golden);
       ASSERT_TRUE(first.ok()) << first.status();
       auto level = LevelledLandmarks(Landmarks(), rolled, golden, *first);
       ASSERT_TRUE(level.ok()) << level.status();
-      error[big] = Error(*level, truth);
-      std::printf("grace x%.0f rolled %+.0f: error %.3f -> %.3f\n", s, roll, Error(*first, truth), error[big]);
+      error[big] = Error(*level, *truth);
+      std::printf("grace x%.0f rolled %+.0f: error %.3f -> %.3f\n", s, roll, Error(*first, *truth), error[big]);
     }
     EXPECT_LT(error[1], 0.12) << "rolled " << roll;
     EXPECT_NEAR(error[1], error[0], 0.03) << "rolled " << roll;
