@@ -15,11 +15,6 @@
 namespace fusion::faceapi {
 namespace {
 
-const SsdMobilenetV1& Ssd() {
-  static SsdMobilenetV1& n = LoadedOrDie(SsdMobilenetV1::Load(Catalogue(), {}));
-  return n;
-}
-
 // `rgb` and `box` turned by cv::rotate's `code`.
 std::pair<cv::Mat, FaceBox> Turn(const cv::Mat& rgb, const FaceBox& b, int code) {
   cv::Mat out;

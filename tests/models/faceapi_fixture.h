@@ -11,6 +11,7 @@
 #include "models/faceapi/face_landmark_68.h"
 #include "models/faceapi/face_recognition.h"
 #include "models/faceapi/image.h"
+#include "models/faceapi/ssd_mobilenet_v1.h"
 #include "models/faceapi/tiny_face_detector.h"
 #include "nlohmann/json.hpp"
 #include "temp_dir.h"
@@ -40,6 +41,10 @@ inline const TinyFaceDetector& Tiny() {
 }
 inline const FaceLandmark68Net& Landmarks() {
   static FaceLandmark68Net& n = LoadedOrDie(FaceLandmark68Net::Load(Catalogue()));
+  return n;
+}
+inline const SsdMobilenetV1& Ssd() {
+  static SsdMobilenetV1& n = LoadedOrDie(SsdMobilenetV1::Load(Catalogue(), {}));
   return n;
 }
 inline const FaceRecognitionNet& Recognition() {

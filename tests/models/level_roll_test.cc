@@ -18,11 +18,6 @@
 namespace fusion::faceapi {
 namespace {
 
-const SsdMobilenetV1& Ssd() {
-  static SsdMobilenetV1& n = LoadedOrDie(SsdMobilenetV1::Load(Catalogue(), {}));
-  return n;
-}
-
 // Mean point distance over the inter-ocular distance of `truth`.
 double Error(const Landmarks68& pts, const Landmarks68& truth) {
   double sum = 0;

@@ -19,11 +19,6 @@
 namespace fusion::faceapi {
 namespace {
 
-const SsdMobilenetV1& Ssd() {
-  static SsdMobilenetV1& n = LoadedOrDie(SsdMobilenetV1::Load(Catalogue(), {}));
-  return n;
-}
-
 // Network pixels per image pixel of a pass.
 double ScaleOf(const DetectionPass& p) {
   return p.input_size * static_cast<double>(p.fill) / std::max(p.region.width, p.region.height);

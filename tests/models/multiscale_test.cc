@@ -19,11 +19,6 @@
 namespace fusion::faceapi {
 namespace {
 
-const SsdMobilenetV1& Ssd() {
-  static SsdMobilenetV1& n = LoadedOrDie(SsdMobilenetV1::Load(Catalogue(), {}));
-  return n;
-}
-
 Score ScoreGroups(const FaceDetector& det, const char* label) {
   Score total;
   for (const Truth& t : GroupPhotos()) {

@@ -18,11 +18,6 @@
 namespace fusion::faceapi {
 namespace {
 
-const SsdMobilenetV1& Ssd() {
-  static SsdMobilenetV1& n = LoadedOrDie(SsdMobilenetV1::Load(Catalogue(), {}));
-  return n;
-}
-
 FaceBox Turned180(const cv::Mat& rgb, const FaceBox& b) {
   return {rgb.cols - b.x - b.w, rgb.rows - b.y - b.h, b.w, b.h, b.score};
 }
