@@ -233,9 +233,7 @@ absl::StatusOr<faceapi::Landmarks68> UprightLandmarks(const faceapi::FaceLandmar
                 box.x, box.y, box.w, box.h, cue.value(), cue.eyes_as_is, cue.eyes_turned, cue.detector_logit,
                 *upside_down ? ": upside down, righted" : "");
   if (*upside_down) return *turned;
-  // A face rolled by 25-90 degrees (kLevelMinDeg): its points found again on the face turned level
-  // (level_roll.h).
-  if (std::fabs(faceapi::EyeLineDeg(*as_is)) > 90) return *as_is;
+  // A face rolled by 25-90 degrees: its points found again on the face turned level (level_roll.h).
   return faceapi::LevelledLandmarks(net, image, box, *as_is);
 }
 

@@ -27,7 +27,8 @@ absl::StatusOr<Landmarks68> LevelledLandmarks(const FaceLandmark68Net& net, cons
                                               const Landmarks68& first, int rounds) {
   Landmarks68 pts = first;
   double roll = EyeLineDeg(pts);
-  if (std::fabs(roll) < kLevelMinDeg) return pts;
+  // Under kLevelMinDeg: upright enough; over 90 degrees: upside down, the upside-down check's.
+  if (std::fabs(roll) < kLevelMinDeg || std::fabs(roll) > 90) return pts;
   // The canvas: the box's size, scaled down to kLevelCanvasPx on its longer side.
   const double k = std::min(1.0, kLevelCanvasPx / std::max(1.0f, std::max(box.w, box.h)));
   const int cw = std::max(1, static_cast<int>(std::lround(box.w * k))), ch = std::max(1, static_cast<int>(std::lround(box.h * k)));

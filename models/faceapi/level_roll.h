@@ -43,8 +43,9 @@ inline constexpr double kLevelCanvasPx = 224;
 float EyeLineDeg(const Landmarks68& pts);
 
 // The points of the face in `box` of `rgb` (CV_8UC3 RGB), starting from `first` (the net's
-// points on the box as it is), re-found on the face turned level while its roll is at least
-// kLevelMinDeg, at most `rounds` times. Errors: the net's (a box outside the image).
+// points on the box as it is), re-found on the face turned level when its roll is kLevelMinDeg
+// to 90 degrees (beyond 90 it is upside down: upside_down.h), at most `rounds` times; `first`
+// unchanged otherwise. Errors: the net's (a box outside the image).
 absl::StatusOr<Landmarks68> LevelledLandmarks(const FaceLandmark68Net& net, const cv::Mat& rgb, const FaceBox& box,
                                               const Landmarks68& first, int rounds = 2);
 

@@ -78,6 +78,13 @@ std::vector<FaceBox> Confirmed(const std::vector<FaceBox>& all, const std::vecto
   return kept;
 }
 
+// The area two boxes share (0 when apart).
+float SharedArea(const FaceBox& a, const FaceBox& b) {
+  const float iw = std::min(a.x + a.w, b.x + b.w) - std::max(a.x, b.x);
+  const float ih = std::min(a.y + a.h, b.y + b.h) - std::max(a.y, b.y);
+  return iw > 0 && ih > 0 ? iw * ih : 0.f;
+}
+
 // Greedy suppression by containment, after NMS: a box that shares at least kContainedShare of
 // the smaller box's area with a higher-scoring kept box is the same face seen at another level
 // or tile with a different extent (e.g. SSD's 0.55 box of 55x71 px around the 0.95 box of 31x46
@@ -90,20 +97,12 @@ std::vector<FaceBox> SuppressContained(std::vector<FaceBox> merged) {
   for (const FaceBox& m : merged) {
     bool contained = false;
     for (const FaceBox& k : kept) {
-      const float iw = std::min(m.x + m.w, k.x + k.w) - std::max(m.x, k.x);
-      const float ih = std::min(m.y + m.h, k.y + k.h) - std::max(m.y, k.y);
-      if (iw > 0 && ih > 0 && iw * ih >= kContainedShare * std::min(m.w * m.h, k.w * k.h)) contained = true;
+      const float shared_area = SharedArea(m, k);
+      if (shared_area > 0 && shared_area >= kContainedShare * std::min(m.w * m.h, k.w * k.h)) contained = true;
     }
     if (!contained) kept.push_back(m);
   }
   return kept;
-}
-
-// The area two boxes share (0 when apart).
-float SharedArea(const FaceBox& a, const FaceBox& b) {
-  const float iw = std::min(a.x + a.w, b.x + b.w) - std::max(a.x, b.x);
-  const float ih = std::min(a.y + a.h, b.y + b.h) - std::max(a.y, b.y);
-  return iw > 0 && ih > 0 ? iw * ih : 0.f;
 }
 
 // A second-look candidate sharing this much of its area with a face found is that face.
@@ -216,6 +215,45 @@ std::vector<cv::Rect> ProposalWindows(const std::vector<FaceBox>& proposals, int
     windows.emplace_back(place(u.x + u.width / 2, w), place(u.y + u.height / 2, h), std::min(side, w), std::min(side, h));
   }
   return windows;
+}
+
+// The rolled second look (multiscale.h): the boxes of `pool` apart from the faces `found`, best
+// first, at most options.max_relooks, looked at as context views at options.relook_rolls; a
+// candidate whose best view scores `accept` or more joins the faces with that view's box. Its
+// passes are numbered after the scan's `scanned` ones in options.before_pass.
+absl::StatusOr<std::vector<FaceBox>> WithSecondLook(const FaceDetector& detector, const cv::Mat& rgb,
+                                                    std::vector<FaceBox> found, const std::vector<FaceBox>& pool,
+                                                    const MultiScaleOptions& options, float support_score, float accept,
+                                                    size_t scanned) {
+  std::vector<FaceBox> candidates;
+  for (const FaceBox& c : Nms(pool, options.nms_iou)) {
+    bool taken = false;
+    for (const FaceBox& f : found) taken = taken || SharedArea(c, f) >= kRelookTakenShare * c.area();
+    if (!taken && static_cast<int>(candidates.size()) < options.max_relooks) candidates.push_back(c);
+  }
+  if (candidates.empty()) return found;
+  std::vector<ContextView> views;
+  for (const FaceBox& c : candidates) {
+    for (float roll : options.relook_rolls) views.push_back({c, roll});
+  }
+  const size_t relook_passes = (views.size() + kViewCellsPerPass - 1) / kViewCellsPerPass;
+  auto before = [&options, scanned, relook_passes](size_t i, size_t) {
+    return options.before_pass ? options.before_pass(scanned + i, scanned + relook_passes) : absl::OkStatus();
+  };
+  absl::StatusOr<std::vector<ViewAnswer>> seen = LookAgain(detector, rgb, views, support_score, options.tile_px, before);
+  if (!seen.ok()) return seen.status();
+  const size_t k = options.relook_rolls.size();
+  std::vector<FaceBox> more;
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    const ViewAnswer* best = &(*seen)[c * k];
+    for (size_t j = 1; j < k; ++j) {
+      if ((*seen)[c * k + j].score > best->score) best = &(*seen)[c * k + j];
+    }
+    if (best->score >= accept) more.push_back(best->box);
+  }
+  if (more.empty()) return found;
+  found.insert(found.end(), more.begin(), more.end());
+  return SuppressContained(Nms(found, options.nms_iou));
 }
 
 }  // namespace
@@ -396,45 +434,14 @@ absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detect
   std::vector<FaceBox> found =
       Voted(all, Confirmed(all, pass_of, weak, weak_pass_of, merged, confirm_below), options.nms_iou);
   if (options.relook_rolls.empty() || options.max_relooks <= 0 || !with_support) return found;
-  // The rolled second look: the scan's sub-threshold boxes (support) and its weak boxes that no
-  // other pass confirmed, apart from the faces found, best first.
+  // The second look's pool: the scan's sub-threshold boxes (support) and its weak boxes that no
+  // other pass confirmed.
   std::vector<FaceBox> pool = weak;
   for (const FaceBox& m : merged) {
     if (m.score < confirm_below) pool.push_back(m);
   }
-  std::vector<FaceBox> candidates;
-  for (const FaceBox& c : Nms(pool, options.nms_iou)) {
-    bool taken = false;
-    for (const FaceBox& f : found) taken = taken || SharedArea(c, f) >= kRelookTakenShare * c.area();
-    if (!taken && static_cast<int>(candidates.size()) < options.max_relooks) candidates.push_back(c);
-  }
-  if (candidates.empty()) return found;
-  std::vector<ContextView> views;
-  for (const FaceBox& c : candidates) {
-    for (float roll : options.relook_rolls) views.push_back({c, roll});
-  }
-  // Numbered after the scan's passes, so a job's progress keeps counting up.
-  const size_t scanned = passes.size();
-  const size_t relook_passes = (views.size() + kViewCellsPerPass - 1) / kViewCellsPerPass;
-  auto before = [&options, scanned, relook_passes](size_t i, size_t) {
-    return options.before_pass ? options.before_pass(scanned + i, scanned + relook_passes) : absl::OkStatus();
-  };
-  absl::StatusOr<std::vector<ViewAnswer>> seen =
-      LookAgain(detector, rgb, views, traits.support_score, options.tile_px, before);
-  if (!seen.ok()) return seen.status();
-  const float accept = std::max(confirm_below, threshold);
-  const size_t k = options.relook_rolls.size();
-  std::vector<FaceBox> more;
-  for (size_t c = 0; c < candidates.size(); ++c) {
-    const ViewAnswer* best = &(*seen)[c * k];
-    for (size_t j = 1; j < k; ++j) {
-      if ((*seen)[c * k + j].score > best->score) best = &(*seen)[c * k + j];
-    }
-    if (best->score >= accept) more.push_back(best->box);
-  }
-  if (more.empty()) return found;
-  found.insert(found.end(), more.begin(), more.end());
-  return SuppressContained(Nms(found, options.nms_iou));
+  return WithSecondLook(detector, rgb, std::move(found), pool, options, traits.support_score,
+                        std::max(confirm_below, threshold), passes.size());
 }
 
 }  // namespace fusion::faceapi
