@@ -46,8 +46,8 @@
 // the second look). SSD scores a rolled face low in every pass: sample4's laughing face, rolled
 // ~25 degrees and cut to a 256-px cell of the bench's grid, 0.46 at best, was missed; its views
 // score 0.67 as it is, 0.89 rolled by +15, 0.82 by +30. Measured (bench/detect): a 2400x1600
-// collage of faces rolled by 40 degrees 32 -> 34 of 37, rolled by 20 36 -> 37; sweep 1280x960
-// 110 -> 114 of 120; no box on the group photos with their faces painted out, as they are and
+// collage of faces rolled by 40 degrees 31 -> 35 of 37, rolled by 20 35 -> 37; sweep 1280x960
+// 109 -> 112 of 120; no box on the group photos with their faces painted out, as they are and
 // rolled by 20 degrees (tests), nor on the quality bench's clutter. Cost: one pass per 3.2
 // candidates (none on the six group photos, one on grid50).
 // Proposal gating (DetectorTraits::proposal_score > 0, MultiScaleOptions::gate_tiles, issue 12):

@@ -48,9 +48,10 @@ inline std::vector<FaceCrop> FaceCrops(const std::vector<Truth>& groups) {
 // text and patches of noise texture, each with a random colour. ~1 s per 10 megapixels.
 inline cv::Mat Clutter(int w, int h, uint32_t seed) {
   std::mt19937 rng(seed);
+  cv::RNG noise_rng(seed);  // not cv::randu's thread-wide cv::theRNG(): the image is the seed's alone
   auto u = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   cv::Mat field(8, 8, CV_8UC3);
-  cv::randu(field, cv::Scalar::all(0), cv::Scalar::all(255));
+  noise_rng.fill(field, cv::RNG::UNIFORM, cv::Scalar::all(0), cv::Scalar::all(255));
   cv::Mat img;
   cv::resize(field, img, cv::Size(w, h), 0, 0, cv::INTER_CUBIC);
   const int side = std::max(w, h), shapes = std::max(60, static_cast<int>(300.0 * w * h / (2000.0 * 2000.0)));
@@ -67,7 +68,7 @@ inline cv::Mat Clutter(int w, int h, uint32_t seed) {
       default: {
         const cv::Rect r = cv::Rect(p.x, p.y, s, s) & cv::Rect(0, 0, w, h);
         cv::Mat noise(r.size(), CV_8UC3);
-        cv::randu(noise, cv::Scalar::all(0), cv::Scalar::all(255));
+        noise_rng.fill(noise, cv::RNG::UNIFORM, cv::Scalar::all(0), cv::Scalar::all(255));
         if (u(0, 1)) cv::GaussianBlur(noise, noise, cv::Size(0, 0), u(1, 3));
         cv::addWeighted(img(r), 0.5, noise, 0.5, 0, img(r));
       }
