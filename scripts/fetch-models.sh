@@ -1,23 +1,24 @@
 #!/usr/bin/env bash
-# The project's fetch step for pretrained weights and tier-B test photos (issue 4).
+# The project's weights and tier-B test photos, from the files the repository ships (issue 29).
 #
 #   scripts/fetch-models.sh [MODELS_DIR]
 #
-# MODELS_DIR defaults to $FUSION_MODELS_DIR, else build/fetched/models. Test data (the MIT group photos
-# of @vladmandic/face-api and the 3840x2896 mosaic made from them) goes to $FUSION_TESTDATA_DIR,
-# else build/fetched/testdata. Tarballs are cached in $FUSION_NPM_CACHE (default ~/.cache/fusiond/npm).
+# MODELS_DIR defaults to $FUSION_MODELS_DIR, else build/fetched/models. Test data (the MIT group
+# photos of @vladmandic/face-api 1.7.15 and the 3840x2896 mosaic made from them) goes to
+# $FUSION_TESTDATA_DIR, else build/fetched/testdata.
 #
-# What it does: packaging/fusiond-fetch-models (installed with the package) fetches the pinned
-# npm tarballs with curl (their npm dist.integrity is checked), extracts the files
-# models/manifest.json names and checks each file's sha256 against the catalogue (the single
-# source of the hashes); this script adds the test data, checked against the list below.
-# Idempotent: when every file is present and verifies, it does nothing and asks no registry.
-# Weights are never committed (see docs in models/README.md).
+# What it does, with no network: packaging/fusiond-fetch-models (installed with the package)
+# copies the files models/manifest.json names from third_party/weights/ (--from) and checks each
+# file's sha256 against the catalogue (the single source of the hashes); this script copies the
+# photos from third_party/testdata/, checked against the list below, and builds the mosaic.
+# third_party/weights/README.md says where each file comes from (the npm tarballs, their pinned
+# sha512 integrity) and its license. Idempotent: when every file verifies, it does nothing.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 MODELS_DIR=${1:-${FUSION_MODELS_DIR:-$ROOT/build/fetched/models}}
 TESTDATA_DIR=${FUSION_TESTDATA_DIR:-$ROOT/build/fetched/testdata}
-CACHE_DIR=${FUSION_NPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fusiond/npm}
+SHIPPED_WEIGHTS="$ROOT/third_party/weights"
+SHIPPED_PHOTOS="$ROOT/third_party/testdata/faces"
 CATALOGUE="$ROOT/models/manifest.json"
 PY=/usr/bin/python3   # Debian's python3 (python3-opencv lives there), not a pyenv shim.
 
@@ -34,11 +35,10 @@ TESTDATA=(
 )
 
 die() { echo "fetch-models: $*" >&2; exit 1; }
-# The models are fusiond-fetch-models' job (the same program the package installs): curl from
-# the registry, pinned npm integrity, catalogue sha256, resumable. Its tarball cache is shared.
+# The models are fusiond-fetch-models' job (the same program the package installs): catalogue
+# sha256, each file replaced by a rename.
 fetch() {
-  bash "$ROOT/packaging/fusiond-fetch-models" --catalogue "$CATALOGUE" --models-dir "$MODELS_DIR" \
-    --cache-dir "$CACHE_DIR" "$@"
+  bash "$ROOT/packaging/fusiond-fetch-models" --catalogue "$CATALOGUE" --models-dir "$MODELS_DIR" "$@"
 }
 
 verify_testdata() {
@@ -51,11 +51,11 @@ verify_testdata() {
 }
 
 extract_testdata() {
-  local tgz="$CACHE_DIR/vladmandic-face-api-1.7.15.tgz" i
+  local i
   mkdir -p "$TESTDATA_DIR/faces"
   local stage; stage=$(mktemp -d "$TESTDATA_DIR/.stage.XXXXXX")
   for i in 1 2 3 4 5 6; do
-    tar -xzf "$tgz" -O "package/demo/sample$i.jpg" >"$stage/sample$i.jpg"
+    cp "$SHIPPED_PHOTOS/sample$i.jpg" "$stage/sample$i.jpg"
   done
   # The mosaic of shared/data/faces/LICENSES.md: a 2x2 grid of samples 1-4 (row-major), each
   # centred on a black 1920x1448 cell (an odd remainder puts the extra row on top), no
@@ -89,8 +89,8 @@ fetch --check -q 2>/dev/null && models_ok=1
 verify_testdata 2>/dev/null && testdata_ok=1
 [ $models_ok = 1 ] && [ $testdata_ok = 1 ] && exit 0
 start=$(date +%s%N)
-[ $models_ok = 1 ] || fetch -q
-[ $testdata_ok = 1 ] || { fetch -q --download-only; extract_testdata; }
+[ $models_ok = 1 ] || fetch -q --from "$SHIPPED_WEIGHTS"
+[ $testdata_ok = 1 ] || extract_testdata
 fetch --check || die "model files still fail verification after extraction"
 verify_testdata || die "test data still fails verification after extraction"
 echo "fetch-models: models in $MODELS_DIR, test data in $TESTDATA_DIR" \

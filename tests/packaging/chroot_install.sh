@@ -2,7 +2,7 @@
 # The README's install steps for real, inside a Debian 12 chroot (not in CI: it downloads a
 # minimal Debian and the package's dependencies, ~10 min; run it as root and report):
 #   apt install ./fusiond_*.deb  -> user fusiond, group fusion, directories, nothing started
-#   fusiond-fetch-models         -> weights in /var/lib/fusiond/models (from a copied cache)
+#   fusiond-fetch-models         -> weights in /var/lib/fusiond/models (--from the shipped files)
 #   the installed fusiond, socket-activated with the unit's ExecStart, as user fusiond
 #   fusionctl swap by a user who is only a member of group fusion
 #   apt remove keeps /var/lib/fusiond; apt purge removes it
@@ -13,7 +13,6 @@ set -euo pipefail
 deb=$(readlink -f "$1") root=$2
 src=$(cd "$(dirname "$0")/../.." && pwd)
 testdata=${3:-$src/build/fetched/testdata}
-cache=${FUSION_NPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fusiond/npm}
 fail() { echo "FAIL: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || fail "run it as root"
 if [ ! -x "$root/usr/bin/apt-get" ]; then
@@ -45,9 +44,8 @@ in_root getent group fusion >/dev/null || fail "no group fusion"
 in_root dpkg-query -W -f='${Conffiles}\n' fusiond | grep -q /etc/fusiond/fusiond.toml || fail "conffile"
 echo "  user fusiond, group fusion, /var/lib/fusiond and /run/fusiond fusiond:fusion 0750"
 
-mkdir -p "$root/var/cache/fusiond/npm"
-cp "$cache"/*.tgz "$root/var/cache/fusiond/npm/" 2>/dev/null || true
-in_root fusiond-fetch-models -q || fail "fusiond-fetch-models"
+rm -rf "$root/tmp/weights" && cp -r "$src/third_party/weights" "$root/tmp/weights"
+in_root fusiond-fetch-models --from /tmp/weights -q || fail "fusiond-fetch-models"
 in_root fusiond-fetch-models --check -q || fail "models do not verify"
 echo "  fusiond-fetch-models: $(find "$root/var/lib/fusiond/models" -type f | wc -l) files verify"
 

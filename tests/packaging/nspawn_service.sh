@@ -9,6 +9,7 @@
 #   nspawn_service.sh DEB CHROOT_DIR
 set -euo pipefail
 deb=$(readlink -f "$1") root=$(readlink -f "$2")
+src=$(cd "$(dirname "$0")/../.." && pwd)
 fail() { echo "FAIL: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || fail "run it as root"
 [ -x "$root/usr/bin/fusionctl" ] || [ -x "$root/usr/bin/apt-get" ] || fail "$root: run chroot_install.sh first"
@@ -51,10 +52,9 @@ DEBIAN_FRONTEND=noninteractive X apt-get install -y -qq --no-install-recommends 
   fail "apt install"
 [ "$(X systemctl is-enabled fusiond.socket || true)" = disabled ] || fail "installing enabled the socket"
 [ "$(X systemctl is-active fusiond.service || true)" = inactive ] || fail "installing started the service"
-# The tarball cache copied in (the registry works too; this keeps the run offline and fast).
-mkdir -p "$root/var/cache/fusiond/npm"
-cp "${FUSION_NPM_CACHE:-$HOME/.cache/fusiond/npm}"/*.tgz "$root/var/cache/fusiond/npm/" 2>/dev/null || true
-X fusiond-fetch-models -q || fail "fusiond-fetch-models"
+# The shipped weights copied in (the registry works too; this keeps the run offline and fast).
+rm -rf "$root/tmp/weights" && cp -r "$src/third_party/weights" "$root/tmp/weights"
+X fusiond-fetch-models --from /tmp/weights -q || fail "fusiond-fetch-models"
 m=$(mark)
 X systemctl enable --now fusiond.socket >/dev/null 2>&1
 [ "$(X systemctl is-active fusiond.service || true)" = inactive ] || fail "the service started before a connection"

@@ -4,17 +4,17 @@
 # (dpkg -x) into a scratch root with the layout README.md documents; its maintainer scripts
 # create the user and group and start nothing; systemd-sysusers and systemd-tmpfiles accept its
 # files (--root); the man pages render and the bash completion knows every subcommand; the
-# installed fusiond-fetch-models fills a models directory from the tarball cache; and the
+# installed fusiond-fetch-models fills a models directory from the shipped weights; and the
 # installed fusiond, started as the unit does (socket activation by systemd-socket-activate,
 # its ExecStart flags, its own uid and group "fusion"), serves a swap to a client of another
 # uid that is only a member of group "fusion".
 #   package_test.sh DEB SOURCE_DIR [TESTDATA_DIR]
-# The weights come from fusiond-fetch-models' cache ($FUSION_NPM_CACHE, default
-# ~/.cache/fusiond/npm: scripts/fetch-models.sh fills it; without it the registry is asked).
+# The weights come from the source tree's third_party/weights (fusiond-fetch-models --from: no
+# registry is asked).
 set -euo pipefail
 deb=$(readlink -f "$1") src=$(readlink -f "$2")
 testdata=${3:-$src/build/fetched/testdata}
-cache=${FUSION_NPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fusiond/npm}
+weights=$src/third_party/weights
 fail() { echo "FAIL: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || fail "run it as root (it runs fusiond and the client under their own uids with setpriv)"
 tmp=$(mktemp -d)
@@ -103,11 +103,11 @@ if [ -f /usr/share/bash-completion/bash_completion ]; then
 fi
 echo "man pages render; bash completion lists $(wc -w <<<"$subcommands") subcommands"
 
-# --- the installed fusiond-fetch-models: a models directory from the cache (idempotent).
+# --- the installed fusiond-fetch-models: a models directory from the shipped files (idempotent).
 models=$tmp/models
-FUSION_NPM_CACHE=$cache "$root/usr/sbin/fusiond-fetch-models" --models-dir "$models" --cache-dir "$cache" -q
+"$root/usr/sbin/fusiond-fetch-models" --models-dir "$models" --from "$weights" -q
 "$root/usr/sbin/fusiond-fetch-models" --models-dir "$models" --check -q || fail "fetched models do not verify"
-again=$("$root/usr/sbin/fusiond-fetch-models" --models-dir "$models" --cache-dir "$cache" 2>&1)
+again=$("$root/usr/sbin/fusiond-fetch-models" --models-dir "$models" --from "$weights" 2>&1)
 grep -q 'nothing to fetch' <<<"$again" || fail "second fetch: $again"
 echo "fusiond-fetch-models: $(find "$models" -type f | wc -l) files, verified, second run fetched nothing"
 
