@@ -9,6 +9,7 @@
 // absolute output difference between them. Inputs: the committed astronaut (512x512) as each
 // network's input tensor.
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <ATen/Parallel.h>
 #include <sys/resource.h>
 
@@ -86,7 +87,7 @@ int main(int argc, char** argv) {
   }
   using namespace fusion;
   at::set_num_threads(threads);
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   auto cat = Must(models::ModelCatalogue::Create({.manifest = FUSION_BENCH_SOURCE_DIR "/models/manifest.json",
                                                    .models_dir = models_dir}), "catalogue");
   auto load = [&](bool fast, auto&& fn) {

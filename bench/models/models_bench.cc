@@ -8,6 +8,7 @@
 // Times are the median of N runs (default 10) after 2 warm-up runs, with LibTorch's default
 // intra-op threads (at::get_num_threads() is printed). Image: the committed astronaut (512x512).
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -61,7 +62,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--runs")) runs = std::atoi(argv[i + 1]);
   }
   using namespace fusion;
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   auto cat = Must(models::ModelCatalogue::Create({.manifest = FUSION_BENCH_SOURCE_DIR "/models/manifest.json",
                                                    .models_dir = models_dir}), "catalogue");
   auto tiny = Must(faceapi::TinyFaceDetector::Load(*cat, {}), "tiny_face_detector");

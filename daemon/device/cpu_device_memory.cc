@@ -1,7 +1,7 @@
 #include "device/cpu_device_memory.h"
 
 #include "device/device_meter.h"
-#include "device/torch_compat.h"
+#include "models/common/torch_compat.h"
 
 #include <algorithm>
 #include <atomic>

@@ -1,7 +1,7 @@
 // MakeCudaDeviceMeter: compiled only with a CUDA LibTorch (FUSION_WITH_CUDA). Never built on
 // the CPU-only machine this was written on; see device_meter.h.
 #include "device/device_meter.h"
-#include "device/torch_compat.h"
+#include "models/common/torch_compat.h"
 
 namespace fusion {
 namespace {

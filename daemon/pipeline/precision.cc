@@ -2,31 +2,20 @@
 #include "pipeline/precision.h"
 
 #include <ATen/ATen.h>
-#include <ATen/autocast_mode.h>
 
-#include "device/torch_compat.h"
+#include "models/common/torch_autocast.h"
 #include "models/common/exception_text.h"
 #include "absl/strings/str_cat.h"
 #include "models/keras/keras_model.h"
 
 namespace fusion {
 namespace {
-// LibTorch 2.4 deprecated the CUDA-/CPU-named autocast calls (torch_compat.h).
-#if FUSION_TORCH_AT_LEAST(2, 4)
-bool CpuAutocast() { return at::autocast::is_autocast_enabled(at::kCPU); }
-void SetCpuAutocast(bool on) { at::autocast::set_autocast_enabled(at::kCPU, on); }
-at::ScalarType CpuAutocastDtype() { return at::autocast::get_autocast_dtype(at::kCPU); }
-void SetCpuAutocastDtype(at::ScalarType t) { at::autocast::set_autocast_dtype(at::kCPU, t); }
-bool CudaAutocast() { return at::autocast::is_autocast_enabled(at::kCUDA); }
-void SetCudaAutocast(bool on) { at::autocast::set_autocast_enabled(at::kCUDA, on); }
-#else
-bool CpuAutocast() { return at::autocast::is_cpu_enabled(); }
-void SetCpuAutocast(bool on) { at::autocast::set_cpu_enabled(on); }
-at::ScalarType CpuAutocastDtype() { return at::autocast::get_autocast_cpu_dtype(); }
-void SetCpuAutocastDtype(at::ScalarType t) { at::autocast::set_autocast_cpu_dtype(t); }
-bool CudaAutocast() { return at::autocast::is_enabled(); }
-void SetCudaAutocast(bool on) { at::autocast::set_enabled(on); }
-#endif
+using torch_compat::CpuAutocast;
+using torch_compat::CpuAutocastDtype;
+using torch_compat::CudaAutocast;
+using torch_compat::SetCpuAutocast;
+using torch_compat::SetCpuAutocastDtype;
+using torch_compat::SetCudaAutocast;
 }  // namespace
 
 absl::StatusOr<bool> PrecisionScope::Needed(const std::string& precision, const std::string& device) {

@@ -1,12 +1,11 @@
 #include "models/faceapi/ops.h"
 
 #include <ATen/ATen.h>
-#include <ATen/autocast_mode.h>
 
 #include <algorithm>
 #include <limits>
 
-#include "daemon/device/torch_compat.h"
+#include "models/common/torch_autocast.h"
 
 namespace fusion::faceapi::ops {
 namespace {
@@ -17,14 +16,7 @@ std::pair<int64_t, int64_t> SamePad(int64_t in, int k, int s) {
   return {total / 2, total - total / 2};
 }
 
-// LibTorch 2.4 deprecated the CPU-named autocast query (torch_compat.h).
-bool CpuAutocast() {
-#if FUSION_TORCH_AT_LEAST(2, 4)
-  return at::autocast::is_autocast_enabled(at::kCPU);
-#else
-  return at::autocast::is_cpu_enabled();
-#endif
-}
+using torch_compat::CpuAutocast;  // LibTorch 1.13 and 2.x name it differently
 
 }  // namespace
 

@@ -2,7 +2,6 @@
 #include "models/keras/keras_model.h"
 
 #include <ATen/ATen.h>
-#include <ATen/autocast_mode.h>
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +11,7 @@
 #include <sstream>
 
 #include "models/common/exception_text.h"
+#include "models/common/torch_autocast.h"
 #include "absl/strings/str_cat.h"
 #include "models/keras/keras_topology.h"
 #include "models/onednn/program.h"
@@ -79,7 +79,7 @@ at::Tensor RunConv(const Layer& l, const at::Tensor& x, const PlainWeights& plai
   at::Tensor y;
   // Under CPU autocast (a bf16 model, pipeline/stages.cc) at::conv2d is the op autocast casts;
   // at::mkldnn_convolution is not in its list and would stay fp32.
-  if (in.is_cpu() && at::hasMKLDNN() && !at::autocast::is_cpu_enabled()) {
+  if (in.is_cpu() && at::hasMKLDNN() && !torch_compat::CpuAutocast()) {
     // Debian's LibTorch has no optimised BLAS and at::conv2d takes its slow BLAS path for batch-1
     // CPU convolutions; oneDNN directly is several times faster (fusion_bench).
     const c10::optional<at::Tensor> bias = l.bias.defined() ? c10::optional<at::Tensor>(l.bias) : c10::nullopt;

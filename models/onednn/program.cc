@@ -3,7 +3,6 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <ATen/autocast_mode.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
 #include <omp.h>
@@ -22,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "models/common/torch_autocast.h"
 
 namespace fusion::onednn {
 namespace {
@@ -103,9 +103,11 @@ Dims PlanKey(at::IntArrayRef sizes, bool nhwc) {
 
 }  // namespace
 
+bool Available() { return true; }
+
 bool Usable(const at::Tensor& x) {
   return x.defined() && x.is_cpu() && x.layout() == at::kStrided && x.scalar_type() == at::kFloat &&
-         x.dim() == 4 && !at::autocast::is_cpu_enabled();
+         x.dim() == 4 && !torch_compat::CpuAutocast();
 }
 
 bool Enabled() {

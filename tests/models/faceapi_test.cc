@@ -1,6 +1,7 @@
 // face-api networks against the numpy reference's goldens (tests/data/faces/golden_faceapi.json,
 // made by shared/reference/faceapi_ref.py at detector input 416), with the real weights.
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -142,7 +143,7 @@ TEST(FaceApiNets, DeviceBytesEqualTheCatalogue) {
 }
 
 TEST(FaceApiNets, ForwardShapesFollowTheInputContracts) {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   EXPECT_EQ(Tiny().Forward(at::zeros({2, 3, 416, 416})).sizes().vec(), (std::vector<int64_t>{2, 25, 13, 13}));
   EXPECT_EQ(Tiny().Forward(at::zeros({1, 3, 608, 608})).sizes().vec(), (std::vector<int64_t>{1, 25, 19, 19}));
   EXPECT_EQ(Landmarks().Forward(at::zeros({3, 3, 112, 112})).sizes().vec(), (std::vector<int64_t>{3, 136}));

@@ -4,6 +4,7 @@
 #include "models/onednn/program.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
@@ -251,7 +252,7 @@ std::unique_ptr<Net> LoadAs(const char* precision, Args&&... args) {
 }
 
 TEST(FastPath, EveryFaceApiNetworkMatchesItsAtPath) {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   const cv::Mat rgb = faceapi::Face("astronaut_eileen_collins_512.png");
   {
     auto a = LoadPath<faceapi::TinyFaceDetector>(false, faceapi::TinyFaceDetector::Options{});
@@ -318,7 +319,7 @@ TEST(FastPath, NoInputSizeFallsToAReferenceKernel) {
 }
 
 TEST(FastPath, ConcurrentForwardsOfOneNetworkAgreeWithASerialRun) {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   const faceapi::TinyFaceDetector& net = faceapi::Tiny();
   const cv::Mat rgb = faceapi::Face("grace_hopper_512x600.jpg");
   const at::Tensor x416 = faceapi::ToBatchTensor(rgb, 416, false), x288 = faceapi::ToBatchTensor(rgb, 288, false);
@@ -327,7 +328,7 @@ TEST(FastPath, ConcurrentForwardsOfOneNetworkAgreeWithASerialRun) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
-      at::NoGradGuard g;
+      c10::NoGradGuard g;
       for (int i = 0; i < 4; ++i) {
         const bool big = (i + t) % 2 == 0;
         worst[t] = std::max(worst[t], MaxDiff(net.Forward(big ? x416 : x288), big ? r416 : r288));
@@ -344,7 +345,7 @@ TEST(FastPath, ConcurrentForwardsOfOneNetworkAgreeWithASerialRun) {
 // their fp32 bytes as packed), biases and scales fp32.
 TEST(Bf16FastPath, FaceApiGoldensHoldWithTheSameTolerances) {
   if (!Bf16Native()) GTEST_SKIP() << "this CPU has no native bf16 (AVX512-BF16 or AMX)";
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   auto tiny = LoadAs<faceapi::TinyFaceDetector>("bf16", faceapi::TinyFaceDetector::Options{});
   auto marks = LoadAs<faceapi::FaceLandmark68Net>("bf16");
   auto rec = LoadAs<faceapi::FaceRecognitionNet>("bf16");

@@ -1,6 +1,7 @@
-// torch_compat.h: the one shim over the LibTorch APIs that differ between Debian's LibTorch 1.13
-// (CPU, what CI builds) and the CUDA LibTorch 2.x of a GPU machine's PyTorch (what every GPU
-// user builds against; scripts/gpu-check builds with torch 2.11).
+// torch_compat.h: the shim over the LibTorch APIs that differ between Debian's LibTorch 1.13 (CPU,
+// the .deb's build) and the CUDA LibTorch 2.x of PyPI's torch wheel (scripts/build-cuda.sh pins
+// 2.12.1; what every GPU owner builds against). Both are built and tested in CI. Its autocast half
+// is torch_autocast.h; models/ and daemon/ include these two, never each other's copies.
 //
 //   c10::Allocator      2.3 made allocate() non-const and added the pure virtual copy_data():
 //                       FUSION_C10_ALLOCATE_CONST is `const` on 1.13/2.0-2.2 and empty after,
@@ -8,10 +9,10 @@
 //   CUDA allocator      the caching allocator's StatType moved namespaces twice (CUDACachingAllocator
 //   stats (CUDA only)   -> c10::CachingDeviceAllocator -> c10::CachingAllocator); the aggregate
 //                       row is index 0 in every version, so CudaAllocatorStats() reads it by index.
-//   autocast            2.4 deprecated at::autocast::is_enabled/set_enabled/..._cpu_... (runtime
-//                       warnings) for the per-device-type calls: precision.cc and
-//                       models/faceapi/ops.cc pick them with FUSION_TORCH_AT_LEAST(2, 4) (ATen's
-//                       autocast header stays out of here).
+//   autocast            2.4 deprecated the ..._cpu_... / is_enabled calls: torch_autocast.h
+//                       (ATen's autocast header stays out of here).
+//   NoGradGuard         2.x's ATen/ATen.h no longer declares at::NoGradGuard: c10::NoGradGuard
+//                       (c10/core/GradMode.h) is the same class in both.
 //   streams             c10::cuda::getStreamFromPool(bool, DeviceIndex) and device_synchronize()
 //                       are the same in 1.13 and 2.x: no shim needed (model_store.cc).
 //
