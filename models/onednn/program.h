@@ -6,7 +6,8 @@
 // reordered once (at Build) into the layout its convolution wants, fuses bias, a per-channel
 // affine, a residual sum and the activation into the convolution (oneDNN post-ops), writes a
 // residual sum in place, and packs every activation of one run into one arena by liveness.
-// The oneDNN used is the one LibTorch links (Debian libdnnl2 2.6).
+// The oneDNN used is the one Debian's LibTorch links (libdnnl2 2.6); builds against PyPI's
+// LibTorch have none (Available()).
 //
 // Tensors: Run takes x [N,C,H,W] float32 CPU, NCHW-contiguous or channels-last (another
 // Program's output; anything else is made contiguous) and returns the marked outputs as dense
@@ -52,6 +53,10 @@
 
 namespace fusion::onednn {
 
+// This build has the fast path: false in builds against PyPI's LibTorch, which link no oneDNN of
+// their own (program_without_onednn.cc; models/onednn/CMakeLists.txt says why). There Enabled(),
+// Bf16Native() and Usable() are false too and every network runs its at:: path.
+bool Available();
 // The CPU fast path is usable: fp32 input on the CPU, no CPU autocast active.
 bool Usable(const at::Tensor& x);
 // Networks compile Programs at Create unless the environment sets FUSION_ONEDNN=0 (the at::
