@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   CLI::App app{"fusionctl: talk to fusiond, the face-fusion daemon."};
   app.footer(kExitCodes);
   app.require_subcommand(1);
+  app.set_version_flag("--version", "fusionctl " FUSION_VERSION);
   std::string socket;
   int64_t timeout_ms = 2000;
   app.add_option("--socket", socket, "fusiond socket (default $FUSIOND_SOCKET or /run/fusiond/fusiond.sock)");

@@ -7,14 +7,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <grpc/grpc.h>
 #include <systemd/sd-daemon.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "config/config.h"
+#include "device/device.h"
 #include "rpc/server.h"
 #include "rpc/service_notifier.h"
 #ifdef FUSION_WITH_PIPELINE
@@ -64,6 +67,19 @@ void ReloadConfiguration(int argc, char** argv, fusion::DaemonConfig& running) {
   sd_notify(0, "READY=1");
 }
 
+// OK when `spec` (cpu or cuda:N) can run this build's stages: a CUDA device needs a CUDA build
+// (a CUDA LibTorch), the driver and that device.
+absl::Status DeviceUsable(const std::string& spec) {
+#if defined(FUSION_WITH_PIPELINE) && !defined(FUSION_WITH_CUDA)
+  if (spec != "cpu" && spec.rfind("cuda:", 0) == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "device ", spec, " is not available: this fusiond is a CPU-only build (its LibTorch has no CUDA); "
+        "use --device cpu, or build it with scripts/build-cuda.sh"));
+  }
+#endif
+  return fusion::OpenDevice(spec).status();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -77,6 +93,13 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--version") {
+      // What this binary was built against, as CMake found it (daemon/CMakeLists.txt).
+      std::fputs("fusiond " FUSION_VERSION "\n" FUSION_LIBTORCH_LINE "\n" FUSION_CUDA_LINE "\n", stdout);
+      return 0;
+    }
+  }
   auto config = fusion::ParseDaemonCommandLine(argc, argv);
   if (!config.ok()) {
     if (absl::IsCancelled(config.status())) {  // --help
@@ -87,6 +110,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   fusion::InitLogging(config->log_level);
+  // A device that cannot serve stops fusiond here, in milliseconds, before any model or socket:
+  // never a silent fall back to the CPU.
+  if (absl::Status usable = DeviceUsable(config->device); !usable.ok()) {
+    spdlog::critical("cannot start: {}", usable.ToString());
+    return 1;
+  }
   // gRPC's last grpc_shutdown joins its executor threads, one of which can sit in a 10-s
   // epoll_wait: measured 10.1 s stops in 2 of 6 runs after one job. This reference is never
   // released, so the library's teardown does not run at exit; everything fusiond must flush

@@ -390,6 +390,9 @@ absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const*
   app.add_option("--min-face-score", min_face_score, "default detector score threshold in (0,1) (default: the detector's)");
   app.add_option("--state-dir", state_dir, "directory for the job journal and results");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off");
+  // Answered by main() before any parsing (it knows what the binary was built against).
+  bool version = false;
+  app.add_flag("--version", version, "print fusiond's version, its LibTorch and CUDA, and exit");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {

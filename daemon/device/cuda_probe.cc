@@ -47,6 +47,19 @@ void ProbeNvml(CudaProbe& probe) {
   dlclose(lib);
 }
 
+// Whether the driver's libcuda.so.1 can be loaded at all: without it cudart says only "CUDA driver
+// version is insufficient", which reads as an old driver rather than none.
+void ProbeDriver(CudaProbe& probe) {
+  void* lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (lib == nullptr) {
+    const char* err = dlerror();
+    probe.driver_error = err != nullptr ? err : "dlopen(libcuda.so.1) failed";
+    return;
+  }
+  probe.driver_loadable = true;
+  dlclose(lib);
+}
+
 }  // namespace
 
 bool QueryCudaMemory(int index, CudaDeviceMemory& out, std::string& error) {
@@ -96,6 +109,7 @@ CudaProbe ProbeCuda() {
 #else
   probe.runtime_error = "fusiond was built without the CUDA toolkit";
 #endif
+  ProbeDriver(probe);
   ProbeNvml(probe);
   return probe;
 }

@@ -26,6 +26,9 @@ struct CudaProbe {
   std::string runtime_error;       // why device_count is 0, empty if it is not
   std::vector<CudaDeviceMemory> devices;
 
+  bool driver_loadable = false;    // libcuda.so.1 (the NVIDIA driver's CUDA library) opens
+  std::string driver_error;        // dlopen's text when it does not
+
   bool nvml_loaded = false;        // libnvidia-ml.so.1 opened and initialised
   int nvml_device_count = 0;
   std::string nvml_error;          // dlopen/nvmlInit failure text, empty when loaded

@@ -39,6 +39,19 @@ class CudaDevice final : public Device {
   const int index_;
 };
 
+// The reason, for a person: no driver, a driver that sees no device, or no device of that index.
+std::string WhyNoCudaDevice(const CudaProbe& probe, int index) {
+  if (!probe.built_with_cudart) return probe.runtime_error;
+  if (!probe.driver_loadable) {
+    return absl::StrCat("no NVIDIA driver on this machine (", probe.driver_error, ")");
+  }
+  if (probe.device_count == 0) {
+    return absl::StrCat("the NVIDIA driver reports no usable CUDA device (", probe.runtime_error, ")");
+  }
+  return absl::StrCat("no such device: this machine has ", probe.device_count, " CUDA device",
+                      probe.device_count == 1 ? " (cuda:0)" : absl::StrCat("s (cuda:0 to cuda:", probe.device_count - 1, ")"));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Device>> OpenDevice(const std::string& spec) {
@@ -51,10 +64,8 @@ absl::StatusOr<std::unique_ptr<Device>> OpenDevice(const std::string& spec) {
   }
   CudaProbe probe = ProbeCuda();
   if (index >= probe.device_count) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "device ", spec, " is not available: ",
-        probe.device_count == 0 ? probe.runtime_error
-                                : absl::StrCat("only ", probe.device_count, " CUDA devices")));
+    return absl::FailedPreconditionError(
+        absl::StrCat("device ", spec, " is not available: ", WhyNoCudaDevice(probe, index)));
   }
   return std::unique_ptr<Device>(new CudaDevice(index));
 }

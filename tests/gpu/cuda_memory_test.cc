@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "device/device_meter.h"
+#include "no_cuda_reason.h"
 
 namespace fusion {
 namespace {
@@ -29,10 +30,7 @@ int64_t DriverFreeBytes() {
 class CudaMemoryTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0 || !at::globalContext().hasCUDA()) {
-      GTEST_SKIP() << "no CUDA device visible";
-    }
+    if (const std::string why = fusion::testing::NoCudaReason(); !why.empty()) GTEST_SKIP() << why;
     meter_ = MakeCudaDeviceMeter(0);
     at::empty({1}, at::TensorOptions().device(at::kCUDA, 0));  // the context, outside the figures
     c10::cuda::device_synchronize();

@@ -34,6 +34,9 @@
 #include "models/keras/keras_model.h"
 #include "pipeline/precision.h"
 #include "test_paths.h"
+#if FUSION_RP_FP16
+#include "no_cuda_reason.h"
+#endif
 
 #if FUSION_RP_FP16
 #include <cuda_runtime_api.h>
@@ -71,10 +74,7 @@ class ReducedPrecisionTest : public ::testing::Test {
   }
   void SetUp() override {
 #if FUSION_RP_FP16
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0 || !at::globalContext().hasCUDA()) {
-      GTEST_SKIP() << "no CUDA device visible";
-    }
+    if (const std::string why = fusion::testing::NoCudaReason(); !why.empty()) GTEST_SKIP() << why;
     // LibTorch's default lets cuDNN run fp32 convolutions as TF32 (10-bit mantissa): the daemon's
     // "fp32" on CUDA, and so the reference here. Said in the log, beside each figure.
     std::printf("cuDNN TF32 for fp32 convolutions: %s\n", at::globalContext().allowTF32CuDNN() ? "on" : "off");
