@@ -13,16 +13,17 @@
 # 2. c10: TorchConfig's find_library(c10) looks in the system directories before the wheel's
 # torch/lib, so with Debian's libtorch-dev installed c10_LIBRARY is Debian's 1.13 libc10: it is
 # set to the wheel's.
-# 3. No Debian oneDNN: FUSION_WITH_ONEDNN is turned off (models/onednn/CMakeLists.txt says why).
+# 3. No Debian oneDNN: FUSION_WITH_ONEDNN is set OFF (models/onednn/CMakeLists.txt says why).
 # 4. The CUDA libraries libtorch_cuda.so needs (NCCL, cuDNN, cuBLAS... in the wheel's nvidia/*/lib,
 # found at run time through its own RPATH) are named to the linker with -rpath-link, so that it
 # checks libtorch_cuda.so against those and not against the toolkit's older NCCL.
 function(fusion_adapt_pypi_torch)
   set(real "${TORCH_INSTALL_PREFIX}/include")
-  if(NOT EXISTS "${real}/fmt" AND NOT EXISTS "${real}/oneapi" AND NOT EXISTS "${real}/google")
+  # Debian's LibTorch: its headers are in /usr/include beside every other library's.
+  if(real MATCHES "^/usr(/local)?/include$" OR NOT EXISTS "${real}/ATen")
     return()
   endif()
-  set(FUSION_WITH_ONEDNN OFF CACHE BOOL "Link Debian's libdnnl for the CPU fast path (models/onednn)" FORCE)
+  set(FUSION_WITH_ONEDNN OFF PARENT_SCOPE)
   if(EXISTS "${TORCH_INSTALL_PREFIX}/lib/libc10.so")
     set(c10_LIBRARY "${TORCH_INSTALL_PREFIX}/lib/libc10.so" CACHE FILEPATH "" FORCE)
   endif()
