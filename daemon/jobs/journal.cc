@@ -1,6 +1,8 @@
 #include "jobs/journal.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -134,6 +136,11 @@ bool IsFinal(JobState state) {
 }
 
 absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const Options& options) {
+  // Created 0600 whatever the umask: SQLite gives its -wal and -shm files the database's mode.
+  if (const int fd = ::open(options.path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600); fd >= 0) {
+    ::fchmod(fd, 0600);
+    ::close(fd);
+  }
   sqlite3* db = nullptr;
   const int rc = sqlite3_open_v2(options.path.c_str(), &db,
                                  SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,

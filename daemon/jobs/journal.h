@@ -53,7 +53,8 @@ class Journal {
     uint64_t retention_bytes = 1ull << 30;  // total bytes of kept result images
   };
 
-  // Opens or creates the database. INTERNAL (with SQLite's message) when it cannot.
+  // Opens or creates the database; the file is made 0600 (its -wal and -shm follow it).
+  // INTERNAL (with SQLite's message) when it cannot.
   static absl::StatusOr<std::unique_ptr<Journal>> Open(const Options& options);
   ~Journal();
   Journal(const Journal&) = delete;

@@ -21,6 +21,7 @@
 #include "jobs/job_manager.h"
 #include "jobs/queue_future_references.h"
 #include "jobs/journal.h"
+#include "jobs/state_dir.h"
 #include "device/device.h"
 #include "device/cgroup_memory.h"
 #include "rpc/fd_exchange.h"
@@ -139,12 +140,8 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
   self->listener_ = *std::move(listener);
   self->memfds_ = std::make_unique<MemfdRegistry>(MemfdRegistry::Options{});
   if (runner != nullptr) {
-    std::error_code ec;
-    std::filesystem::create_directories(config.state_dir, ec);
-    if (ec) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("state_dir '", config.state_dir, "': ", ec.message()));
-    }
+    // 0700, fusiond's files in it 0600 and its own (jobs/state_dir.h).
+    if (absl::Status st = jobs::PrepareStateDir(config.state_dir, ::geteuid()); !st.ok()) return st;
     // One fusiond per state directory: two on one journal would both requeue and run its jobs.
     const std::string lock_path = config.state_dir + "/lock";
     self->state_lock_.fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);

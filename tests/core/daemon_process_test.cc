@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -193,6 +194,32 @@ TEST_F(DaemonProcessTest, BadFlagsAndConfigExit2NamingTheKey) {
   RunResult help = RunProcess({FUSIONCTL_BIN, "--help"}, dir_.path());
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_NE(help.out.find("2  fusiond unreachable"), std::string::npos) << help.out;
+}
+
+// Issue #30: started as the README shows (umask 022) the state directory was 0755 and the
+// journal 0644, and any local user copied everyone's images out of it. Now nothing under it is
+// readable by group or others, and a second uid's read of the journal fails.
+TEST_F(DaemonProcessTest, StateIsPrivateUnderUmask022) {
+  const mode_t old_umask = umask(022);
+  auto daemon = StartDaemon({"--models-dir", dir_.File("no-models")});
+  umask(old_umask);
+  ASSERT_TRUE(daemon->Running());
+  ASSERT_EQ(Ctl({"health"}).exit_code, 0);
+  const std::string state = dir_.File("state");
+  std::vector<std::string> entries = {state};
+  for (const auto& e : std::filesystem::recursive_directory_iterator(state)) entries.push_back(e.path().string());
+  EXPECT_GE(entries.size(), 4u);  // the directory, lock, journal.sqlite3 and its -wal at least
+  for (const std::string& path : entries) {
+    struct stat st;
+    ASSERT_EQ(lstat(path.c_str(), &st), 0) << path;
+    EXPECT_EQ(st.st_mode & 077, 0u) << path << " is " << std::oct << (st.st_mode & 07777);
+  }
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to read as another uid";
+  RunResult read = RunProcess({"/bin/cat", state + "/journal.sqlite3"}, dir_.path(), absl::Seconds(10), kNobody);
+  EXPECT_NE(read.exit_code, 0);
+  EXPECT_NE(read.err.find("Permission denied"), std::string::npos) << read.err;
+  daemon->Signal(SIGTERM);
+  EXPECT_EQ(daemon->Wait(absl::Seconds(15)).exit_code, 0);
 }
 
 // Runs fusionctl as uid 65534 (needs root, as in CI): the socket's group admits it, and the
