@@ -163,8 +163,8 @@ absl::StatusOr<v1::Job> JobManager::Submit(JobSpec spec) {
   spec.stage_models = *std::move(stages);
   // Headers only: a decompression bomb, an unknown format or a cut image is refused here,
   // before it is journaled, queued or decoded.
-  absl::Status images = runner_->CheckImages(spec.options, spec.source_image, spec.target_image);
-  if (!images.ok()) return images;
+  auto result_bound = runner_->CheckImages(spec.options, spec.source_image, spec.target_image);
+  if (!result_bound.ok()) return result_bound.status();
   {
     MutexLock lock(&mu_);
     if (shutdown_) return absl::UnavailableError("fusiond is shutting down");
@@ -175,10 +175,21 @@ absl::StatusOr<v1::Job> JobManager::Submit(JobSpec spec) {
         "uid ", spec.owner_uid, " already has ", options_.queue.max_queued_per_uid,
         " queued jobs (limit ", options_.queue.max_queued_per_uid, ")"));
   }
+  std::optional<uint64_t> ticket;
+  if (options_.disk != nullptr) {
+    auto held = options_.disk->Reserve(
+        DiskBudget::JobBytes(spec.source_image.size(), spec.target_image.size(), *result_bound));
+    if (!held.ok()) return held.status();
+    ticket = *held;
+  }
   auto record = journal_->Insert(spec, NowMs());
-  if (!record.ok()) return record.status();
+  if (!record.ok()) {
+    if (ticket) options_.disk->Release(*ticket);
+    return record.status();
+  }
   {
     MutexLock lock(&mu_);
+    if (ticket) disk_tickets_[record->id] = *ticket;
     // The journal already holds the job: never refuse it now.
     absl::Status st = queue_.Push({record->id, record->owner_uid, record->priority,
                                    record->sequence, record->stage_models},
@@ -256,10 +267,16 @@ absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& id, uid_t caller) 
     }
   }
   if (was_queued) {
+    // Out of the queue now: its end must be recorded (a full disk's goes to the journal's
+    // EndLedger), or the job would wait, QUEUED, for nothing.
     absl::Status st = journal_->Finish(id, JobState::kCancelled,
                                        static_cast<int32_t>(absl::StatusCode::kCancelled),
                                        "cancelled while queued", {}, NowMs());
-    if (!st.ok()) return st;
+    ReleaseDisk(id);
+    if (!st.ok()) {
+      spdlog::error("job {}: cancelled, but its end cannot be recorded: {}", id, st.ToString());
+      return st;
+    }
     auto final_record = journal_->Get(id);
     if (!final_record.ok()) return final_record.status();
     v1::JobEvent e;
@@ -316,6 +333,14 @@ absl::StatusOr<uint64_t> JobManager::Watch(const std::string& id, uid_t caller,
 void JobManager::Unwatch(uint64_t handle) {
   MutexLock lock(&mu_);
   watchers_.erase(handle);
+}
+
+void JobManager::ReleaseDisk(const std::string& id) {
+  MutexLock lock(&mu_);
+  auto it = disk_tickets_.find(id);
+  if (it == disk_tickets_.end()) return;
+  options_.disk->Release(it->second);
+  disk_tickets_.erase(it);
 }
 
 void JobManager::Emit(const std::string& id, v1::JobEvent event, bool final) {
@@ -459,14 +484,19 @@ void JobManager::RunOne(const FairQueue::Entry& entry) {
     absl::Status st = journal_->Finish(entry.id, state, static_cast<int32_t>(status.code()),
                                        std::string(status.message()), stored, NowMs());
     if (!st.ok()) {
-      spdlog::error("job {}: cannot record its end: {}", entry.id, st.ToString());
-      st = journal_->Finish(entry.id, JobState::kFailed, static_cast<int32_t>(st.code()),
-                            std::string(st.message()), {}, NowMs());
+      // Its result did not fit (a full state directory): the job ends FAILED with that error,
+      // which needs no room (jobs/journal.h: the EndLedger).
+      spdlog::error("job {}: cannot record its {} end, recording it FAILED: {}", entry.id, ToString(state),
+                    st.ToString());
+      absl::Status failed = journal_->Finish(entry.id, JobState::kFailed, static_cast<int32_t>(st.code()),
+                                             std::string(st.message()), {}, NowMs());
+      if (!failed.ok()) spdlog::error("job {}: cannot record its end at all: {}", entry.id, failed.ToString());
       if (!stored.file.empty()) ::unlink(stored.file.c_str());  // no row names it
     }
     running_.erase(entry.id);
     changed_.SignalAll();
   }
+  ReleaseDisk(entry.id);
   auto final_record = journal_->Get(entry.id);
   if (final_record.ok()) *done.mutable_done()->mutable_job() = ToProto(*final_record);
   Emit(entry.id, std::move(done), true);

@@ -35,6 +35,7 @@
 #include "common/mutex.h"
 #include "absl/time/time.h"
 #include "fusion/v1/fusion.pb.h"
+#include "jobs/disk_budget.h"
 #include "jobs/fair_queue.h"
 #include "jobs/job_runner.h"
 #include "jobs/journal.h"
@@ -56,6 +57,9 @@ class JobManager {
     // Called with no lock held with every job event (stage started/finished, degradation,
     // done), after the job's watchers: e.g. the metrics' stage histogram and job counts.
     std::function<void(const v1::JobEvent&)> on_event;
+    // Admits a job only when the state directory has room for it (may be null: no check).
+    // Must outlive the manager.
+    DiskBudget* disk = nullptr;
   };
   using EventCallback = std::function<void(const v1::JobEvent&)>;
   struct ClientCounts {
@@ -72,7 +76,8 @@ class JobManager {
   ~JobManager();  // Shutdown()
 
   // INVALID_ARGUMENT (bad options, an image CheckImages refuses), RESOURCE_EXHAUSTED (uid's
-  // queue full, disk full), UNAVAILABLE (shutting down).
+  // queue full; the state directory has no room for the job's bytes, DiskBudget, or the disk
+  // filled), UNAVAILABLE (shutting down). The job's disk bytes are held until it ends.
   absl::StatusOr<v1::Job> Submit(JobSpec spec);
   absl::StatusOr<v1::Job> Get(const std::string& id, uid_t caller);
   absl::StatusOr<std::vector<v1::Job>> List(uid_t caller, const std::vector<JobState>& states,
@@ -113,6 +118,7 @@ class JobManager {
   absl::StatusOr<JobRecord> Owned(const std::string& id, uid_t caller);
   v1::Job ToProto(const JobRecord& record);
   void Emit(const std::string& id, v1::JobEvent event, bool final);
+  void ReleaseDisk(const std::string& id);
 
   const Options options_;
   Journal* const journal_;
@@ -131,6 +137,8 @@ class JobManager {
     EventCallback callback;
   };
   absl::flat_hash_map<uint64_t, Watcher> watchers_ ABSL_GUARDED_BY(mu_);
+  // Job id -> its DiskBudget ticket, from Submit until the job ends.
+  absl::flat_hash_map<std::string, uint64_t> disk_tickets_ ABSL_GUARDED_BY(mu_);
   uint64_t next_watch_ ABSL_GUARDED_BY(mu_) = 1;
   std::vector<std::thread> workers_;
 };

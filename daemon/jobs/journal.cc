@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include <spdlog/spdlog.h>
 
@@ -49,6 +50,16 @@ constexpr char kColumns[] =
     "id, uid, state, priority, options, stage_models, created_ms, started_ms, finished_ms, "
     "error_code, error_message, seq";
 
+// RESOURCE_EXHAUSTED naming the state directory for a full disk (SQLITE_FULL), INTERNAL
+// otherwise; `message` is SQLite's.
+absl::Status SqliteError(sqlite3* db, int rc, absl::string_view what, absl::string_view message) {
+  const std::string msg = absl::StrCat("journal: ", what, ": ", message);
+  if (rc != SQLITE_FULL) return absl::InternalError(msg);
+  const char* file = sqlite3_db_filename(db, "main");
+  const std::string dir = file != nullptr ? std::filesystem::path(file).parent_path().string() : "";
+  return absl::ResourceExhaustedError(absl::StrCat(msg, " (the state directory ", dir, " is full)"));
+}
+
 // A prepared statement, finalized on destruction. Columns/parameters are 0/1-based as SQLite's.
 class Statement {
  public:
@@ -76,13 +87,7 @@ class Statement {
     return p == nullptr ? std::string() : std::string(static_cast<const char*>(p),
                                                       sqlite3_column_bytes(stmt_, col));
   }
-  absl::Status Error(int rc, absl::string_view what) const {
-    const std::string msg = absl::StrCat("journal: ", what, ": ", sqlite3_errmsg(db_));
-    if (rc == SQLITE_FULL) {
-      return absl::ResourceExhaustedError(absl::StrCat(msg, " (the state directory is full)"));
-    }
-    return absl::InternalError(msg);
-  }
+  absl::Status Error(int rc, absl::string_view what) const { return SqliteError(db_, rc, what, sqlite3_errmsg(db_)); }
   int prepare_rc() const { return rc_; }
 
  private:
@@ -167,6 +172,15 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const Options& options) {
     if (auto st = journal->Exec("VACUUM;"); !st.ok()) return st;
   }
   (void)journal->Exec(kAddResultFile);  // "duplicate column" once it exists
+  auto ledger = EndLedger::Open(options.path + "-ends");
+  if (!ledger.ok()) return ledger.status();
+  journal->ledger_ = *std::move(ledger);
+  if (const size_t held = journal->ledger_->entries().size(); held > 0) {
+    journal->ApplyLedger();
+    spdlog::warn("journal: {} job end(s) recorded while the disk was full; {} moved into the journal, {} still "
+                 "held in {}-ends (those jobs stay ended and are not run again)",
+                 held, held - journal->ledger_->entries().size(), journal->ledger_->entries().size(), options.path);
+  }
   if (options.max_bytes > 0) {
     const int64_t pages = static_cast<int64_t>(options.max_bytes / 4096);
     if (auto st = journal->Exec("PRAGMA page_size=4096;"); !st.ok()) return st;
@@ -187,10 +201,9 @@ absl::Status Journal::Exec(const char* sql) {
   char* err = nullptr;
   const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &err);
   if (rc == SQLITE_OK) return absl::OkStatus();
-  std::string msg = absl::StrCat("journal: ", err ? err : sqlite3_errstr(rc));
+  const std::string message = err ? err : sqlite3_errstr(rc);
   sqlite3_free(err);
-  if (rc == SQLITE_FULL) return absl::ResourceExhaustedError(absl::StrCat(msg, " (the state directory is full)"));
-  return absl::InternalError(msg);
+  return SqliteError(db_, rc, sql, message);
 }
 
 absl::StatusOr<JobRecord> Journal::Insert(const JobSpec& spec, int64_t now_unix_ms) {
@@ -202,6 +215,7 @@ absl::StatusOr<JobRecord> Journal::Insert(const JobSpec& spec, int64_t now_unix_
   r.stage_models = spec.stage_models;
   r.created_unix_ms = now_unix_ms;
   MutexLock lock(&mu_);
+  ApplyLedger();
   Statement s(db_,
               "INSERT INTO jobs(id, uid, state, priority, options, stage_models, source, target, "
               "created_ms) VALUES(?,?,?,?,?,?,?,?,?)");
@@ -216,6 +230,8 @@ absl::StatusOr<JobRecord> Journal::Insert(const JobSpec& spec, int64_t now_unix_
 
 absl::Status Journal::MarkRunning(const std::string& id, int64_t now_unix_ms) {
   MutexLock lock(&mu_);
+  ApplyLedger();
+  if (LedgerEnd(id) != nullptr) return absl::FailedPreconditionError(absl::StrCat("job ", id, " is not QUEUED"));
   Statement s(db_, "UPDATE jobs SET state=?, started_ms=? WHERE id=? AND state=?");
   s.Bind(1, static_cast<int64_t>(JobState::kRunning)).Bind(2, now_unix_ms).BindText(3, id)
       .Bind(4, static_cast<int64_t>(JobState::kQueued));
@@ -226,10 +242,8 @@ absl::Status Journal::MarkRunning(const std::string& id, int64_t now_unix_ms) {
   return absl::OkStatus();
 }
 
-absl::Status Journal::Finish(const std::string& id, JobState state, int32_t error_code,
-                             const std::string& error_message, const StoredResult& result,
-                             int64_t now_unix_ms) {
-  MutexLock lock(&mu_);
+int Journal::UpdateEnd(const std::string& id, JobState state, int32_t error_code, const std::string& error_message,
+                       const StoredResult& result, int64_t now_unix_ms, bool* changed) {
   Statement s(db_,
               "UPDATE jobs SET state=?, finished_ms=?, error_code=?, error_message=?, "
               "result_report=?, result_image=?, result_bytes=?, source=NULL, target=NULL, "
@@ -240,11 +254,78 @@ absl::Status Journal::Finish(const std::string& id, JobState state, int32_t erro
       .BindText(9, id)
       .Bind(10, static_cast<int64_t>(JobState::kQueued))
       .Bind(11, static_cast<int64_t>(JobState::kRunning));
-  if (int rc = s.Step(); rc != SQLITE_DONE) return s.Error(rc, "finish job");
-  if (sqlite3_changes(db_) != 1) {
+  const int rc = s.Step();
+  *changed = rc == SQLITE_DONE && sqlite3_changes(db_) == 1;
+  return rc;
+}
+
+absl::Status Journal::Finish(const std::string& id, JobState state, int32_t error_code,
+                             const std::string& error_message, const StoredResult& result,
+                             int64_t now_unix_ms) {
+  MutexLock lock(&mu_);
+  ApplyLedger();
+  if (LedgerEnd(id) != nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("job ", id, " is already final or unknown"));
+  }
+  bool changed = false;
+  const int rc = UpdateEnd(id, state, error_code, error_message, result, now_unix_ms, &changed);
+  const std::string sqlite_message = sqlite3_errmsg(db_);
+  const bool no_result = result.report.empty() && result.image.empty() && result.file.empty();
+  if (rc == SQLITE_FULL && no_result) {
+    Statement row(db_, "SELECT state FROM jobs WHERE id=?");
+    row.BindText(1, id);
+    if (row.Step() == SQLITE_ROW && !IsFinal(static_cast<JobState>(row.Int(0)))) {
+      absl::Status held = ledger_->Add({id, state, error_code, now_unix_ms, error_message});
+      if (held.ok()) {
+        spdlog::warn("job {}: the journal is full; its end ({}) is held in {}-ends until there is room", id,
+                     ToString(state), options_.path);
+        return absl::OkStatus();
+      }
+      spdlog::error("job {}: {}", id, held.ToString());
+    }
+  }
+  if (rc != SQLITE_DONE) {
+    return SqliteError(db_, rc, "finish job", sqlite_message);
+  }
+  if (!changed) {
     return absl::FailedPreconditionError(absl::StrCat("job ", id, " is already final or unknown"));
   }
   return absl::OkStatus();
+}
+
+void Journal::ApplyLedger() {
+  while (!ledger_->entries().empty()) {
+    const EndLedger::Entry e = ledger_->entries().front();
+    bool changed = false;
+    const int rc = UpdateEnd(e.id, e.state, e.error_code, e.error_message, {}, e.finished_unix_ms, &changed);
+    if (rc != SQLITE_DONE) return;  // still full: kept for the next write
+    // Applied, or the row is final or gone already: either way the database has the last word.
+    if (absl::Status st = ledger_->Clear(e.id); !st.ok()) {
+      spdlog::error("{}", st.ToString());
+      return;
+    }
+  }
+}
+
+const EndLedger::Entry* Journal::LedgerEnd(const std::string& id) {
+  for (const EndLedger::Entry& e : ledger_->entries()) {
+    if (e.id == id) return &e;
+  }
+  return nullptr;
+}
+
+void Journal::Overlay(JobRecord& record) {
+  if (const EndLedger::Entry* e = LedgerEnd(record.id)) {
+    record.state = e->state;
+    record.finished_unix_ms = e->finished_unix_ms;
+    record.error_code = e->error_code;
+    record.error_message = e->error_message;
+  }
+}
+
+size_t Journal::UnrecordedEnds() {
+  MutexLock lock(&mu_);
+  return ledger_->entries().size();
 }
 
 absl::StatusOr<JobRecord> Journal::Get(const std::string& id) {
@@ -252,13 +333,18 @@ absl::StatusOr<JobRecord> Journal::Get(const std::string& id) {
   Statement s(db_, absl::StrCat("SELECT ", kColumns, " FROM jobs WHERE id=?").c_str());
   s.BindText(1, id);
   const int rc = s.Step();
-  if (rc == SQLITE_ROW) return ReadRecord(s);
+  if (rc == SQLITE_ROW) {
+    JobRecord r = ReadRecord(s);
+    Overlay(r);
+    return r;
+  }
   if (rc == SQLITE_DONE) return absl::NotFoundError(absl::StrCat("job ", id, " not found"));
   return s.Error(rc, "get job");
 }
 
 absl::StatusOr<JobInputs> Journal::LoadInputs(const std::string& id) {
   MutexLock lock(&mu_);
+  if (LedgerEnd(id) != nullptr) return absl::NotFoundError(absl::StrCat("job ", id, " has no inputs"));
   Statement s(db_, "SELECT source, target FROM jobs WHERE id=? AND source IS NOT NULL");
   s.BindText(1, id);
   const int rc = s.Step();
@@ -269,6 +355,7 @@ absl::StatusOr<JobInputs> Journal::LoadInputs(const std::string& id) {
 
 absl::StatusOr<StoredResult> Journal::GetResult(const std::string& id) {
   MutexLock lock(&mu_);
+  if (LedgerEnd(id) != nullptr) return absl::NotFoundError(absl::StrCat("job ", id, " has no result"));
   Statement s(db_, "SELECT result_report, result_image, result_file, result_bytes FROM jobs WHERE id=? "
                    "AND state=? AND result_report IS NOT NULL");
   s.BindText(1, id).Bind(2, static_cast<int64_t>(JobState::kSucceeded));
@@ -285,9 +372,12 @@ absl::StatusOr<StoredResult> Journal::GetResult(const std::string& id) {
 absl::StatusOr<std::vector<JobRecord>> Journal::List(std::optional<uid_t> owner,
                                                      const std::vector<JobState>& states,
                                                      size_t limit) {
+  MutexLock lock(&mu_);
+  // Ledger ends change states: then filter and limit after the overlay, not in SQL.
+  const bool overlaid = !ledger_->entries().empty();
   std::string sql = absl::StrCat("SELECT ", kColumns, " FROM jobs WHERE 1");
   if (owner) absl::StrAppend(&sql, " AND uid=", *owner);
-  if (!states.empty()) {
+  if (!states.empty() && !overlaid) {
     absl::StrAppend(&sql, " AND state IN (",
                     absl::StrJoin(states, ",", [](std::string* out, JobState st) {
                       absl::StrAppend(out, static_cast<int>(st));
@@ -295,19 +385,25 @@ absl::StatusOr<std::vector<JobRecord>> Journal::List(std::optional<uid_t> owner,
                     ")");
   }
   absl::StrAppend(&sql, " ORDER BY seq DESC");
-  if (limit > 0) absl::StrAppend(&sql, " LIMIT ", limit);
-  MutexLock lock(&mu_);
+  if (limit > 0 && !overlaid) absl::StrAppend(&sql, " LIMIT ", limit);
   Statement s(db_, sql.c_str());
   std::vector<JobRecord> out;
   int rc;
-  while ((rc = s.Step()) == SQLITE_ROW) out.push_back(ReadRecord(s));
-  if (rc != SQLITE_DONE) return s.Error(rc, "list jobs");
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    JobRecord r = ReadRecord(s);
+    Overlay(r);
+    if (!states.empty() && std::find(states.begin(), states.end(), r.state) == states.end()) continue;
+    if (limit > 0 && out.size() == limit) break;
+    out.push_back(std::move(r));
+  }
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) return s.Error(rc, "list jobs");
   return out;
 }
 
 absl::StatusOr<std::vector<JobRecord>> Journal::Recover() {
   {
     MutexLock lock(&mu_);
+    ApplyLedger();
     Statement s(db_, "UPDATE jobs SET state=?, started_ms=0 WHERE state=?");
     s.Bind(1, static_cast<int64_t>(JobState::kQueued))
         .Bind(2, static_cast<int64_t>(JobState::kRunning));
@@ -321,6 +417,7 @@ absl::StatusOr<std::vector<JobRecord>> Journal::Recover() {
 
 absl::StatusOr<int> Journal::Prune(int64_t now_unix_ms) {
   MutexLock lock(&mu_);
+  ApplyLedger();
   const int64_t cutoff = now_unix_ms - absl::ToInt64Milliseconds(options_.retention);
   // RETURNING hands back the result files of the removed rows, deleted once the rows are gone
   // (a crash in between leaves a file no row names: harmless, and never a row without its file).

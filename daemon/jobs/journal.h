@@ -8,6 +8,10 @@
 // Storage: SQLite in WAL mode with synchronous=FULL (a committed submit survives power loss),
 // auto_vacuum=INCREMENTAL: the space of dropped inputs and removed results goes back to the file
 // system (Prune), the file does not keep growing (a user's journal was 313 MB, 137 MB free).
+// A full disk ends jobs all the same: an end without a result (FAILED, CANCELLED) that the
+// database cannot take is kept in the EndLedger (<path>-ends, preallocated: end_ledger.h) and
+// in memory; reads see the job in that final state, and every later write and the next Open
+// move such ends into the database first, so Recover() never requeues them (no job runs twice).
 // Errors: RESOURCE_EXHAUSTED when the disk (or `max_bytes`) is full - nothing is half-written;
 // NOT_FOUND for an unknown job id; INTERNAL for other SQLite failures (message has SQLite's).
 // Thread-safety: all methods may be called concurrently (one mutex around the connection).
@@ -26,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "common/mutex.h"
 #include "absl/time/time.h"
+#include "jobs/end_ledger.h"
 #include "jobs/job.h"
 
 struct sqlite3;
@@ -65,7 +70,9 @@ class Journal {
   // QUEUED -> RUNNING. FAILED_PRECONDITION if the job is not QUEUED.
   absl::Status MarkRunning(const std::string& id, int64_t now_unix_ms);
   // Moves a QUEUED or RUNNING job to a final state, stores its result (SUCCEEDED) or error
-  // and drops its inputs, in one transaction. FAILED_PRECONDITION if already final.
+  // and drops its inputs, in one transaction. FAILED_PRECONDITION if already final. With the
+  // disk full: an end with a result is RESOURCE_EXHAUSTED (record the job FAILED instead); an
+  // end without one goes to the EndLedger and Finish returns OK.
   absl::Status Finish(const std::string& id, JobState state, int32_t error_code,
                       const std::string& error_message, const StoredResult& result,
                       int64_t now_unix_ms);
@@ -91,9 +98,19 @@ class Journal {
   // Pages the database file holds and how many of them are free (PRAGMA page_count and
   // freelist_count): for tests and the log.
   absl::StatusOr<std::pair<int64_t, int64_t>> PageCounts();
+  // Job ends held in the EndLedger, not yet in the database (the disk was full).
+  size_t UnrecordedEnds();
 
  private:
   Journal(Options options, sqlite3* db) : options_(std::move(options)), db_(db) {}
+  // The UPDATE of Finish; returns SQLite's code (SQLITE_DONE when it ran).
+  int UpdateEnd(const std::string& id, JobState state, int32_t error_code, const std::string& error_message,
+                const StoredResult& result, int64_t now_unix_ms, bool* changed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the EndLedger's entries into the database while it takes them.
+  void ApplyLedger() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  const EndLedger::Entry* LedgerEnd(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A record as reads see it: its EndLedger end, if any, over the database's row.
+  void Overlay(JobRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<int64_t> PragmaInt(const char* pragma) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The database is auto_vacuum=INCREMENTAL (Open converts an older one with one VACUUM):
@@ -104,6 +121,7 @@ class Journal {
   const Options options_;
   Mutex mu_;
   sqlite3* db_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<EndLedger> ledger_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fusion::jobs

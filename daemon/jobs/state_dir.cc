@@ -74,7 +74,7 @@ absl::Status TightenTree(const std::string& root, const std::string& dir, uid_t 
 
 const std::vector<std::string>& StateFileNames() {
   static const auto* names = new std::vector<std::string>{
-      "lock", "journal.sqlite3", "journal.sqlite3-wal", "journal.sqlite3-shm", "journal.sqlite3-journal"};
+      "lock", "journal.sqlite3", "journal.sqlite3-wal", "journal.sqlite3-shm", "journal.sqlite3-journal", "journal.sqlite3-ends"};
   return *names;
 }
 

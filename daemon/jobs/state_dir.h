@@ -24,7 +24,8 @@
 namespace fusion::jobs {
 
 // The daemon's files directly in the state directory: "lock", "journal.sqlite3" and SQLite's
-// companions of it. (results/ holds the video results and their parts.)
+// companions of it, and the journal's EndLedger (journal.sqlite3-ends). (results/ holds the video
+// results and their parts.)
 const std::vector<std::string>& StateFileNames();
 
 // See the file comment. `owner` is the uid the state must belong to (geteuid() in fusiond).

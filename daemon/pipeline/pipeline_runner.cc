@@ -51,13 +51,19 @@ absl::Status PipelineRunner::Validate(const v1::JobOptions& o) const {
   return ValidateJobOptions(o, store_->catalogue());
 }
 
-absl::Status PipelineRunner::CheckImages(const std::string& serialized, const std::string& source_image,
+absl::StatusOr<uint64_t> PipelineRunner::CheckImages(const std::string& serialized, const std::string& source_image,
                                          const std::string& target_image) {
   v1::JobOptions o;
   if (!o.ParseFromString(serialized)) return absl::InvalidArgumentError("options: unparsable JobOptions");
   auto kind = ClassifyTarget(target_image, o, options_.max_pixels, nullptr);
   if (!kind.ok()) return kind.status();
-  if (*kind == TargetKind::kImage) return ScreenJobImages(o, source_image, target_image, options_.max_pixels);
+  if (*kind == TargetKind::kImage) {
+    if (absl::Status st = ScreenJobImages(o, source_image, target_image, options_.max_pixels); !st.ok()) return st;
+    auto target = image::ScreenImage(target_image, "target image", options_.max_pixels);
+    if (!target.ok()) return target.status();
+    const uint64_t scale = o.upscale() != 0 ? o.upscale() : 1;
+    return ResultImageBound(uint64_t{target->width} * scale, uint64_t{target->height} * scale);
+  }
   // A video: the source (and reference) images as for an image job; the target was probed.
   if (o.upscale() != 0) return absl::InvalidArgumentError("options: upscale applies to image targets only, not a video");
   if (auto h = image::ScreenImage(source_image, "source image", options_.max_pixels); !h.ok()) return h.status();
@@ -65,7 +71,7 @@ absl::Status PipelineRunner::CheckImages(const std::string& serialized, const st
     auto h = image::ScreenImage(o.reference().inline_bytes(), "reference image", options_.max_pixels);
     if (!h.ok()) return h.status();
   }
-  return absl::OkStatus();
+  return 2 * uint64_t{target_image.size()};
 }
 
 int PipelineRunner::JobThreads() const {

@@ -184,6 +184,8 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
                                             m->OnJobEvent(e);
                                           }};
     job_options.queue.max_queued_per_uid = config.max_queued_jobs_per_uid;
+    self->disk_ = std::make_unique<jobs::DiskBudget>(config.state_dir, jobs::DiskBudget::StatvfsProbe(config.state_dir));
+    job_options.disk = self->disk_.get();
     auto manager = jobs::JobManager::Create(std::move(job_options),
                                             self->journal_.get(), runner, is_resident);
     if (!manager.ok()) return manager.status();

@@ -299,8 +299,8 @@ class GatedRunner : public JobRunner {
   absl::StatusOr<std::vector<std::string>> StageModels(const std::string&) override {
     return std::vector<std::string>{"model"};
   }
-  absl::Status CheckImages(const std::string&, const std::string&, const std::string&) override {
-    return absl::OkStatus();
+  absl::StatusOr<uint64_t> CheckImages(const std::string&, const std::string&, const std::string&) override {
+    return 0;  // Run's Output has no image
   }
   absl::StatusOr<Output> Run(const JobRecord&, const std::string&, const std::string& target,
                              Context& ctx) override {

@@ -135,7 +135,7 @@ TEST_F(JournalTest, FullStateDirIsResourceExhaustedAndLosesNothing) {
   }
   ASSERT_FALSE(last.ok()) << "256 KiB cannot hold 100 jobs of 40 KB";
   EXPECT_EQ(last.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_NE(last.message().find("state directory is full"), std::string::npos) << last;
+  EXPECT_NE(last.message().find("(the state directory " + dir_.path() + " is full)"), std::string::npos) << last;
   // Every job accepted before the refusal is intact.
   EXPECT_EQ(j->List(std::nullopt, {}, 0)->size(), ok_ids.size());
   for (const auto& id : ok_ids) EXPECT_EQ(j->LoadInputs(id)->source_image.size(), 20000u);
