@@ -61,8 +61,7 @@ absl::StatusOr<uint64_t> PipelineRunner::CheckImages(const std::string& serializ
     if (absl::Status st = ScreenJobImages(o, source_image, target_image, options_.max_pixels); !st.ok()) return st;
     auto target = image::ScreenImage(target_image, "target image", options_.max_pixels);
     if (!target.ok()) return target.status();
-    const uint64_t scale = o.upscale() != 0 ? o.upscale() : 1;
-    return ResultImageBound(uint64_t{target->width} * scale, uint64_t{target->height} * scale);
+    return EncodedResultBound(*target, o.upscale() != 0 ? o.upscale() : 1, o.format());
   }
   // A video: the source (and reference) images as for an image job; the target was probed.
   if (o.upscale() != 0) return absl::InvalidArgumentError("options: upscale applies to image targets only, not a video");

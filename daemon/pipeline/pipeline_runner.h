@@ -104,17 +104,11 @@ class PipelineRunner final : public jobs::JobRunner {
   absl::StatusOr<std::vector<std::string>> StageModels(const std::string& options) override;
   // Source, target and (faces REFERENCE) reference image through image::ScreenImage at
   // max_pixels: INVALID_ARGUMENT for a bomb, an unknown format, a corrupt header, a cut file.
-  // The result bound: an image's, ResultImageBound() of the output's sides (the target's, times
-  // the upscale); a video's, twice the target's bytes (an estimate: the result re-encodes the
-  // target's frames at its size and bit rate).
+  // The result bound: an image's, EncodedResultBound() (image_io.h) of the output (the target's
+  // sides times the upscale, its channels and sample size); a video's, twice the target's bytes
+  // (an estimate: the result re-encodes the target's frames at its size and bit rate).
   absl::StatusOr<uint64_t> CheckImages(const std::string& options, const std::string& source_image,
                                        const std::string& target_image) override;
-  // An encoded image of width x height at most: 4 bytes per pixel (RGBA, stored rows), a filter
-  // byte per row, deflate's stored-block headers (5 bytes per 32 KiB, 4 bytes per pixel / 4096
-  // covers them) and 64 KiB of chunks and metadata. JPEG results are smaller.
-  static uint64_t ResultImageBound(uint64_t width, uint64_t height) {
-    return 4 * width * height + height + 4 * width * height / 4096 + (64u << 10);
-  }
   absl::StatusOr<Output> Run(const jobs::JobRecord& job, const std::string& source_image,
                              const std::string& target_image, Context& context) override;
 
