@@ -71,6 +71,9 @@ int main(int argc, char** argv) {
   result->add_option("-o", result_out, "output image file")->required();
   result->add_flag("--json", json, "print the job result as JSON");
 
+  std::string help_topic;
+  CLI::App* help = app.add_subcommand("help", "print this help, or a subcommand's (help SUBCOMMAND)");
+  help->add_option("SUBCOMMAND", help_topic);
   CLI::App* models = app.add_subcommand("models", "list the catalogue's models and their residency");
   models->add_flag("--json", json, "print JSON");
   std::string model_name;
@@ -89,6 +92,22 @@ int main(int argc, char** argv) {
     return rc == 0 ? kExitOk : kExitUnreachableOrUsage;
   }
 
+  if (help->parsed()) {
+    // The formatter directly: app.help() would print the parsed subcommand's (help's) help.
+    const auto formatter = app.get_formatter();
+    if (help_topic.empty()) {
+      std::cout << formatter->make_help(&app, app.get_name(), CLI::AppFormatMode::Normal);
+      return kExitOk;
+    }
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      if (sub->get_name() == help_topic) {
+        std::cout << formatter->make_help(sub, app.get_name() + " " + sub->get_name(), CLI::AppFormatMode::Normal);
+        return kExitOk;
+      }
+    }
+    std::fprintf(stderr, "fusionctl: help: no subcommand '%s' (fusionctl help lists them)\n", help_topic.c_str());
+    return kExitUnreachableOrUsage;
+  }
   fusion::ClientOptions client_options{.socket = socket, .timeout_ms = timeout_ms};
   if (debug) {
     client_options.debug_log = [](const std::string& note) { std::fprintf(stderr, "fusionctl: debug: %s\n", note.c_str()); };

@@ -34,10 +34,15 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) 
   return s.str();
 }
 
-// --format, or OUT's extension when it is not given; a contradiction is an error.
+// An image target's result: --format, or OUT's extension when it is not given (no extension:
+// PNG); an extension that is neither (x.mp4, x.gif) or contradicts --format is an error.
 absl::StatusOr<OutputFormat> OutputFormatFor(const std::string& flag, const std::string& output) {
   const std::string ext = absl::AsciiStrToLower(std::filesystem::path(output).extension().string());
   const bool jpeg_ext = ext == ".jpg" || ext == ".jpeg", png_ext = ext == ".png";
+  if (!ext.empty() && !jpeg_ext && !png_ext) {
+    return absl::InvalidArgumentError(absl::StrCat("-o '", output, "': the target is an image, so the result is PNG or ",
+                                                   "JPEG: name it .png, .jpg or .jpeg"));
+  }
   if (flag.empty()) return jpeg_ext ? OutputFormat::kJpeg : OutputFormat::kPng;
   if ((flag == "png" && jpeg_ext) || (flag == "jpeg" && png_ext)) {
     return absl::InvalidArgumentError(
@@ -89,7 +94,7 @@ absl::Status CheckVideoArgs(const SwapArgs& a) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<SwapOptions> ToOptions(const SwapArgs& a) {
+absl::StatusOr<SwapOptions> ToOptions(const SwapArgs& a, bool video) {
   SwapOptions o;
   o.ratio = a.ratio;
   if (a.enhance == "x2") o.enhance_scale = 2;
@@ -111,9 +116,11 @@ absl::StatusOr<SwapOptions> ToOptions(const SwapArgs& a) {
   o.min_face_px = a.min_face_px;
   o.min_face_score = a.min_face_score;
   o.simple = a.simple;
-  auto format = OutputFormatFor(a.format, a.output);
-  if (!format.ok()) return format.status();
-  o.format = *format;
+  if (!video) {  // a video's result is MP4 (CheckVideoArgs)
+    auto format = OutputFormatFor(a.format, a.output);
+    if (!format.ok()) return format.status();
+    o.format = *format;
+  }
   o.priority = a.priority == "low" ? Priority::kLow : a.priority == "high" ? Priority::kHigh
                                                                            : Priority::kNormal;
   o.start_seconds = a.start;
@@ -260,7 +267,7 @@ int RunSwap(Client& client, const SwapArgs& a) {
   } else if (a.start != 0 || a.duration != 0 || a.crf != 0 || !a.preset.empty()) {
     return Usage(absl::InvalidArgumentError("--start, --duration, --crf and --preset apply to video targets only"));
   }
-  auto options = ToOptions(a);
+  auto options = ToOptions(a, video);
   if (!options.ok()) return Usage(options.status());
   if (!a.output.empty()) {
     if (absl::Status st = CheckWritable(a.output); !st.ok()) return Usage(st);

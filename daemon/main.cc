@@ -19,6 +19,7 @@
 #include "config/config.h"
 #include "jobs/state_dir.h"
 #include "rpc/server.h"
+#include "rpc/uds_listener.h"
 #include "rpc/service_notifier.h"
 #ifdef FUSION_WITH_PIPELINE
 #include "pipeline/daemon_pipeline.h"
@@ -93,6 +94,11 @@ int main(int argc, char** argv) {
   // Every file fusiond makes (journal, results, their parts) is private to its uid, whatever
   // umask it was started with; the sockets set their own modes (uds_listener.h).
   umask(077);
+  // A dead daemon's socket files go now, not once the models have loaded: until this daemon
+  // binds, nothing at the path looks like a daemon that serves.
+  for (const std::string& path : {config->socket, config->socket + ".fd"}) {
+    if (fusion::RemoveStaleSocket(path)) spdlog::info("removed stale socket file {}", path);
+  }
   // Before the models load: a state directory fusiond cannot own fails now, naming the fix.
   if (absl::Status st = fusion::jobs::PrepareStateDir(config->state_dir, geteuid()); !st.ok()) {
     spdlog::critical("cannot start: {}", st.ToString());

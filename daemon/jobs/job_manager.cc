@@ -292,8 +292,10 @@ absl::StatusOr<StoredResult> JobManager::Result(const std::string& id, uid_t cal
   auto record = Owned(id, caller);
   if (!record.ok()) return record.status();
   if (record->state != JobState::kSucceeded) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("job '", id, "' is ", ToString(record->state), ", not SUCCEEDED"));
+    // A failed or cancelled job's own error says why there is no result.
+    return absl::FailedPreconditionError(absl::StrCat("job '", id, "' is ", ToString(record->state), ", not SUCCEEDED",
+                                                      record->error_message.empty() ? "" : ": ",
+                                                      record->error_message));
   }
   return journal_->GetResult(id);
 }

@@ -174,6 +174,8 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
   // lease also covers the working frame the blend draws into (held until the result is encoded)
   // and, for the simple blend, the attempt's copy of it (BlendSimpleOnDevice): 3 B/px each.
   Lease source_buffers, target_buffers, reference_buffers;
+  // Its own stage event, so that a damaged image fails in stage "decode" (not in none).
+  context.StageStarted("decode", 0);
   auto source = AdmittedDecode(run, source_image, "source image", options_.max_pixels, 0, &source_buffers);
   if (!source.ok()) return source.status();
   auto target = AdmittedDecode(run, target_image, "target image", options_.max_pixels, o.simple() ? 6 : 3,

@@ -164,6 +164,13 @@ TEST_F(DaemonProcessTest, StaleSocketFileIsReplaced) {
   auto second = StartDaemon({});
   ASSERT_TRUE(WaitFor([&] { return Ctl({"health"}).exit_code == 0; }, absl::Seconds(10)));
   EXPECT_TRUE(second->Running());
+  // Removed first thing (issue #30: it stayed until the models had loaded, so the README's wait
+  // for the socket file ended at once and the next call failed), before the budgets are set up.
+  second->Signal(SIGTERM);
+  const RunResult stopped = second->Wait(absl::Seconds(15));
+  const size_t removed = stopped.err.find("removed stale socket file " + socket_);
+  ASSERT_NE(removed, std::string::npos) << stopped.err;
+  EXPECT_LT(removed, stopped.err.find("host memory limit")) << stopped.err;
 }
 
 TEST_F(DaemonProcessTest, BadFlagsAndConfigExit2NamingTheKey) {
@@ -194,6 +201,22 @@ TEST_F(DaemonProcessTest, BadFlagsAndConfigExit2NamingTheKey) {
   RunResult help = RunProcess({FUSIONCTL_BIN, "--help"}, dir_.path());
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_NE(help.out.find("2  fusiond unreachable"), std::string::npos) << help.out;
+  // `fusionctl help` said "A subcommand is required" (issue #30): it prints the same help.
+  RunResult help_word = RunProcess({FUSIONCTL_BIN, "help"}, dir_.path());
+  EXPECT_EQ(help_word.exit_code, 0) << help_word.err;
+  EXPECT_EQ(help_word.out, help.out);
+  RunResult help_swap = RunProcess({FUSIONCTL_BIN, "help", "swap"}, dir_.path());
+  EXPECT_EQ(help_swap.exit_code, 0);
+  EXPECT_NE(help_swap.out.find("--no-wait"), std::string::npos) << help_swap.out;
+  EXPECT_EQ(RunProcess({FUSIONCTL_BIN, "help", "frobnicate"}, dir_.path()).exit_code, 2);
+  // -o x.mp4 with an image target wrote PNG bytes into x.mp4 and exited 0: a usage error now.
+  std::ofstream(dir_.File("a.png")) << "an image (not read: the usage error comes first)";
+  RunResult mp4 = Ctl({"swap", "--source", dir_.File("a.png"), "--target", dir_.File("a.png"), "-o", dir_.File("x.mp4")});
+  EXPECT_EQ(mp4.exit_code, 2);
+  EXPECT_NE(mp4.err.find("the target is an image, so the result is PNG or JPEG: name it .png, .jpg or .jpeg"),
+            std::string::npos)
+      << mp4.err;
+  EXPECT_FALSE(Exists(dir_.File("x.mp4")));
 }
 
 // Issue #30: started as the README shows (umask 022) the state directory was 0755 and the

@@ -119,6 +119,68 @@ class SwapProcessTest : public ::testing::Test {
   int daemons_ = 0;
 };
 
+// A 64x64 RGB PNG whose chunks are all valid (lengths, CRCs, an IDAT zlib stream with a good
+// Adler-32) but whose row 32 has filter type 7: libpng's "bad adaptive filter value".
+std::string PngWithDamagedRows() {
+  auto crc32 = [](const std::string& bytes) {
+    uint32_t c = 0xffffffffu;
+    for (unsigned char b : bytes) {
+      c ^= b;
+      for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
+    }
+    return c ^ 0xffffffffu;
+  };
+  auto be32 = [](uint32_t v) {
+    return std::string{static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+                       static_cast<char>(v)};
+  };
+  auto chunk = [&](const std::string& type, const std::string& data) {
+    return be32(static_cast<uint32_t>(data.size())) + type + data + be32(crc32(type + data));
+  };
+  const int side = 64;
+  std::string raw;
+  for (int y = 0; y < side; ++y) raw += static_cast<char>(y == 32 ? 7 : 0) + std::string(side * 3, '\x80');
+  uint32_t a = 1, b = 0;  // Adler-32
+  for (unsigned char c : raw) {
+    a = (a + c) % 65521;
+    b = (b + a) % 65521;
+  }
+  const auto n = static_cast<uint16_t>(raw.size());  // one stored block (12352 bytes)
+  std::string zlib = std::string("\x78\x01\x01", 3) + static_cast<char>(n & 0xff) + static_cast<char>(n >> 8) +
+                     static_cast<char>(~n & 0xff) + static_cast<char>((~n >> 8) & 0xff) + raw + be32((b << 16) | a);
+  const std::string ihdr = be32(side) + be32(side) + std::string("\x08\x02\x00\x00\x00", 5);
+  return std::string("\x89PNG\r\n\x1a\n", 8) + chunk("IHDR", ihdr) + chunk("IDAT", zlib) + chunk("IEND", "");
+}
+
+// Issue #30: a PNG whose pixel data is damaged failed with "stage": "" in swap --json.
+TEST_F(SwapProcessTest, DamagedPngPixelDataFailsInStageDecode) {
+  auto daemon = StartDaemon("");
+  ASSERT_TRUE(daemon->Running());
+  const std::string damaged = dir_.File("damaged.png");
+  std::ofstream(damaged, std::ios::binary) << PngWithDamagedRows();
+  const RunResult r = AstronautOnto(damaged, dir_.File("out.png"), {});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded()) << "stdout: " << r.out;
+  EXPECT_EQ(j["state"], "FAILED") << j;
+  EXPECT_EQ(j["error"]["code"], "INVALID_ARGUMENT") << j;
+  EXPECT_EQ(j["error"]["stage"], "decode") << j;
+  EXPECT_NE(j["error"]["message"].get<std::string>().find("target image"), std::string::npos) << j;
+  // The job's error is what `fusionctl result` says too, not only that there is no result.
+  const RunResult result = Ctl({"result", j["job_id"].get<std::string>(), "-o", dir_.File("r.png")});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.err.find("is FAILED, not SUCCEEDED: " + j["error"]["message"].get<std::string>()), std::string::npos)
+      << result.err;
+  // libpng's own words reach the daemon's log with time and level, not raw on stderr.
+  daemon->Signal(SIGTERM);
+  const RunResult stopped = daemon->Wait(absl::Seconds(20));
+  EXPECT_EQ(stopped.exit_code, 0);
+  EXPECT_NE(stopped.err.find(" warning libpng error (the image is refused): bad adaptive filter value"),
+            std::string::npos)
+      << stopped.err;
+  EXPECT_EQ(stopped.err.find("libpng error: "), std::string::npos) << stopped.err;
+}
+
 // swap --json printed nothing on a failed job (new-user trial): now the error as JSON on stdout,
 // the exit code and the stderr line unchanged.
 TEST_F(SwapProcessTest, SwapJsonOfAFailedJobPrintsTheErrorAsJson) {
