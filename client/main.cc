@@ -58,11 +58,13 @@ int main(int argc, char** argv) {
   fusion::ctl::AddSwapOptions(swap, swap_args);
   CLI::App* jobs = app.add_subcommand("jobs", "list your jobs");
   jobs->add_flag("--json", json, "print JSON");
+  bool all_uids = false;
+  jobs->add_flag("--all", all_uids, "every uid's jobs, with their owner (admins: root, fusiond's uid, admin_uids, admin_group)");
   std::string job_id;
   CLI::App* job = app.add_subcommand("job", "show one job");
   job->add_option("ID", job_id)->required();
   job->add_flag("--json", json, "print JSON");
-  CLI::App* cancel = app.add_subcommand("cancel", "cancel a queued or running job");
+  CLI::App* cancel = app.add_subcommand("cancel", "cancel a queued or running job (admins: any uid's)");
   cancel->add_option("ID", job_id)->required();
   cancel->add_flag("--json", json, "print JSON");
   std::string result_out;
@@ -133,7 +135,7 @@ int main(int argc, char** argv) {
     return *status == fusion::ServingStatus::kServing ? kExitOk : kExitFailure;
   }
   if (swap->parsed()) return fusion::ctl::RunSwap(**client, swap_args);
-  if (jobs->parsed()) return fusion::ctl::RunJobs(**client, json);
+  if (jobs->parsed()) return fusion::ctl::RunJobs(**client, json, all_uids);
   if (job->parsed()) return fusion::ctl::RunJob(**client, job_id, json);
   if (cancel->parsed()) return fusion::ctl::RunCancel(**client, job_id, json);
   if (result->parsed()) return fusion::ctl::RunResult(**client, job_id, result_out, json);

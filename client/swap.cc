@@ -330,13 +330,13 @@ int RunResult(Client& client, const std::string& id, const std::string& output, 
   return 0;
 }
 
-int RunJobs(Client& client, bool json) {
-  auto jobs = client.ListJobs();
+int RunJobs(Client& client, bool json, bool all_uids) {
+  auto jobs = all_uids ? client.ListAllJobs() : client.ListJobs();
   if (!jobs.ok()) return Fail(jobs.status());
   nlohmann::json arr = nlohmann::json::array();
   for (const JobInfo& j : *jobs) {
     if (json) arr.push_back(JobToJson(j));
-    else std::cout << JobToText(j) << "\n";
+    else std::cout << (all_uids ? absl::StrCat("uid ", j.owner_uid, "  ") : "") << JobToText(j) << "\n";
   }
   if (json) std::cout << arr.dump(2) << "\n";
   return 0;

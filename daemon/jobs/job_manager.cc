@@ -250,9 +250,18 @@ absl::StatusOr<std::vector<v1::Job>> JobManager::List(uid_t caller,
   return jobs;
 }
 
-absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& id, uid_t caller) {
-  auto record = Owned(id, caller);
-  if (!record.ok()) return record.status();
+absl::StatusOr<std::vector<v1::Job>> JobManager::ListAll(const std::vector<JobState>& states, size_t limit) {
+  auto records = journal_->List(std::nullopt, states, limit);
+  if (!records.ok()) return records.status();
+  std::vector<v1::Job> jobs;
+  for (const JobRecord& r : *records) jobs.push_back(ToProto(r));
+  return jobs;
+}
+
+absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& id, uid_t caller, bool operator_override) {
+  auto record = operator_override ? journal_->Get(id) : Owned(id, caller);
+  if (!record.ok()) return operator_override ? NotFound(id) : record.status();
+  caller = record->owner_uid;  // the owner's view from here on
   if (IsFinal(record->state)) {
     return absl::FailedPreconditionError(
         absl::StrCat("job '", id, "' is already ", ToString(record->state)));

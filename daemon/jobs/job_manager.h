@@ -14,7 +14,8 @@
 // recorded CANCELLED (only its owner cancels).
 // Retention: at start and after every finished job, results past the journal's retention
 // period or beyond its retention bytes are removed (Journal::Prune); their ids become NOT_FOUND.
-// Ownership: a job belongs to the uid that submitted it; other uids get NOT_FOUND.
+// Ownership: a job belongs to the uid that submitted it; other uids get NOT_FOUND, except an
+// operator (the service decides who: FusionService's admins), who lists and cancels any job.
 // Thread-safety: every method may be called concurrently; watcher callbacks are invoked with
 // no lock held, from worker threads (or from Watch() itself for the first event).
 #pragma once
@@ -82,11 +83,13 @@ class JobManager {
   absl::StatusOr<v1::Job> Get(const std::string& id, uid_t caller);
   absl::StatusOr<std::vector<v1::Job>> List(uid_t caller, const std::vector<JobState>& states,
                                             size_t limit);
+  // Every uid's jobs, newest first (an operator's view).
+  absl::StatusOr<std::vector<v1::Job>> ListAll(const std::vector<JobState>& states, size_t limit);
   // A queued job is CANCELLED at once; a running one at its next checkpoint (face, tile,
   // detection pass or stage): the returned Job may still say RUNNING, with cancel_requested
-  // set. FAILED_PRECONDITION if already final.
-  absl::StatusOr<v1::Job> Cancel(const std::string& id, uid_t caller);
-  // FAILED_PRECONDITION if the job has not SUCCEEDED.
+  // set. FAILED_PRECONDITION if already final. `operator_override`: whoever owns the job.
+  absl::StatusOr<v1::Job> Cancel(const std::string& id, uid_t caller, bool operator_override = false);
+  // FAILED_PRECONDITION if the job has not SUCCEEDED (with the job's error, if it has one).
   absl::StatusOr<StoredResult> Result(const std::string& id, uid_t caller);
 
   // Calls `callback` now with the job's current state (Queued/Done event) and then with every

@@ -22,6 +22,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "notify_socket.h"
 #include "process.h"
 #include "temp_dir.h"
@@ -179,6 +180,49 @@ TEST_F(SwapProcessTest, DamagedPngPixelDataFailsInStageDecode) {
             std::string::npos)
       << stopped.err;
   EXPECT_EQ(stopped.err.find("libpng error: "), std::string::npos) << stopped.err;
+}
+
+// Issue #30: root could not list or cancel another uid's jobs; a runaway job could only be
+// stopped by restarting the daemon. Now an admin lists every uid's jobs with their owner and
+// cancels any of them, and the daemon logs it with the admin's uid.
+TEST_F(SwapProcessTest, AnOperatorListsAndCancelsAnotherUidsJobs) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run a client as another uid";
+  constexpr int kNobody = 65534;
+  const std::string toml = dir_.File("operator.toml");
+  std::ofstream(toml) << "socket_group = \"nogroup\"\nallowed_uids = [65534]\nmax_concurrent_jobs = 1\n";
+  auto daemon = StartDaemon("", {"--config", toml});
+  ASSERT_TRUE(daemon->Running());
+  auto as_nobody = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {FUSIONCTL_BIN, "--socket", socket_});
+    return testing::RunProcess(args, dir_.path(), absl::Seconds(60), kNobody);
+  };
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    const RunResult r = as_nobody({"swap", "--source", FUSION_TEST_DATA_DIR "/faces/astronaut_eileen_collins_512.png",
+                                   "--target", FUSION_TEST_DATA_DIR "/faces/grace_hopper_512x600.jpg", "--no-wait"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ids.push_back(std::string(absl::StripAsciiWhitespace(r.out)));
+  }
+  // The third waits behind the others (one job at a time): root cancels it.
+  const RunResult cancel = Ctl({"cancel", ids[2], "--json"});
+  ASSERT_EQ(cancel.exit_code, 0) << cancel.err;
+  const nlohmann::json c = nlohmann::json::parse(cancel.out);
+  EXPECT_EQ(c["state"], "CANCELLED") << c;
+  EXPECT_EQ(c["owner_uid"], kNobody);
+  const RunResult all = Ctl({"jobs", "--all"});
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  for (const std::string& id : ids) EXPECT_NE(all.out.find("uid 65534  " + id), std::string::npos) << all.out;
+  EXPECT_EQ(Ctl({"jobs"}).out, "");  // root's own: none
+  const RunResult refused = as_nobody({"jobs", "--all"});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("PERMISSION_DENIED"), std::string::npos) << refused.err;
+  EXPECT_EQ(as_nobody({"jobs"}).out.find(ids[0]) != std::string::npos, true);
+  daemon->Signal(SIGTERM);
+  const RunResult stopped = daemon->Wait(absl::Seconds(30));
+  EXPECT_NE(stopped.err.find("(admin) cancelled job " + ids[2] + " of uid 65534 (now CANCELLED)"), std::string::npos)
+      << stopped.err;
+  EXPECT_NE(stopped.err.find("uid 0 pid"), std::string::npos) << stopped.err;
+  EXPECT_NE(stopped.err.find("(admin) listed every uid's jobs: 3"), std::string::npos) << stopped.err;
 }
 
 // swap --json printed nothing on a failed job (new-user trial): now the error as JSON on stdout,
