@@ -35,11 +35,12 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) 
 }
 
 // An image target's result: --format, or OUT's extension when it is not given (no extension:
-// PNG); an extension that is neither (x.mp4, x.gif) or contradicts --format is an error.
-absl::StatusOr<OutputFormat> OutputFormatFor(const std::string& flag, const std::string& output) {
+// PNG); an extension that contradicts --format is an error, and so is one that is neither
+// (x.mp4, x.gif) when the target is known to be an image (`image_target`: LooksLikeImage).
+absl::StatusOr<OutputFormat> OutputFormatFor(const std::string& flag, const std::string& output, bool image_target) {
   const std::string ext = absl::AsciiStrToLower(std::filesystem::path(output).extension().string());
   const bool jpeg_ext = ext == ".jpg" || ext == ".jpeg", png_ext = ext == ".png";
-  if (!ext.empty() && !jpeg_ext && !png_ext) {
+  if (image_target && !ext.empty() && !jpeg_ext && !png_ext) {
     return absl::InvalidArgumentError(absl::StrCat("-o '", output, "': the target is an image, so the result is PNG or ",
                                                    "JPEG: name it .png, .jpg or .jpeg"));
   }
@@ -82,6 +83,14 @@ bool LooksLikeVideo(const std::string& b) {
   return at(0, "\x1a\x45\xdf\xa3", 4) || (at(0, "RIFF", 4) && at(8, "AVI ", 4)) || at(0, "YUV4MPEG2", 9);
 }
 
+// Whether the target starts like an image format fusiond decodes (PNG, JPEG, WebP, TIFF, BMP).
+// Anything else that is no video (LooksLikeVideo) goes to the daemon, which names what it is not.
+bool LooksLikeImage(const std::string& b) {
+  auto at = [&](size_t pos, const char* m, size_t n) { return b.size() >= pos + n && b.compare(pos, n, m, n) == 0; };
+  return at(0, "\x89PNG", 4) || at(0, "\xff\xd8\xff", 3) || (at(0, "RIFF", 4) && at(8, "WEBP", 4)) ||
+         at(0, "II*\0", 4) || at(0, "MM\0*", 4) || at(0, "BM", 2);
+}
+
 // A video target's usage rules: OUT ends in .mp4; --format and --upscale do not apply.
 absl::Status CheckVideoArgs(const SwapArgs& a) {
   const std::string ext = absl::AsciiStrToLower(std::filesystem::path(a.output).extension().string());
@@ -94,7 +103,7 @@ absl::Status CheckVideoArgs(const SwapArgs& a) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<SwapOptions> ToOptions(const SwapArgs& a, bool video) {
+absl::StatusOr<SwapOptions> ToOptions(const SwapArgs& a, bool video, bool image) {
   SwapOptions o;
   o.ratio = a.ratio;
   if (a.enhance == "x2") o.enhance_scale = 2;
@@ -117,7 +126,7 @@ absl::StatusOr<SwapOptions> ToOptions(const SwapArgs& a, bool video) {
   o.min_face_score = a.min_face_score;
   o.simple = a.simple;
   if (!video) {  // a video's result is MP4 (CheckVideoArgs)
-    auto format = OutputFormatFor(a.format, a.output);
+    auto format = OutputFormatFor(a.format, a.output, image);
     if (!format.ok()) return format.status();
     o.format = *format;
   }
@@ -267,7 +276,7 @@ int RunSwap(Client& client, const SwapArgs& a) {
   } else if (a.start != 0 || a.duration != 0 || a.crf != 0 || !a.preset.empty()) {
     return Usage(absl::InvalidArgumentError("--start, --duration, --crf and --preset apply to video targets only"));
   }
-  auto options = ToOptions(a, video);
+  auto options = ToOptions(a, video, !video && LooksLikeImage(*target));
   if (!options.ok()) return Usage(options.status());
   if (!a.output.empty()) {
     if (absl::Status st = CheckWritable(a.output); !st.ok()) return Usage(st);

@@ -210,7 +210,8 @@ TEST_F(DaemonProcessTest, BadFlagsAndConfigExit2NamingTheKey) {
   EXPECT_NE(help_swap.out.find("--no-wait"), std::string::npos) << help_swap.out;
   EXPECT_EQ(RunProcess({FUSIONCTL_BIN, "help", "frobnicate"}, dir_.path()).exit_code, 2);
   // -o x.mp4 with an image target wrote PNG bytes into x.mp4 and exited 0: a usage error now.
-  std::ofstream(dir_.File("a.png")) << "an image (not read: the usage error comes first)";
+  // A PNG by its signature (the rest is not read: the usage error comes first).
+  std::ofstream(dir_.File("a.png")) << std::string("\x89PNG\r\n\x1a\n", 8) << "not read";
   RunResult mp4 = Ctl({"swap", "--source", dir_.File("a.png"), "--target", dir_.File("a.png"), "-o", dir_.File("x.mp4")});
   EXPECT_EQ(mp4.exit_code, 2);
   EXPECT_NE(mp4.err.find("the target is an image, so the result is PNG or JPEG: name it .png, .jpg or .jpeg"),
