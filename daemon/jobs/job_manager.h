@@ -12,8 +12,9 @@
 // face, tile, detection pass or stage) and leaves them RUNNING in the journal, so the next start
 // runs them again: a job reaches a final state exactly once, and an interrupted job is never
 // recorded CANCELLED (only its owner cancels).
-// Retention: at start and after every finished job, results past the journal's retention
-// period or beyond its retention bytes are removed (Journal::Prune); their ids become NOT_FOUND.
+// Retention: results past the journal's retention period or beyond its retention bytes are
+// removed (Journal::Prune) after every finished job, and at start by a background thread in
+// batches of kPruneBatchBytes, logged, while the manager serves; their ids become NOT_FOUND.
 // Ownership: a job belongs to the uid that submitted it; other uids get NOT_FOUND, except an
 // operator (the service decides who: FusionService's admins), who lists and cancels any job.
 // Thread-safety: every method may be called concurrently; watcher callbacks are invoked with
@@ -97,6 +98,9 @@ class JobManager {
   absl::StatusOr<uint64_t> Watch(const std::string& id, uid_t caller, EventCallback callback);
   void Unwatch(uint64_t handle);
 
+  // Result bytes pruned per journal transaction (Journal::Prune's batch).
+  static constexpr uint64_t kPruneBatchBytes = 4ull << 20;
+
   std::map<uid_t, ClientCounts> CountsByUid();
   // The job loop's health for the service watchdog: DEADLINE_EXCEEDED naming the job and its
   // stage when a running job gave no sign of life (a stage event or a checkpoint: every face,
@@ -122,6 +126,8 @@ class JobManager {
   v1::Job ToProto(const JobRecord& record);
   void Emit(const std::string& id, v1::JobEvent event, bool final);
   void ReleaseDisk(const std::string& id);
+  // The start's pruning: Journal::Prune in batches until nothing is left or Shutdown.
+  void PruneBacklog();
 
   const Options options_;
   Journal* const journal_;
@@ -144,6 +150,7 @@ class JobManager {
   absl::flat_hash_map<std::string, uint64_t> disk_tickets_ ABSL_GUARDED_BY(mu_);
   uint64_t next_watch_ ABSL_GUARDED_BY(mu_) = 1;
   std::vector<std::thread> workers_;
+  std::thread pruner_;  // PruneBacklog, joined by Shutdown
 };
 
 }  // namespace fusion::jobs

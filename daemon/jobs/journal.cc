@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 
 #include <spdlog/spdlog.h>
@@ -161,8 +162,9 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const Options& options) {
   // auto_vacuum before the first table (a new file); an older file made without it converts
   // with one VACUUM (rewrites the file once: seconds for hundreds of MB).
   if (auto st = journal->Exec("PRAGMA auto_vacuum=INCREMENTAL;"); !st.ok()) return st;
-  for (const char* sql : {"PRAGMA journal_mode=WAL;", "PRAGMA synchronous=FULL;",
-                          "PRAGMA busy_timeout=5000;", kSchema}) {
+  const std::string wal_limit = absl::StrCat("PRAGMA journal_size_limit=", kWalLimitBytes, ";");
+  for (const char* sql : {"PRAGMA journal_mode=WAL;", "PRAGMA synchronous=FULL;", "PRAGMA busy_timeout=5000;",
+                          wal_limit.c_str(), kSchema}) {
     if (auto st = journal->Exec(sql); !st.ok()) return st;
   }
   if (auto mode = journal->PragmaInt("PRAGMA auto_vacuum;"); !mode.ok()) {
@@ -415,16 +417,22 @@ absl::StatusOr<std::vector<JobRecord>> Journal::Recover() {
   return queued;
 }
 
-absl::StatusOr<int> Journal::Prune(int64_t now_unix_ms) {
+absl::StatusOr<int> Journal::Prune(int64_t now_unix_ms, uint64_t batch_bytes) {
   MutexLock lock(&mu_);
   ApplyLedger();
   const int64_t cutoff = now_unix_ms - absl::ToInt64Milliseconds(options_.retention);
+  const int64_t batch = batch_bytes == 0 ? INT64_MAX : static_cast<int64_t>(batch_bytes);
   // RETURNING hands back the result files of the removed rows, deleted once the rows are gone
   // (a crash in between leaves a file no row names: harmless, and never a row without its file).
+  // Each DELETE takes the oldest rows whose result bytes, summed, start below `batch` (at least
+  // one row): a batch is one small transaction.
   std::vector<std::string> files;
   int removed = 0;
-  Statement expired(db_, "DELETE FROM jobs WHERE state IN (3,4,5) AND finished_ms < ? RETURNING result_file");
-  expired.Bind(1, cutoff);
+  Statement expired(db_,
+                    "DELETE FROM jobs WHERE seq IN (SELECT seq FROM (SELECT seq, result_bytes, SUM(result_bytes) "
+                    "OVER (ORDER BY seq) AS run FROM jobs WHERE state IN (3,4,5) AND finished_ms < ?) "
+                    "WHERE run - result_bytes < ?) RETURNING result_file");
+  expired.Bind(1, cutoff).Bind(2, batch);
   int rc;
   while ((rc = expired.Step()) == SQLITE_ROW) {
     ++removed;
@@ -436,10 +444,12 @@ absl::StatusOr<int> Journal::Prune(int64_t now_unix_ms) {
   // its size (total == its own bytes: no result after it), so a result larger than the whole
   // budget (a long video) is there for its client to fetch; it goes when a newer one finishes.
   Statement over(db_,
-                 "DELETE FROM jobs WHERE seq IN (SELECT seq FROM (SELECT seq, result_bytes, "
+                 "DELETE FROM jobs WHERE seq IN (SELECT seq FROM (SELECT seq, result_bytes, SUM(result_bytes) "
+                 "OVER (ORDER BY seq) AS run FROM (SELECT seq, result_bytes FROM (SELECT seq, result_bytes, "
                  "SUM(result_bytes) OVER (ORDER BY finished_ms DESC, seq DESC) AS total FROM jobs "
-                 "WHERE state IN (3,4,5)) WHERE total > ? AND total > result_bytes) RETURNING result_file");
-  over.Bind(1, static_cast<int64_t>(options_.retention_bytes));
+                 "WHERE state IN (3,4,5)) WHERE total > ? AND total > result_bytes)) WHERE run - result_bytes < ?) "
+                 "RETURNING result_file");
+  over.Bind(1, static_cast<int64_t>(options_.retention_bytes)).Bind(2, batch);
   while ((rc = over.Step()) == SQLITE_ROW) {
     ++removed;
     if (std::string f = over.Blob(0); !f.empty()) files.push_back(std::move(f));

@@ -92,9 +92,17 @@ class Journal {
   // deleted. Returns how
   // many jobs were removed. Then, once kReclaimPages or more pages are free (dropped inputs,
   // removed results), gives them back to the file system (Reclaim).
-  absl::StatusOr<int> Prune(int64_t now_unix_ms);
+  // `batch_bytes` (0 = no limit) bounds one call: each of its two deletions takes the oldest
+  // rows whose result bytes, summed, start below it (at least one row), so a backlog is pruned
+  // in small transactions by calling again until it returns 0 (JobManager does, in the
+  // background at start).
+  absl::StatusOr<int> Prune(int64_t now_unix_ms, uint64_t batch_bytes = 0);
   // Free pages at which Prune shrinks the file: 2048 pages of 4 KiB = 8 MiB.
   static constexpr int64_t kReclaimPages = 2048;
+  // What the WAL file keeps after a checkpoint (PRAGMA journal_size_limit): SQLite checkpoints
+  // it at 1000 pages (4 MiB) and then truncates it to this, so a large transaction's WAL does not
+  // stay on disk.
+  static constexpr uint64_t kWalLimitBytes = 4ull << 20;
   // Pages the database file holds and how many of them are free (PRAGMA page_count and
   // freelist_count): for tests and the log.
   absl::StatusOr<std::pair<int64_t, int64_t>> PageCounts();
