@@ -708,7 +708,10 @@ TEST_F(SwapProcessTest, MosaicCropWithEnhanceX4OnSixtyFourMiBGivesTheSameBytesAl
   auto without_model_bytes = [](const nlohmann::json& list) {
     std::vector<std::string> out;
     for (const auto& d : list) {
-      out.push_back(std::regex_replace(d.get<std::string>(), std::regex(R"(needs [0-9.]+ [KMG]?i?B \(model [0-9.]+ [KMG]?i?B)"), "needs N (model N"));
+      // The figure a degradation gives for the model and its working set moves with the
+      // working-set estimate the first job taught (138.8 or 149.2 MiB): the same path, not bytes.
+      std::string text = std::regex_replace(d.get<std::string>(), std::regex(R"(needs [0-9.]+ [KMG]?i?B \(model [0-9.]+ [KMG]?i?B)"), "needs N (model N");
+      out.push_back(std::regex_replace(text, std::regex(R"(need [0-9.]+ [KMG]?i?B of)"), "need N of"));
     }
     return out;
   };
