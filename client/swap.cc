@@ -187,7 +187,9 @@ int Fail(const absl::Status& status) {
     std::fprintf(stderr, "fusionctl: %s\n", std::string(status.message()).c_str());
     return 2;
   }
-  std::fprintf(stderr, "fusionctl: %s\n", status.ToString().c_str());
+  // CODE: message, as absl's ToString() without its payloads (the stage is for --json).
+  std::fprintf(stderr, "fusionctl: %s: %s\n", absl::StatusCodeToString(status.code()).c_str(),
+               std::string(status.message()).c_str());
   return 1;
 }
 
@@ -282,7 +284,13 @@ int RunSwap(Client& client, const SwapArgs& a) {
     if (absl::Status st = CheckWritable(a.output); !st.ok()) return Usage(st);
   }
   auto job = client.SubmitJob(*source, *target, *options);
-  if (!job.ok()) return a.json ? FailJson(job.status(), std::string(job.status().message()), "", "NOT_SUBMITTED", "submit", {}) : Fail(job.status());
+  if (!job.ok()) {
+    // Refused at submit: the stage the daemon names ("decode" for an image's own fault), else "submit".
+    const std::string stage = ErrorStage(job.status());
+    return a.json ? FailJson(job.status(), std::string(job.status().message()), "", "NOT_SUBMITTED",
+                             stage.empty() ? "submit" : stage, {})
+                  : Fail(job.status());
+  }
   if (a.no_wait) {
     std::cout << (a.json ? JobToJson(*job).dump(2) : job->job_id) << "\n";
     return 0;

@@ -140,6 +140,8 @@ absl::Status Client::Impl::TooLarge(const std::string& grpc_message) const {
       "fusiond's configuration"));
 }
 
+std::string ErrorStage(const absl::Status& status) { return StageOf(status); }
+
 std::string ResolveSocketTarget(const std::string& socket) {
   std::string path = socket;
   if (path.empty()) {

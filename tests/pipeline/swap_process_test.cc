@@ -250,7 +250,18 @@ TEST_F(SwapProcessTest, SwapJsonOfAFailedJobPrintsTheErrorAsJson) {
   const nlohmann::json b = nlohmann::json::parse(bad.out, nullptr, false);
   ASSERT_FALSE(b.is_discarded()) << "stdout: " << bad.out;
   EXPECT_EQ(b["error"]["code"], "INVALID_ARGUMENT") << b;
-  EXPECT_EQ(b["error"]["stage"], "submit");
+  // An image's own fault found at submit is the decode's (issue #30), as in a job.
+  EXPECT_EQ(b["error"]["stage"], "decode");
+  EXPECT_EQ(b["state"], "NOT_SUBMITTED");
+  // A cut PNG (no IEND), refused from its bytes at submit: stage "decode" too.
+  const std::string grey_png = ReadFile(grey);
+  const std::string cut = dir_.File("cut.png");
+  std::ofstream(cut, std::ios::binary) << grey_png.substr(0, grey_png.size() - 12);
+  const RunResult c = AstronautOnto(cut, dir_.File("out3.png"), {});
+  const nlohmann::json cj = nlohmann::json::parse(c.out, nullptr, false);
+  ASSERT_FALSE(cj.is_discarded()) << "stdout: " << c.out;
+  EXPECT_EQ(cj["error"]["stage"], "decode") << cj;
+  EXPECT_NE(cj["error"]["message"].get<std::string>().find("target image truncated"), std::string::npos) << cj;
   Stop(std::move(daemon));
 }
 

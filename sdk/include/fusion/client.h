@@ -138,6 +138,10 @@ class Client {
   std::unique_ptr<Impl> impl_;
 };
 
+// The stage a failed call's status names beside its code (e.g. "decode": SubmitJob refused an
+// image from its bytes, as a job fails in stage "decode"), or "" when it names none.
+std::string ErrorStage(const absl::Status& status);
+
 // The socket target a client with `socket` would use (applies $FUSIOND_SOCKET and the default;
 // a relative path is made absolute against the current directory).
 std::string ResolveSocketTarget(const std::string& socket);
