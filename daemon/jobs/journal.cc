@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdint>
 #include <filesystem>
 
@@ -59,6 +61,45 @@ absl::Status SqliteError(sqlite3* db, int rc, absl::string_view what, absl::stri
   const char* file = sqlite3_db_filename(db, "main");
   const std::string dir = file != nullptr ? std::filesystem::path(file).parent_path().string() : "";
   return absl::ResourceExhaustedError(absl::StrCat(msg, " (the state directory ", dir, " is full)"));
+}
+
+// `bytes` into `path` (under `state_dir`, which a full-disk error names): a 0600 temporary file, written, fsynced, renamed, and the directory
+// fsynced, so `path` is either absent or whole after a crash. RESOURCE_EXHAUSTED naming the
+// directory when it is full; INTERNAL otherwise.
+absl::Status WriteFileDurably(const std::string& path, const std::string& bytes, const std::string& state_dir) {
+  const std::string tmp = path + ".tmp";
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  auto fail = [&](const char* what) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    const std::string msg = absl::StrCat("journal: ", what, " ", tmp, ": ", std::strerror(err));
+    return err == ENOSPC || err == EDQUOT
+               ? absl::ResourceExhaustedError(absl::StrCat(msg, " (the state directory ", state_dir, " is full)"))
+               : absl::InternalError(msg);
+  };
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return fail("cannot create");
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      return fail("cannot write");
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    ::close(fd);
+    return fail("cannot fsync");
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return fail("cannot rename");
+  if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return absl::OkStatus();
 }
 
 // A prepared statement, finalized on destruction. Columns/parameters are 0/1-based as SQLite's.
@@ -156,6 +197,14 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const Options& options) {
                                    db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
     sqlite3_close(db);
     return absl::InternalError(msg);
+  }
+  if (!options.results_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(options.results_dir, ec);
+    if (ec) {
+      sqlite3_close(db);
+      return absl::InternalError(absl::StrCat("journal: cannot create ", options.results_dir, ": ", ec.message()));
+    }
   }
   std::unique_ptr<Journal> journal(new Journal(options, db));
   MutexLock lock(&journal->mu_);
@@ -262,15 +311,33 @@ int Journal::UpdateEnd(const std::string& id, JobState state, int32_t error_code
 }
 
 absl::Status Journal::Finish(const std::string& id, JobState state, int32_t error_code,
-                             const std::string& error_message, const StoredResult& result,
+                             const std::string& error_message, const StoredResult& stored,
                              int64_t now_unix_ms) {
   MutexLock lock(&mu_);
   ApplyLedger();
   if (LedgerEnd(id) != nullptr) {
     return absl::FailedPreconditionError(absl::StrCat("job ", id, " is already final or unknown"));
   }
+  StoredResult result = stored;
+  if (!result.image.empty() && !options_.results_dir.empty()) {
+    // Only for a job that can still end: the file's name is the job's, and a final job's file
+    // is its result.
+    Statement row(db_, "SELECT state FROM jobs WHERE id=?");
+    row.BindText(1, id);
+    if (row.Step() != SQLITE_ROW || IsFinal(static_cast<JobState>(row.Int(0)))) {
+      return absl::FailedPreconditionError(absl::StrCat("job ", id, " is already final or unknown"));
+    }
+    // The image as a file the row will name: complete on disk before the row points at it.
+    const std::string path = absl::StrCat(options_.results_dir, "/", id, ".image");
+    const std::string state_dir = std::filesystem::path(options_.path).parent_path().string();
+    if (absl::Status st = WriteFileDurably(path, result.image, state_dir); !st.ok()) return st;
+    result.file = path;
+    result.file_bytes = result.image.size();
+    result.image.clear();
+  }
   bool changed = false;
   const int rc = UpdateEnd(id, state, error_code, error_message, result, now_unix_ms, &changed);
+  if ((rc != SQLITE_DONE || !changed) && result.file != stored.file) ::unlink(result.file.c_str());  // no row names it
   const std::string sqlite_message = sqlite3_errmsg(db_);
   const bool no_result = result.report.empty() && result.image.empty() && result.file.empty();
   if (rc == SQLITE_FULL && no_result) {

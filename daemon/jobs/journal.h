@@ -1,4 +1,5 @@
-// Journal: the crash-safe record of every accepted job, its inputs and its result (SQLite).
+// Journal: the crash-safe record of every accepted job, its inputs and its result (SQLite; a
+// result image is a file the row names when Options::results_dir is set, as fusiond sets it).
 //
 // Invariants: a job is in the journal, with its encoded input images, before Insert() returns
 // (so before SubmitJob answers); a job reaches a final state at most once, and its result is
@@ -56,6 +57,10 @@ class Journal {
     uint64_t max_bytes = 0;                 // cap on the database size, bytes; 0 = the disk
     absl::Duration retention = absl::Hours(24);  // how long finished results are kept
     uint64_t retention_bytes = 1ull << 30;  // total bytes of kept result images
+    // Where Finish puts an image result as a file (<results_dir>/<id>.image: written, fsynced
+    // and renamed before the row points at it; removed with the job), so the database keeps
+    // job records, not images. Empty: image results stay in their rows (tests, older callers).
+    std::string results_dir;
   };
 
   // Opens or creates the database; the file is made 0600 (its -wal and -shm follow it).
@@ -69,8 +74,9 @@ class Journal {
   absl::StatusOr<JobRecord> Insert(const JobSpec& spec, int64_t now_unix_ms);
   // QUEUED -> RUNNING. FAILED_PRECONDITION if the job is not QUEUED.
   absl::Status MarkRunning(const std::string& id, int64_t now_unix_ms);
-  // Moves a QUEUED or RUNNING job to a final state, stores its result (SUCCEEDED) or error
-  // and drops its inputs, in one transaction. FAILED_PRECONDITION if already final. With the
+  // Moves a QUEUED or RUNNING job to a final state, stores its result (SUCCEEDED; an image goes
+  // to a file first when Options::results_dir is set) or error and drops its inputs, in one
+  // transaction. FAILED_PRECONDITION if already final. With the
   // disk full: an end with a result is RESOURCE_EXHAUSTED (record the job FAILED instead); an
   // end without one goes to the EndLedger and Finish returns OK.
   absl::Status Finish(const std::string& id, JobState state, int32_t error_code,
