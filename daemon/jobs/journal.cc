@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/random/random.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -226,6 +227,7 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const Options& options) {
   auto ledger = EndLedger::Open(options.path + "-ends");
   if (!ledger.ok()) return ledger.status();
   journal->ledger_ = *std::move(ledger);
+  journal->RemoveStrayImages();
   if (const size_t held = journal->ledger_->entries().size(); held > 0) {
     journal->ApplyLedger();
     spdlog::warn("journal: {} job end(s) recorded while the disk was full; {} moved into the journal, {} still "
@@ -360,6 +362,24 @@ absl::Status Journal::Finish(const std::string& id, JobState state, int32_t erro
     return absl::FailedPreconditionError(absl::StrCat("job ", id, " is already final or unknown"));
   }
   return absl::OkStatus();
+}
+
+void Journal::RemoveStrayImages() {
+  if (options_.results_dir.empty()) return;
+  std::error_code ec;
+  int removed = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(options_.results_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool tmp = absl::EndsWith(name, ".image.tmp");
+    if (!tmp && !absl::EndsWith(name, ".image")) continue;  // video results and parts: not ours
+    if (!tmp) {
+      Statement named(db_, "SELECT 1 FROM jobs WHERE result_file=?");
+      named.BindText(1, entry.path().string());
+      if (named.Step() == SQLITE_ROW) continue;
+    }
+    if (::unlink(entry.path().c_str()) == 0) ++removed;
+  }
+  if (removed > 0) spdlog::info("journal: removed {} result image file(s) no job names (a crash's leftovers)", removed);
 }
 
 void Journal::ApplyLedger() {

@@ -120,6 +120,9 @@ class Journal {
   // The UPDATE of Finish; returns SQLite's code (SQLITE_DONE when it ran).
   int UpdateEnd(const std::string& id, JobState state, int32_t error_code, const std::string& error_message,
                 const StoredResult& result, int64_t now_unix_ms, bool* changed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // At Open: result image files (and their .tmp) in results_dir that no row names, left by a
+  // crash between the file and its row, are deleted.
+  void RemoveStrayImages() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves the EndLedger's entries into the database while it takes them.
   void ApplyLedger() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   const EndLedger::Entry* LedgerEnd(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -252,6 +252,18 @@ TEST_F(JournalTest, AnImageResultIsAFileTheRowNamesAndIsDeletedWithTheJob) {
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir_.File("results")),
                           std::filesystem::directory_iterator()),
             1);
+  // A crash between a file and its row leaves a file no row names (or a .tmp): the next Open
+  // deletes those, and keeps the named one and other files (a video's).
+  j.reset();
+  for (const char* stray : {"results/j-dead.image", "results/j-dead2.image.tmp", "results/j-video.mp4"}) {
+    std::ofstream(dir_.File(stray)) << "x";
+  }
+  j = Open({.retention_bytes = 2500, .results_dir = dir_.File("results")});
+  EXPECT_FALSE(std::filesystem::exists(dir_.File("results/j-dead.image")));
+  EXPECT_FALSE(std::filesystem::exists(dir_.File("results/j-dead2.image.tmp")));
+  EXPECT_TRUE(std::filesystem::exists(dir_.File("results/j-video.mp4")));
+  EXPECT_TRUE(j->GetResult(second).ok());
+  EXPECT_TRUE(std::filesystem::exists(dir_.File("results/" + second + ".image")));
 }
 
 TEST_F(JournalTest, AResultFileIsKeptByPathCountedAndDeletedWhenPruned) {
