@@ -10,6 +10,8 @@
 #include <cstring>
 #include <cstdint>
 #include <filesystem>
+#include <sstream>
+#include <fstream>
 
 #include <spdlog/spdlog.h>
 
@@ -49,6 +51,16 @@ CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state);
 // Journals made before result files existed get the column (the error of a second ALTER on a
 // journal that has it is ignored).
 constexpr char kAddResultFile[] = "ALTER TABLE jobs ADD COLUMN result_file TEXT";
+// 1 while the job's inputs are files in Options::inputs_dir (its source and target blobs empty).
+constexpr char kAddInputsInFiles[] = "ALTER TABLE jobs ADD COLUMN inputs_in_files INTEGER NOT NULL DEFAULT 0";
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  if (!in) return absl::InternalError(absl::StrCat("journal: cannot read ", path));
+  return bytes.str();
+}
 
 constexpr char kColumns[] =
     "id, uid, state, priority, options, stage_models, created_ms, started_ms, finished_ms, "
@@ -224,10 +236,17 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const Options& options) {
     if (auto st = journal->Exec("VACUUM;"); !st.ok()) return st;
   }
   (void)journal->Exec(kAddResultFile);  // "duplicate column" once it exists
+  (void)journal->Exec(kAddInputsInFiles);
+  if (!options.inputs_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(options.inputs_dir, ec);
+    if (ec) return absl::InternalError(absl::StrCat("journal: cannot create ", options.inputs_dir, ": ", ec.message()));
+  }
   auto ledger = EndLedger::Open(options.path + "-ends");
   if (!ledger.ok()) return ledger.status();
   journal->ledger_ = *std::move(ledger);
   journal->RemoveStrayImages();
+  journal->RemoveStrayInputs();
   if (const size_t held = journal->ledger_->entries().size(); held > 0) {
     journal->ApplyLedger();
     spdlog::warn("journal: {} job end(s) recorded while the disk was full; {} moved into the journal, {} still "
@@ -269,14 +288,29 @@ absl::StatusOr<JobRecord> Journal::Insert(const JobSpec& spec, int64_t now_unix_
   r.created_unix_ms = now_unix_ms;
   MutexLock lock(&mu_);
   ApplyLedger();
+  const bool files = !options_.inputs_dir.empty();
+  if (files) {
+    // Whole on disk before the row exists: a committed job always has its inputs.
+    const std::string state_dir = std::filesystem::path(options_.path).parent_path().string();
+    absl::Status st = WriteFileDurably(InputPath(r.id, "source"), spec.source_image, state_dir);
+    if (st.ok()) st = WriteFileDurably(InputPath(r.id, "target"), spec.target_image, state_dir);
+    if (!st.ok()) {
+      RemoveInputFiles(r.id);
+      return st;
+    }
+  }
   Statement s(db_,
               "INSERT INTO jobs(id, uid, state, priority, options, stage_models, source, target, "
-              "created_ms) VALUES(?,?,?,?,?,?,?,?,?)");
+              "created_ms, inputs_in_files) VALUES(?,?,?,?,?,?,?,?,?,?)");
   s.BindText(1, r.id).Bind(2, static_cast<int64_t>(r.owner_uid))
       .Bind(3, static_cast<int64_t>(JobState::kQueued)).Bind(4, static_cast<int64_t>(r.priority))
       .Bind(5, r.options).BindText(6, absl::StrJoin(r.stage_models, "\n"))
-      .Bind(7, spec.source_image).Bind(8, spec.target_image).Bind(9, now_unix_ms);
-  if (int rc = s.Step(); rc != SQLITE_DONE) return s.Error(rc, "insert job");
+      .Bind(7, files ? std::string() : spec.source_image).Bind(8, files ? std::string() : spec.target_image)
+      .Bind(9, now_unix_ms).Bind(10, files ? 1 : 0);
+  if (int rc = s.Step(); rc != SQLITE_DONE) {
+    if (files) RemoveInputFiles(r.id);
+    return s.Error(rc, "insert job");
+  }
   r.sequence = sqlite3_last_insert_rowid(db_);
   return r;
 }
@@ -300,7 +334,7 @@ int Journal::UpdateEnd(const std::string& id, JobState state, int32_t error_code
   Statement s(db_,
               "UPDATE jobs SET state=?, finished_ms=?, error_code=?, error_message=?, "
               "result_report=?, result_image=?, result_bytes=?, source=NULL, target=NULL, "
-              "result_file=? WHERE id=? AND state IN (?, ?)");
+              "inputs_in_files=0, result_file=? WHERE id=? AND state IN (?, ?)");
   s.Bind(1, static_cast<int64_t>(state)).Bind(2, now_unix_ms).Bind(3, error_code)
       .BindText(4, error_message).Bind(5, result.report).Bind(6, result.image)
       .Bind(7, static_cast<int64_t>(result.image.size() + result.file_bytes)).BindText(8, result.file)
@@ -309,7 +343,31 @@ int Journal::UpdateEnd(const std::string& id, JobState state, int32_t error_code
       .Bind(11, static_cast<int64_t>(JobState::kRunning));
   const int rc = s.Step();
   *changed = rc == SQLITE_DONE && sqlite3_changes(db_) == 1;
+  if (*changed && !options_.inputs_dir.empty()) RemoveInputFiles(id);  // the row no longer names them
   return rc;
+}
+
+std::string Journal::InputPath(const std::string& id, const char* which) const {
+  return absl::StrCat(options_.inputs_dir, "/", id, ".", which);
+}
+
+void Journal::RemoveInputFiles(const std::string& id) const {
+  for (const char* which : {"source", "target"}) ::unlink(InputPath(id, which).c_str());
+}
+
+void Journal::RemoveStrayInputs() {
+  if (options_.inputs_dir.empty()) return;
+  std::error_code ec;
+  int removed = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(options_.inputs_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const std::string id = name.substr(0, name.find('.'));
+    Statement owned(db_, "SELECT 1 FROM jobs WHERE id=? AND inputs_in_files=1");
+    owned.BindText(1, id);
+    if (!absl::EndsWith(name, ".tmp") && owned.Step() == SQLITE_ROW) continue;
+    if (::unlink(entry.path().c_str()) == 0) ++removed;
+  }
+  if (removed > 0) spdlog::info("journal: removed {} input file(s) no unfinished job names", removed);
 }
 
 absl::Status Journal::Finish(const std::string& id, JobState state, int32_t error_code,
@@ -434,9 +492,16 @@ absl::StatusOr<JobRecord> Journal::Get(const std::string& id) {
 absl::StatusOr<JobInputs> Journal::LoadInputs(const std::string& id) {
   MutexLock lock(&mu_);
   if (LedgerEnd(id) != nullptr) return absl::NotFoundError(absl::StrCat("job ", id, " has no inputs"));
-  Statement s(db_, "SELECT source, target FROM jobs WHERE id=? AND source IS NOT NULL");
+  Statement s(db_, "SELECT source, target, inputs_in_files FROM jobs WHERE id=? AND source IS NOT NULL");
   s.BindText(1, id);
   const int rc = s.Step();
+  if (rc == SQLITE_ROW && s.Int(2) == 1) {
+    auto source = ReadWholeFile(InputPath(id, "source"));
+    if (!source.ok()) return source.status();
+    auto target = ReadWholeFile(InputPath(id, "target"));
+    if (!target.ok()) return target.status();
+    return JobInputs{*std::move(source), *std::move(target)};
+  }
   if (rc == SQLITE_ROW) return JobInputs{s.Blob(0), s.Blob(1)};
   if (rc == SQLITE_DONE) return absl::NotFoundError(absl::StrCat("job ", id, " has no inputs"));
   return s.Error(rc, "load inputs");

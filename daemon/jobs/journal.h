@@ -61,6 +61,10 @@ class Journal {
     // and renamed before the row points at it; removed with the job), so the database keeps
     // job records, not images. Empty: image results stay in their rows (tests, older callers).
     std::string results_dir;
+    // Where Insert puts a job's source and target images as files (<inputs_dir>/<id>.source and
+    // .target: written, fsynced and renamed before the job's row exists; removed when the job
+    // ends). Empty: inputs stay in their rows.
+    std::string inputs_dir;
   };
 
   // Opens or creates the database; the file is made 0600 (its -wal and -shm follow it).
@@ -123,6 +127,10 @@ class Journal {
   // At Open: result image files (and their .tmp) in results_dir that no row names, left by a
   // crash between the file and its row, are deleted.
   void RemoveStrayImages() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Input files of jobs that have none any more (ended, or never inserted), at Open.
+  void RemoveStrayInputs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string InputPath(const std::string& id, const char* which) const;
+  void RemoveInputFiles(const std::string& id) const;
   // Moves the EndLedger's entries into the database while it takes them.
   void ApplyLedger() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   const EndLedger::Entry* LedgerEnd(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -31,8 +31,8 @@ absl::Status NotOwned(const std::string& path, const std::string& dir, uid_t fou
   const std::string who = pw != nullptr ? pw->pw_name : std::to_string(owner);
   // The directory alone, or every file of fusiond's in it (never models/, which is root's).
   const std::string fix = path == dir ? absl::StrFormat("sudo chown %s: %s", who, dir)
-                                      : absl::StrFormat("sudo chown -R %s: %s/lock %s/journal.sqlite3* %s/results",
-                                                        who, dir, dir, dir);
+                                      : absl::StrFormat("sudo chown -R %s: %s/lock %s/journal.sqlite3* %s/results %s/inputs",
+                                                        who, dir, dir, dir, dir);
   return absl::FailedPreconditionError(
       absl::StrFormat("state_dir: %s belongs to %s, not to fusiond's %s (left by fusiond run as another user?); "
                       "fix it with: %s",
@@ -102,7 +102,9 @@ absl::Status PrepareStateDir(const std::string& dir, uid_t owner) {
   for (const std::string& name : StateFileNames()) {
     if (absl::Status s = Tighten(dir + "/" + name, dir, owner, tightened); !s.ok()) return s;
   }
-  if (absl::Status s = TightenTree(dir + "/results", dir, owner, tightened); !s.ok()) return s;
+  for (const char* tree : {"/results", "/inputs"}) {
+    if (absl::Status s = TightenTree(dir + tree, dir, owner, tightened); !s.ok()) return s;
+  }
   if (!tightened.changed.empty()) {
     spdlog::warn("state_dir {}: job images and results are private to fusiond's uid; made {} entr{} private: {}", dir,
                  tightened.changed.size(), tightened.changed.size() == 1 ? "y" : "ies",

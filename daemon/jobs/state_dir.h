@@ -4,7 +4,7 @@
 // directory is 0700 and fusiond's own files in it are 0600 (directories 0700), whatever the
 // umask fusiond was started with (fusiond also runs under umask 077, daemon/main.cc).
 // PrepareStateDir() creates the directory that way, or, when it exists, checks that it and
-// fusiond's files in it (StateFileNames(), and everything under results/) belong to the
+// fusiond's files in it (StateFileNames(), and everything under results/ and inputs/) belong to the
 // daemon's uid and takes group and other bits off them, with one warning naming what it
 // changed. It leaves every other entry alone: the package's models/ folder stays root's.
 // Errors: FAILED_PRECONDITION when the directory or one of fusiond's files in it belongs to

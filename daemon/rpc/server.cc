@@ -162,11 +162,13 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
         ::pwrite(self->state_lock_.fd, own_pid.data(), own_pid.size(), 0) != static_cast<ssize_t>(own_pid.size())) {
       spdlog::warn("state_dir lock {}: cannot write the pid: {}", lock_path, std::strerror(errno));
     }
-    // Result images are files under results/ (with the video results), not journal rows.
+    // Images are files, not journal rows: inputs under inputs/, results under results/ (with
+    // the video results).
     auto journal = jobs::Journal::Open({.path = config.state_dir + "/journal.sqlite3",
                                         .retention = absl::Seconds(config.result_retention_s),
                                         .retention_bytes = config.result_retention_bytes,
-                                        .results_dir = config.state_dir + "/results"});
+                                        .results_dir = config.state_dir + "/results",
+                                        .inputs_dir = config.state_dir + "/inputs"});
     if (!journal.ok()) return journal.status();
     self->journal_ = *std::move(journal);
     // Within fairness the queue prefers a job whose first model is already on the device.

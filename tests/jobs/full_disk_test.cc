@@ -123,7 +123,7 @@ TEST(FullDiskTest, JobsWhoseEndCannotBeRecordedStillEndAndDoNotRunAgain) {
   Notification gate;
   runner.gate = &gate;
   DiskBudget disk(state, DiskBudget::StatvfsProbe(state));
-  auto journal = *Journal::Open({.path = state + "/journal.sqlite3", .results_dir = state + "/results"});
+  auto journal = *Journal::Open({.path = state + "/journal.sqlite3", .results_dir = state + "/results", .inputs_dir = state + "/inputs"});
   auto m = *JobManager::Create({.concurrency = 1, .disk = &disk}, journal.get(), &runner, nullptr);
   const std::string a = m->Submit(Spec(std::string(256 << 10, 'a')))->job_id();  // runs, waits at the gate
   const std::string b = m->Submit(Spec("b"))->job_id();                          // queued behind it
@@ -167,7 +167,7 @@ TEST(FullDiskTest, JobsWhoseEndCannotBeRecordedStillEndAndDoNotRunAgain) {
   m.reset();
   journal.reset();
   ASSERT_EQ(::truncate(filler.c_str(), 0), 0);
-  journal = *Journal::Open({.path = state + "/journal.sqlite3", .results_dir = state + "/results"});
+  journal = *Journal::Open({.path = state + "/journal.sqlite3", .results_dir = state + "/results", .inputs_dir = state + "/inputs"});
   EXPECT_EQ(journal->UnrecordedEnds(), 0u);
   const size_t runs = runner.start_order.size();
   m = *JobManager::Create({.concurrency = 1, .disk = &disk}, journal.get(), &runner, nullptr);

@@ -266,6 +266,37 @@ TEST_F(JournalTest, AnImageResultIsAFileTheRowNamesAndIsDeletedWithTheJob) {
   EXPECT_TRUE(std::filesystem::exists(dir_.File("results/" + second + ".image")));
 }
 
+// The inputs as files too: on disk before the row exists, read back for the run, gone when the
+// job ends; files no unfinished job names go at the next open.
+TEST_F(JournalTest, InputsAreFilesUntilTheJobEnds) {
+  auto j = Open({.inputs_dir = dir_.File("inputs")});
+  const std::string id = j->Insert(Spec(1, 5000), 0)->id;
+  const std::string source = dir_.File("inputs/" + id + ".source");
+  struct stat st;
+  ASSERT_EQ(::stat(source.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 5000);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto page_count = j->PageCounts();
+  ASSERT_TRUE(page_count.ok());
+  EXPECT_LT(page_count->first, 8);  // the 10 KB of images are not in the database's pages
+  auto inputs = j->LoadInputs(id);
+  ASSERT_TRUE(inputs.ok()) << inputs.status();
+  EXPECT_EQ(inputs->source_image, std::string(5000, 's'));
+  EXPECT_EQ(inputs->target_image, std::string(5000, 't'));
+  // Survives a restart (recovered jobs read them again) ...
+  j.reset();
+  std::ofstream(dir_.File("inputs/j-gone.source")) << "x";  // no row names it
+  j = Open({.inputs_dir = dir_.File("inputs")});
+  EXPECT_FALSE(std::filesystem::exists(dir_.File("inputs/j-gone.source")));
+  ASSERT_EQ(j->Recover()->size(), 1u);
+  EXPECT_EQ(j->LoadInputs(id)->target_image.size(), 5000u);
+  // ... and goes with the job's end.
+  ASSERT_TRUE(j->Finish(id, JobState::kFailed, 9, "failed", {}, 10).ok());
+  EXPECT_FALSE(std::filesystem::exists(source));
+  EXPECT_FALSE(std::filesystem::exists(dir_.File("inputs/" + id + ".target")));
+  EXPECT_EQ(j->LoadInputs(id).status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(JournalTest, AResultFileIsKeptByPathCountedAndDeletedWhenPruned) {
   auto j = Open({.retention = absl::Hours(1), .retention_bytes = 5000});
   const std::string file = dir_.File("j.mp4");

@@ -125,7 +125,8 @@ TEST(StateDirTest, AStateFileOfAnotherUidFailsNamingItsOwnerAndTheFix) {
   const std::string msg(st.message());
   EXPECT_NE(msg.find(dir + "/lock belongs to root (uid 0), not to fusiond's nobody (uid 65534)"), std::string::npos)
       << msg;
-  EXPECT_NE(msg.find("sudo chown -R nobody: " + dir + "/lock " + dir + "/journal.sqlite3* " + dir + "/results"),
+  EXPECT_NE(msg.find("sudo chown -R nobody: " + dir + "/lock " + dir + "/journal.sqlite3* " + dir + "/results " + dir +
+                     "/inputs"),
             std::string::npos)
       << msg;
   EXPECT_EQ(ModeOf(dir + "/lock"), 0644u);  // another uid's file is not changed
