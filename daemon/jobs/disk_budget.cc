@@ -30,7 +30,7 @@ absl::StatusOr<uint64_t> DiskBudget::Reserve(uint64_t bytes) {
   if (bytes > room) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "state directory ", dir_, " is too full for this job: it needs ", FormatBytes(bytes), " (", bytes,
-        " bytes: 2 x (source + target + result bound)); ", FormatBytes(space->free_bytes), " free, less a reserve of ",
+        " bytes: source + target + result bound); ", FormatBytes(space->free_bytes), " free, less a reserve of ",
         FormatBytes(reserve), " and ", FormatBytes(held_total_), " held by jobs not yet ended"));
   }
   const uint64_t ticket = next_ticket_++;

@@ -1,9 +1,9 @@
 // DiskBudget: a job is admitted only when the state directory has room for it.
 //
-// A job's bytes on disk are bounded at submit: JobBytes() = 2 x (source + target + result bound):
-// images go through SQLite's WAL before the database; a video's result exists twice before its
-// join (chunk parts and the joined file). The result bound is the runner's
-// (JobRunner::CheckImages). Reserve() admits a job when its bytes fit in the file system's free
+// A job's bytes on disk are bounded at submit: JobBytes() = source + target + result bound, the
+// files the job's images are (the Journal's inputs/ and results/; no copy in SQLite's WAL). The
+// result bound is the runner's (JobRunner::CheckImages; a video's counts its chunk parts and
+// the joined file). Reserve() admits a job when its bytes fit in the file system's free
 // space less a reserve, Reserve(size) = min(64 MiB, 5% of the file system), so a small state
 // directory still works, less what the jobs admitted before it and not yet ended hold. Their
 // bytes are held until Release() (the job ended).
@@ -39,7 +39,7 @@ class DiskBudget {
   static constexpr uint64_t kMaxReserve = 64ull << 20;
   static uint64_t ReserveFor(uint64_t fs_bytes) { return std::min(kMaxReserve, fs_bytes / 20); }
   static uint64_t JobBytes(uint64_t source, uint64_t target, uint64_t result_bound) {
-    return 2 * (source + target + result_bound);
+    return source + target + result_bound;
   }
 
   // Holds `bytes` for a job; returns the ticket Release() takes.
