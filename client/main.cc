@@ -59,11 +59,13 @@ int main(int argc, char** argv) {
   fusion::ctl::AddSwapOptions(swap, swap_args);
   CLI::App* jobs = app.add_subcommand("jobs", "list your jobs");
   jobs->add_flag("--json", json, "print JSON");
+  bool all_uids = false;
+  jobs->add_flag("--all", all_uids, "every uid's jobs, with their owner (admins: root, fusiond's uid, admin_uids, admin_group)");
   std::string job_id;
   CLI::App* job = app.add_subcommand("job", "show one job");
   job->add_option("ID", job_id)->required();
   job->add_flag("--json", json, "print JSON");
-  CLI::App* cancel = app.add_subcommand("cancel", "cancel a queued or running job");
+  CLI::App* cancel = app.add_subcommand("cancel", "cancel a queued or running job (admins: any uid's)");
   cancel->add_option("ID", job_id)->required();
   cancel->add_flag("--json", json, "print JSON");
   std::string result_out;
@@ -72,6 +74,9 @@ int main(int argc, char** argv) {
   result->add_option("-o", result_out, "output image file")->required();
   result->add_flag("--json", json, "print the job result as JSON");
 
+  std::string help_topic;
+  CLI::App* help = app.add_subcommand("help", "print this help, or a subcommand's (help SUBCOMMAND)");
+  help->add_option("SUBCOMMAND", help_topic);
   CLI::App* models = app.add_subcommand("models", "list the catalogue's models and their residency");
   models->add_flag("--json", json, "print JSON");
   std::string model_name;
@@ -90,6 +95,22 @@ int main(int argc, char** argv) {
     return rc == 0 ? kExitOk : kExitUnreachableOrUsage;
   }
 
+  if (help->parsed()) {
+    // The formatter directly: app.help() would print the parsed subcommand's (help's) help.
+    const auto formatter = app.get_formatter();
+    if (help_topic.empty()) {
+      std::cout << formatter->make_help(&app, app.get_name(), CLI::AppFormatMode::Normal);
+      return kExitOk;
+    }
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      if (sub->get_name() == help_topic) {
+        std::cout << formatter->make_help(sub, app.get_name() + " " + sub->get_name(), CLI::AppFormatMode::Normal);
+        return kExitOk;
+      }
+    }
+    std::fprintf(stderr, "fusionctl: help: no subcommand '%s' (fusionctl help lists them)\n", help_topic.c_str());
+    return kExitUnreachableOrUsage;
+  }
   fusion::ClientOptions client_options{.socket = socket, .timeout_ms = timeout_ms};
   if (debug) {
     client_options.debug_log = [](const std::string& note) { std::fprintf(stderr, "fusionctl: debug: %s\n", note.c_str()); };
@@ -115,7 +136,7 @@ int main(int argc, char** argv) {
     return *status == fusion::ServingStatus::kServing ? kExitOk : kExitFailure;
   }
   if (swap->parsed()) return fusion::ctl::RunSwap(**client, swap_args);
-  if (jobs->parsed()) return fusion::ctl::RunJobs(**client, json);
+  if (jobs->parsed()) return fusion::ctl::RunJobs(**client, json, all_uids);
   if (job->parsed()) return fusion::ctl::RunJob(**client, job_id, json);
   if (cancel->parsed()) return fusion::ctl::RunCancel(**client, job_id, json);
   if (result->parsed()) return fusion::ctl::RunResult(**client, job_id, result_out, json);

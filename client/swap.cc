@@ -34,10 +34,16 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) 
   return s.str();
 }
 
-// --format, or OUT's extension when it is not given; a contradiction is an error.
-absl::StatusOr<OutputFormat> OutputFormatFor(const std::string& flag, const std::string& output) {
+// An image target's result: --format, or OUT's extension when it is not given (no extension:
+// PNG); an extension that contradicts --format is an error, and so is one that is neither
+// (x.mp4, x.gif) when the target is known to be an image (`image_target`: LooksLikeImage).
+absl::StatusOr<OutputFormat> OutputFormatFor(const std::string& flag, const std::string& output, bool image_target) {
   const std::string ext = absl::AsciiStrToLower(std::filesystem::path(output).extension().string());
   const bool jpeg_ext = ext == ".jpg" || ext == ".jpeg", png_ext = ext == ".png";
+  if (image_target && !ext.empty() && !jpeg_ext && !png_ext) {
+    return absl::InvalidArgumentError(absl::StrCat("-o '", output, "': the target is an image, so the result is PNG or ",
+                                                   "JPEG: name it .png, .jpg or .jpeg"));
+  }
   if (flag.empty()) return jpeg_ext ? OutputFormat::kJpeg : OutputFormat::kPng;
   if ((flag == "png" && jpeg_ext) || (flag == "jpeg" && png_ext)) {
     return absl::InvalidArgumentError(
@@ -77,6 +83,14 @@ bool LooksLikeVideo(const std::string& b) {
   return at(0, "\x1a\x45\xdf\xa3", 4) || (at(0, "RIFF", 4) && at(8, "AVI ", 4)) || at(0, "YUV4MPEG2", 9);
 }
 
+// Whether the target starts like an image format fusiond decodes (PNG, JPEG, WebP, TIFF, BMP).
+// Anything else that is no video (LooksLikeVideo) goes to the daemon, which names what it is not.
+bool LooksLikeImage(const std::string& b) {
+  auto at = [&](size_t pos, const char* m, size_t n) { return b.size() >= pos + n && b.compare(pos, n, m, n) == 0; };
+  return at(0, "\x89PNG", 4) || at(0, "\xff\xd8\xff", 3) || (at(0, "RIFF", 4) && at(8, "WEBP", 4)) ||
+         at(0, "II*\0", 4) || at(0, "MM\0*", 4) || at(0, "BM", 2);
+}
+
 // A video target's usage rules: OUT ends in .mp4; --format and --upscale do not apply.
 absl::Status CheckVideoArgs(const SwapArgs& a) {
   const std::string ext = absl::AsciiStrToLower(std::filesystem::path(a.output).extension().string());
@@ -89,7 +103,7 @@ absl::Status CheckVideoArgs(const SwapArgs& a) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<SwapOptions> ToOptions(const SwapArgs& a) {
+absl::StatusOr<SwapOptions> ToOptions(const SwapArgs& a, bool video, bool image) {
   SwapOptions o;
   o.ratio = a.ratio;
   if (a.enhance == "x2") o.enhance_scale = 2;
@@ -111,9 +125,11 @@ absl::StatusOr<SwapOptions> ToOptions(const SwapArgs& a) {
   o.min_face_px = a.min_face_px;
   o.min_face_score = a.min_face_score;
   o.simple = a.simple;
-  auto format = OutputFormatFor(a.format, a.output);
-  if (!format.ok()) return format.status();
-  o.format = *format;
+  if (!video) {  // a video's result is MP4 (CheckVideoArgs)
+    auto format = OutputFormatFor(a.format, a.output, image);
+    if (!format.ok()) return format.status();
+    o.format = *format;
+  }
   o.priority = a.priority == "low" ? Priority::kLow : a.priority == "high" ? Priority::kHigh
                                                                            : Priority::kNormal;
   o.start_seconds = a.start;
@@ -171,7 +187,9 @@ int Fail(const absl::Status& status) {
     std::fprintf(stderr, "fusionctl: %s\n", std::string(status.message()).c_str());
     return 2;
   }
-  std::fprintf(stderr, "fusionctl: %s\n", status.ToString().c_str());
+  // CODE: message, as absl's ToString() without its payloads (the stage is for --json).
+  std::fprintf(stderr, "fusionctl: %s: %s\n", absl::StatusCodeToString(status.code()).c_str(),
+               std::string(status.message()).c_str());
   return 1;
 }
 
@@ -260,13 +278,19 @@ int RunSwap(Client& client, const SwapArgs& a) {
   } else if (a.start != 0 || a.duration != 0 || a.crf != 0 || !a.preset.empty()) {
     return Usage(absl::InvalidArgumentError("--start, --duration, --crf and --preset apply to video targets only"));
   }
-  auto options = ToOptions(a);
+  auto options = ToOptions(a, video, !video && LooksLikeImage(*target));
   if (!options.ok()) return Usage(options.status());
   if (!a.output.empty()) {
     if (absl::Status st = CheckWritable(a.output); !st.ok()) return Usage(st);
   }
   auto job = client.SubmitJob(*source, *target, *options);
-  if (!job.ok()) return a.json ? FailJson(job.status(), std::string(job.status().message()), "", "NOT_SUBMITTED", "submit", {}) : Fail(job.status());
+  if (!job.ok()) {
+    // Refused at submit: the stage the daemon names ("decode" for an image's own fault), else "submit".
+    const std::string stage = ErrorStage(job.status());
+    return a.json ? FailJson(job.status(), std::string(job.status().message()), "", "NOT_SUBMITTED",
+                             stage.empty() ? "submit" : stage, {})
+                  : Fail(job.status());
+  }
   if (a.no_wait) {
     std::cout << (a.json ? JobToJson(*job).dump(2) : job->job_id) << "\n";
     return 0;
@@ -323,13 +347,13 @@ int RunResult(Client& client, const std::string& id, const std::string& output, 
   return 0;
 }
 
-int RunJobs(Client& client, bool json) {
-  auto jobs = client.ListJobs();
+int RunJobs(Client& client, bool json, bool all_uids) {
+  auto jobs = all_uids ? client.ListAllJobs() : client.ListJobs();
   if (!jobs.ok()) return Fail(jobs.status());
   nlohmann::json arr = nlohmann::json::array();
   for (const JobInfo& j : *jobs) {
     if (json) arr.push_back(JobToJson(j));
-    else std::cout << JobToText(j) << "\n";
+    else std::cout << (all_uids ? absl::StrCat("uid ", j.owner_uid, "  ") : "") << JobToText(j) << "\n";
   }
   if (json) std::cout << arr.dump(2) << "\n";
   return 0;

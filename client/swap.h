@@ -29,7 +29,7 @@ struct SwapArgs {
 void AddSwapOptions(CLI::App* cmd, SwapArgs& args);
 // Runs `swap`; returns the process exit code (0 ok, 1 failure, 2 unreachable/usage).
 int RunSwap(Client& client, const SwapArgs& args);
-int RunJobs(Client& client, bool json);
+int RunJobs(Client& client, bool json, bool all_uids);
 int RunJob(Client& client, const std::string& id, bool json);
 int RunCancel(Client& client, const std::string& id, bool json);
 // Fetches a SUCCEEDED job's result and writes its image to `output`.

@@ -1,5 +1,7 @@
 // fusiond: parse the configuration, serve until SIGTERM/SIGINT, drain, exit 0.
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <time.h>
 
@@ -18,7 +20,9 @@
 #include "common/logging.h"
 #include "config/config.h"
 #include "device/device.h"
+#include "jobs/state_dir.h"
 #include "rpc/server.h"
+#include "rpc/uds_listener.h"
 #include "rpc/service_notifier.h"
 #ifdef FUSION_WITH_PIPELINE
 #include "pipeline/daemon_pipeline.h"
@@ -114,6 +118,19 @@ int main(int argc, char** argv) {
   // never a silent fall back to the CPU.
   if (absl::Status usable = DeviceUsable(config->device); !usable.ok()) {
     spdlog::critical("cannot start: {}", usable.ToString());
+    return 1;
+  }
+  // Every file fusiond makes (journal, results, their parts) is private to its uid, whatever
+  // umask it was started with; the sockets set their own modes (uds_listener.h).
+  umask(077);
+  // A dead daemon's socket files go now, not once the models have loaded: until this daemon
+  // binds, nothing at the path looks like a daemon that serves.
+  for (const std::string& path : {config->socket, config->socket + ".fd"}) {
+    if (fusion::RemoveStaleSocket(path)) spdlog::info("removed stale socket file {}", path);
+  }
+  // Before the models load: a state directory fusiond cannot own fails now, naming the fix.
+  if (absl::Status st = fusion::jobs::PrepareStateDir(config->state_dir, geteuid()); !st.ok()) {
+    spdlog::critical("cannot start: {}", st.ToString());
     return 1;
   }
   // gRPC's last grpc_shutdown joins its executor threads, one of which can sit in a 10-s

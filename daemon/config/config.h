@@ -63,7 +63,8 @@ struct DaemonConfig {
   std::string generator = "classical-fusion";
   // Device pressure, under which one-shot models (detect, landmarks) are released right after
   // use: resident + reserved >= one_shot_pressure of the budget (a fraction in (0, 1]), or less
-  // than one_shot_min_free bytes of the budget free (0 = only the fraction counts).
+  // than one_shot_min_free bytes of the budget free, capped at an eighth of the budget
+  // (0 = only the fraction counts).
   double one_shot_pressure = 0.85;
   uint64_t one_shot_min_free = 512ull << 20;
   // Jobs running at once (the global concurrency limit); TOML max_concurrent_jobs.

@@ -12,9 +12,11 @@
 // face, tile, detection pass or stage) and leaves them RUNNING in the journal, so the next start
 // runs them again: a job reaches a final state exactly once, and an interrupted job is never
 // recorded CANCELLED (only its owner cancels).
-// Retention: at start and after every finished job, results past the journal's retention
-// period or beyond its retention bytes are removed (Journal::Prune); their ids become NOT_FOUND.
-// Ownership: a job belongs to the uid that submitted it; other uids get NOT_FOUND.
+// Retention: results past the journal's retention period or beyond its retention bytes are
+// removed (Journal::Prune) after every finished job, and at start by a background thread in
+// batches of kPruneBatchBytes, logged, while the manager serves; their ids become NOT_FOUND.
+// Ownership: a job belongs to the uid that submitted it; other uids get NOT_FOUND, except an
+// operator (the service decides who: FusionService's admins), who lists and cancels any job.
 // Thread-safety: every method may be called concurrently; watcher callbacks are invoked with
 // no lock held, from worker threads (or from Watch() itself for the first event).
 #pragma once
@@ -35,6 +37,7 @@
 #include "common/mutex.h"
 #include "absl/time/time.h"
 #include "fusion/v1/fusion.pb.h"
+#include "jobs/disk_budget.h"
 #include "jobs/fair_queue.h"
 #include "jobs/job_runner.h"
 #include "jobs/journal.h"
@@ -56,6 +59,9 @@ class JobManager {
     // Called with no lock held with every job event (stage started/finished, degradation,
     // done), after the job's watchers: e.g. the metrics' stage histogram and job counts.
     std::function<void(const v1::JobEvent&)> on_event;
+    // Admits a job only when the state directory has room for it (may be null: no check).
+    // Must outlive the manager.
+    DiskBudget* disk = nullptr;
   };
   using EventCallback = std::function<void(const v1::JobEvent&)>;
   struct ClientCounts {
@@ -72,22 +78,28 @@ class JobManager {
   ~JobManager();  // Shutdown()
 
   // INVALID_ARGUMENT (bad options, an image CheckImages refuses), RESOURCE_EXHAUSTED (uid's
-  // queue full, disk full), UNAVAILABLE (shutting down).
+  // queue full; the state directory has no room for the job's bytes, DiskBudget, or the disk
+  // filled), UNAVAILABLE (shutting down). The job's disk bytes are held until it ends.
   absl::StatusOr<v1::Job> Submit(JobSpec spec);
   absl::StatusOr<v1::Job> Get(const std::string& id, uid_t caller);
   absl::StatusOr<std::vector<v1::Job>> List(uid_t caller, const std::vector<JobState>& states,
                                             size_t limit);
+  // Every uid's jobs, newest first (an operator's view).
+  absl::StatusOr<std::vector<v1::Job>> ListAll(const std::vector<JobState>& states, size_t limit);
   // A queued job is CANCELLED at once; a running one at its next checkpoint (face, tile,
   // detection pass or stage): the returned Job may still say RUNNING, with cancel_requested
-  // set. FAILED_PRECONDITION if already final.
-  absl::StatusOr<v1::Job> Cancel(const std::string& id, uid_t caller);
-  // FAILED_PRECONDITION if the job has not SUCCEEDED.
+  // set. FAILED_PRECONDITION if already final. `operator_override`: whoever owns the job.
+  absl::StatusOr<v1::Job> Cancel(const std::string& id, uid_t caller, bool operator_override = false);
+  // FAILED_PRECONDITION if the job has not SUCCEEDED (with the job's error, if it has one).
   absl::StatusOr<StoredResult> Result(const std::string& id, uid_t caller);
 
   // Calls `callback` now with the job's current state (Queued/Done event) and then with every
   // event until Done. Returns a handle for Unwatch().
   absl::StatusOr<uint64_t> Watch(const std::string& id, uid_t caller, EventCallback callback);
   void Unwatch(uint64_t handle);
+
+  // Result bytes pruned per journal transaction (Journal::Prune's batch).
+  static constexpr uint64_t kPruneBatchBytes = 4ull << 20;
 
   std::map<uid_t, ClientCounts> CountsByUid();
   // The job loop's health for the service watchdog: DEADLINE_EXCEEDED naming the job and its
@@ -113,6 +125,9 @@ class JobManager {
   absl::StatusOr<JobRecord> Owned(const std::string& id, uid_t caller);
   v1::Job ToProto(const JobRecord& record);
   void Emit(const std::string& id, v1::JobEvent event, bool final);
+  void ReleaseDisk(const std::string& id);
+  // The start's pruning: Journal::Prune in batches until nothing is left or Shutdown.
+  void PruneBacklog();
 
   const Options options_;
   Journal* const journal_;
@@ -131,8 +146,11 @@ class JobManager {
     EventCallback callback;
   };
   absl::flat_hash_map<uint64_t, Watcher> watchers_ ABSL_GUARDED_BY(mu_);
+  // Job id -> its DiskBudget ticket, from Submit until the job ends.
+  absl::flat_hash_map<std::string, uint64_t> disk_tickets_ ABSL_GUARDED_BY(mu_);
   uint64_t next_watch_ ABSL_GUARDED_BY(mu_) = 1;
   std::vector<std::thread> workers_;
+  std::thread pruner_;  // PruneBacklog, joined by Shutdown
 };
 
 }  // namespace fusion::jobs

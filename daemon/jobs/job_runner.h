@@ -54,10 +54,12 @@ class JobRunner {
 
   // Checks the job's images (and a reference image inside `options`) before the job is
   // journaled or queued, from what their bytes declare: nothing is decoded, nothing large is
-  // allocated, it does not block (well under a millisecond per image). INVALID_ARGUMENT
-  // naming the image ("target image: ...") when one would not be accepted by Run.
-  virtual absl::Status CheckImages(const std::string& options, const std::string& source_image,
-                                   const std::string& target_image) = 0;
+  // allocated, it does not block (well under a millisecond per image). Returns a bound on the
+  // bytes of the job's result (its encoded image, or its video file), which the disk budget
+  // reserves (jobs/disk_budget.h). INVALID_ARGUMENT naming the image ("target image: ...")
+  // when one would not be accepted by Run.
+  virtual absl::StatusOr<uint64_t> CheckImages(const std::string& options, const std::string& source_image,
+                                               const std::string& target_image) = 0;
 
   // Runs the job. Errors are the job's final status (INVALID_ARGUMENT bad image,
   // FAILED_PRECONDITION no face, RESOURCE_EXHAUSTED did not fit, CANCELLED, INTERNAL, ...).

@@ -368,10 +368,13 @@ void ResidencyManager::ReleaseLease(uint64_t id) {
   Touch(m);
   const uint64_t busy = used_ + reserved_;
   const uint64_t free = device_budget_ > busy ? device_budget_ - busy : 0;
+  // The minimum free scales with the budget (at most an eighth of it): fusiond's 512 MiB on a
+  // 256 MiB budget was always "pressure", and detect and landmarks were uploaded for every use.
+  const uint64_t min_free = std::min(options_.one_shot_min_free_bytes, device_budget_ / 8);
   const bool pressure =
       waiters_ > 0 ||
       static_cast<double>(busy) >= options_.one_shot_pressure * static_cast<double>(device_budget_) ||
-      free < options_.one_shot_min_free_bytes;
+      free < min_free;
   if (m->spec.one_shot && m->Evictable() && pressure) {
     EvictNow({m});
   } else if (over_budget_) {

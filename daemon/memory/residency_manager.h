@@ -112,8 +112,9 @@ class ResidencyManager {
     const FutureReferences* future = nullptr;  // optional; must outlive the manager
     // A one-shot model (detect, landmarks) is evicted when its last lease ends if the device
     // is under pressure: a caller waits for memory, or resident + reserved reach this fraction
-    // of the budget, or less than one_shot_min_free_bytes of the budget is left (0 = no such
-    // test). fusiond sets 0.85 and 512 MiB (DaemonConfig).
+    // of the budget, or less than min(one_shot_min_free_bytes, an eighth of the budget) is
+    // left (0 = no such test). fusiond sets 0.85 and 512 MiB (DaemonConfig): 32 MiB free at a
+    // 256 MiB budget, 512 MiB from a 4 GiB budget up.
     double one_shot_pressure = 0.9;
     uint64_t one_shot_min_free_bytes = 0;
 #ifdef NDEBUG

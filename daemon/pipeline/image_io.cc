@@ -170,6 +170,19 @@ uint64_t EncodeHostBytes(const DecodedImage& target, v1::OutputFormat format) {
   return bytes + 2 * CompressedBound(px, rows, out_channels * out_depth);
 }
 
+uint64_t EncodedResultBound(const image::ImageHeader& h, uint64_t scale, v1::OutputFormat format) {
+  // Channels and sample bytes as DecodeHostBytes counts them (the result keeps the target's).
+  uint64_t channels = h.channels == 1 ? 1 : (h.alpha || h.channels == 2 || h.channels >= 4) ? 4 : 3;
+  if (h.format == image::ImageFormat::kJpeg) channels = h.channels == 1 ? 1 : 3;
+  uint64_t depth = h.bit_depth > 8 ? 2 : 1;  // float images are written 16-bit
+  if (format == v1::JPEG) {
+    channels = std::min<uint64_t>(channels, 3);
+    depth = 1;
+  }
+  const uint64_t rows = uint64_t{h.height} * scale;
+  return CompressedBound(uint64_t{h.width} * scale * rows, rows, channels * depth);
+}
+
 absl::StatusOr<DecodedImage> DecodeImage(const std::string& bytes, const std::string& what,
                                          uint64_t max_pixels) {
   // The header first (SubmitJob checked it too; a journaled job from an older daemon or a

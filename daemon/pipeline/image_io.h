@@ -65,5 +65,10 @@ DecodeFootprint DecodeHostBytes(const image::ImageHeader& header, uint64_t encod
 // its copy at the encoded size), plus 1 MiB of encoder state. Freed
 // when it returns, except the returned string.
 uint64_t EncodeHostBytes(const DecodedImage& target, v1::OutputFormat format);
+// A bound on the encoded result's bytes for a target whose header is `header`, its sides times
+// `scale` (upscale; 1 for none): the channels and sample size the result keeps (JPEG: at most
+// 3 channels of 8 bits) at zlib's bound on the raw pixels, a filter byte per row and 64 KiB
+// (CompressedBound: a PNG stored uncompressed at worst; a JPEG is far below it).
+uint64_t EncodedResultBound(const image::ImageHeader& header, uint64_t scale, v1::OutputFormat format);
 
 }  // namespace fusion

@@ -52,6 +52,16 @@ uint64_t OomLadder::TileEstimate(const StageSpec& stage, uint64_t whole, int til
   return std::max(scaled, residency_->WorkingSetEstimate(stage.model, TileBucket(stage, tile_px), 0));
 }
 
+std::string OomLadder::NeedNote(const StageSpec& stage, uint64_t working) const {
+  const ResidencySnapshot s = residency_->Snapshot();
+  uint64_t model_bytes = 0;
+  for (const ModelSnapshot& m : s.models) {
+    if (m.name == stage.model) model_bytes = m.bytes;
+  }
+  return absl::StrCat("the model and its working set need ", FormatBytes(model_bytes + working), " of the ",
+                      FormatBytes(s.device.budget_bytes), " device budget");
+}
+
 std::string OomLadder::WaitNote(const StageSpec& stage, uint64_t working) const {
   const ResidencySnapshot s = residency_->Snapshot();
   uint64_t model_bytes = 0, evictable = 0;
@@ -215,13 +225,18 @@ absl::StatusOr<StageOutcome> OomLadder::Run(const Owner& owner, const StageSpec&
                : "too big for its admission";
   };
 
+  // A degradation says what happened and why, in one line: "detect: ran in 256-px tiles: the
+  // model and its working set need 138.8 MiB of the 128.0 MiB device budget". `untiled` is why
+  // the stage did not run whole on the device.
+  std::string untiled;
+
   // 1. Admission from the estimate.
   bool admitted = true, outgrew = false;
   absl::Status st = Attempt(owner, stage, body, estimate, 0, out, admitted, outgrew);
   if (st.ok()) return finish(StageMode::kDevice, "");
   if (admitted && !IsDeviceOom(st)) return st;
   if (!admitted) {
-    out.degradations.push_back(absl::StrCat(stage.name, ": too big for the device: ", st.message()));
+    untiled = out.contention_retries > 0 ? why(0) : NeedNote(stage, estimate);
   } else {
     // 2. Real OOM: raise the estimate, make all the room there is, retry once.
     estimate = residency_->WorkingSetEstimate(stage.model, stage.shape_bucket, estimate);
@@ -231,9 +246,9 @@ absl::StatusOr<StageOutcome> OomLadder::Run(const Owner& owner, const StageSpec&
     st = Attempt(owner, stage, body, estimate, 0, out, admitted, outgrew);
     if (st.ok()) return finish(StageMode::kDevice, "evict_retry");
     if (admitted && !IsDeviceOom(st)) return st;
-    out.degradations.push_back(absl::StrCat(stage.name, ": out of device memory untiled (",
-                                            FormatBytes(estimate), " working set; ",
-                                            admitted ? why(before) : "too big for the device", ")"));
+    untiled = admitted ? absl::StrCat("untiled it ran out of device memory (", FormatBytes(estimate),
+                                      " working set; ", why(before), ")")
+                       : NeedNote(stage, estimate);
   }
 
   // 3. Tiles, halving.
@@ -249,7 +264,7 @@ absl::StatusOr<StageOutcome> OomLadder::Run(const Owner& owner, const StageSpec&
       }
       if (st.ok()) {
         out.tile_px = tile;
-        out.degradations.push_back(absl::StrCat(stage.name, ": ran in ", tile, "px tiles"));
+        out.degradations.push_back(absl::StrCat(stage.name, ": ran in ", tile, "-px tiles: ", untiled));
         return finish(StageMode::kTiled, "tiled");
       }
       if (admitted && !IsDeviceOom(st)) return st;
@@ -267,9 +282,10 @@ absl::StatusOr<StageOutcome> OomLadder::Run(const Owner& owner, const StageSpec&
   // 4. CPU fallback on the host tier, admitted and tiled like the device path.
   st = CpuFallback(owner, stage, body, estimate, absl::Now() + options_.admission_timeout, out);
   if (st.ok()) {
-    out.degradations.push_back(absl::StrCat(stage.name, ": ran on the CPU (device memory exhausted; ",
-                                            out.tile_px == 0 ? "untiled" : absl::StrCat(out.tile_px, "px tiles"),
-                                            " on the host tier)"));
+    out.degradations.push_back(absl::StrCat(
+        stage.name, ": ran on the CPU (device memory exhausted; ",
+        out.tile_px == 0 ? "untiled" : absl::StrCat(out.tile_px, "px tiles"), " on the host tier): ", untiled,
+        stage.tileable ? absl::StrCat("; device tiles down to ", stage.min_tile_px, " px did not fit either") : ""));
     return finish(StageMode::kCpuFallback, "cpu_fallback");
   }
   if (!absl::IsResourceExhausted(st)) return st;

@@ -116,6 +116,8 @@ class OomLadder {
                        uint64_t working, int tile_px, StageOutcome& out, bool& admitted,
                        bool& outgrew);
   // The note for stage.waiting when admitting `working` bytes must wait now, else "".
+  // "the model and its working set need X of the Y device budget": why a stage did not fit.
+  std::string NeedNote(const StageSpec& stage, uint64_t working) const;
   std::string WaitNote(const StageSpec& stage, uint64_t working) const;
   // The estimate bucket of `tile_px` (0 = the whole input's).
   static std::string TileBucket(const StageSpec& stage, int tile_px);

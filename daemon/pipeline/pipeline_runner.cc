@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "fusion_status.h"
 #include "device/cpu_device_memory.h"
 #include "image/image_header.h"
 #include "models/blend/blend.h"
@@ -51,21 +52,38 @@ absl::Status PipelineRunner::Validate(const v1::JobOptions& o) const {
   return ValidateJobOptions(o, store_->catalogue());
 }
 
-absl::Status PipelineRunner::CheckImages(const std::string& serialized, const std::string& source_image,
-                                         const std::string& target_image) {
+absl::StatusOr<uint64_t> PipelineRunner::CheckImages(const std::string& serialized, const std::string& source_image,
+                                                     const std::string& target_image) {
   v1::JobOptions o;
   if (!o.ParseFromString(serialized)) return absl::InvalidArgumentError("options: unparsable JobOptions");
+  // The images' own faults (unknown format, corrupt or cut header, too many pixels) are found
+  // from their bytes here, as a job's decode would find them: stage "decode".
   auto kind = ClassifyTarget(target_image, o, options_.max_pixels, nullptr);
-  if (!kind.ok()) return kind.status();
-  if (*kind == TargetKind::kImage) return ScreenJobImages(o, source_image, target_image, options_.max_pixels);
+  if (!kind.ok()) return WithStage(kind.status(), "decode");
+  if (*kind == TargetKind::kVideo && o.upscale() != 0) {
+    return absl::InvalidArgumentError("options: upscale applies to image targets only, not a video");
+  }
+  auto bound = ScreenImages(o, *kind, source_image, target_image);
+  if (!bound.ok()) return WithStage(bound.status(), "decode");
+  return bound;
+}
+
+absl::StatusOr<uint64_t> PipelineRunner::ScreenImages(const v1::JobOptions& o, TargetKind kind,
+                                                     const std::string& source_image,
+                                                     const std::string& target_image) const {
+  if (kind == TargetKind::kImage) {
+    if (absl::Status st = ScreenJobImages(o, source_image, target_image, options_.max_pixels); !st.ok()) return st;
+    auto target = image::ScreenImage(target_image, "target image", options_.max_pixels);
+    if (!target.ok()) return target.status();
+    return EncodedResultBound(*target, o.upscale() != 0 ? o.upscale() : 1, o.format());
+  }
   // A video: the source (and reference) images as for an image job; the target was probed.
-  if (o.upscale() != 0) return absl::InvalidArgumentError("options: upscale applies to image targets only, not a video");
   if (auto h = image::ScreenImage(source_image, "source image", options_.max_pixels); !h.ok()) return h.status();
   if (o.faces() == v1::REFERENCE) {
     auto h = image::ScreenImage(o.reference().inline_bytes(), "reference image", options_.max_pixels);
     if (!h.ok()) return h.status();
   }
-  return absl::OkStatus();
+  return 2 * uint64_t{target_image.size()};
 }
 
 int PipelineRunner::JobThreads() const {
@@ -169,6 +187,8 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
   // lease also covers the working frame the blend draws into (held until the result is encoded)
   // and, for the simple blend, the attempt's copy of it (BlendSimpleOnDevice): 3 B/px each.
   Lease source_buffers, target_buffers, reference_buffers;
+  // Its own stage event, so that a damaged image fails in stage "decode" (not in none).
+  context.StageStarted("decode", 0);
   auto source = AdmittedDecode(run, source_image, "source image", options_.max_pixels, 0, &source_buffers);
   if (!source.ok()) return source.status();
   auto target = AdmittedDecode(run, target_image, "target image", options_.max_pixels, o.simple() ? 6 : 3,

@@ -53,6 +53,7 @@
 #include "pipeline/model_store.h"
 #include "pipeline/oom_ladder.h"
 #include "pipeline/stages.h"
+#include "pipeline/target_kind.h"
 
 namespace fusion {
 
@@ -104,8 +105,12 @@ class PipelineRunner final : public jobs::JobRunner {
   absl::StatusOr<std::vector<std::string>> StageModels(const std::string& options) override;
   // Source, target and (faces REFERENCE) reference image through image::ScreenImage at
   // max_pixels: INVALID_ARGUMENT for a bomb, an unknown format, a corrupt header, a cut file.
-  absl::Status CheckImages(const std::string& options, const std::string& source_image,
-                           const std::string& target_image) override;
+  // The result bound: an image's, EncodedResultBound() (image_io.h) of the output (the target's
+  // sides times the upscale, its channels and sample size); a video's, twice the target's bytes
+  // (an estimate: the result re-encodes the target's frames at its size and bit rate).
+  // Image faults carry stage "decode" (fusion_status.h WithStage); option faults none.
+  absl::StatusOr<uint64_t> CheckImages(const std::string& options, const std::string& source_image,
+                                       const std::string& target_image) override;
   absl::StatusOr<Output> Run(const jobs::JobRecord& job, const std::string& source_image,
                              const std::string& target_image, Context& context) override;
 
@@ -121,6 +126,9 @@ class PipelineRunner final : public jobs::JobRunner {
   absl::Status Validate(const v1::JobOptions& o) const;
   std::string EnhancerFor(const v1::JobOptions& o, uint32_t scale) const;
   DetectSettings DetectSettingsFor(const v1::JobOptions& o) const;
+  // CheckImages' screening of the images of a job whose target is of `kind`; the result bound.
+  absl::StatusOr<uint64_t> ScreenImages(const v1::JobOptions& o, TargetKind kind, const std::string& source_image,
+                                        const std::string& target_image) const;
   int JobThreads() const;  // options_.job_threads, 0 resolved
   // What an image's analysis depends on besides its bytes (the face cache's key).
   std::string AnalysisSettings(const DetectSettings& d) const;

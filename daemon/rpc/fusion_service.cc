@@ -23,14 +23,18 @@ absl::StatusOr<PeerCred> FusionService::Authorize(grpc::CallbackServerContext* c
   return cred;
 }
 
+bool FusionService::IsAdmin(grpc::CallbackServerContext* ctx, const PeerCred& cred) const {
+  const AdminPolicy& admins = options_.admins;
+  if (admins.AdminByUid(cred.uid)) return true;
+  if (!admins.has_group()) return false;
+  auto groups = PeerGroupsFromGrpcPeer(ctx->peer(), cred.uid, cred.gid);
+  return groups.ok() && admins.AdminByGroup(cred.gid, *groups);
+}
+
 absl::Status FusionService::AuthorizeAdmin(grpc::CallbackServerContext* ctx, const PeerCred& cred,
                                            const char* method) const {
+  if (IsAdmin(ctx, cred)) return absl::OkStatus();
   const AdminPolicy& admins = options_.admins;
-  if (admins.AdminByUid(cred.uid)) return absl::OkStatus();
-  if (admins.has_group()) {
-    auto groups = PeerGroupsFromGrpcPeer(ctx->peer(), cred.uid, cred.gid);
-    if (groups.ok() && admins.AdminByGroup(cred.gid, *groups)) return absl::OkStatus();
-  }
   absl::Status st = admins.Denied(method, cred.uid);
   uint64_t held_back = 0;
   if (admin_refusal_log_.Admit(cred.uid, absl::Now(), &held_back)) {

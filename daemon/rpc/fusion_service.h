@@ -88,6 +88,8 @@ class FusionService final : public v1::Fusion::CallbackService {
   // The caller's credentials when it is allowed, else the status to answer with.
   absl::StatusOr<PeerCred> Authorize(grpc::CallbackServerContext* ctx) const;
   // OK when `cred` may change residency (see AdminPolicy), else PERMISSION_DENIED for `method`.
+  // Whether `cred` is an admin (options_.admins), without logging a refusal.
+  bool IsAdmin(grpc::CallbackServerContext* ctx, const PeerCred& cred) const;
   absl::Status AuthorizeAdmin(grpc::CallbackServerContext* ctx, const PeerCred& cred,
                               const char* method) const;
   // A video result (a file in the state directory) as inline bytes or a sealed memfd, as for an

@@ -21,6 +21,7 @@
 #include "jobs/job_manager.h"
 #include "jobs/queue_future_references.h"
 #include "jobs/journal.h"
+#include "jobs/state_dir.h"
 #include "device/device.h"
 #include "device/cgroup_memory.h"
 #include "rpc/fd_exchange.h"
@@ -139,12 +140,8 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
   self->listener_ = *std::move(listener);
   self->memfds_ = std::make_unique<MemfdRegistry>(MemfdRegistry::Options{});
   if (runner != nullptr) {
-    std::error_code ec;
-    std::filesystem::create_directories(config.state_dir, ec);
-    if (ec) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("state_dir '", config.state_dir, "': ", ec.message()));
-    }
+    // 0700, fusiond's files in it 0600 and its own (jobs/state_dir.h).
+    if (absl::Status st = jobs::PrepareStateDir(config.state_dir, ::geteuid()); !st.ok()) return st;
     // One fusiond per state directory: two on one journal would both requeue and run its jobs.
     const std::string lock_path = config.state_dir + "/lock";
     self->state_lock_.fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -165,9 +162,13 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
         ::pwrite(self->state_lock_.fd, own_pid.data(), own_pid.size(), 0) != static_cast<ssize_t>(own_pid.size())) {
       spdlog::warn("state_dir lock {}: cannot write the pid: {}", lock_path, std::strerror(errno));
     }
+    // Images are files, not journal rows: inputs under inputs/, results under results/ (with
+    // the video results).
     auto journal = jobs::Journal::Open({.path = config.state_dir + "/journal.sqlite3",
                                         .retention = absl::Seconds(config.result_retention_s),
-                                        .retention_bytes = config.result_retention_bytes});
+                                        .retention_bytes = config.result_retention_bytes,
+                                        .results_dir = config.state_dir + "/results",
+                                        .inputs_dir = config.state_dir + "/inputs"});
     if (!journal.ok()) return journal.status();
     self->journal_ = *std::move(journal);
     // Within fairness the queue prefers a job whose first model is already on the device.
@@ -187,6 +188,8 @@ absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Create(const DaemonC
                                             m->OnJobEvent(e);
                                           }};
     job_options.queue.max_queued_per_uid = config.max_queued_jobs_per_uid;
+    self->disk_ = std::make_unique<jobs::DiskBudget>(config.state_dir, jobs::DiskBudget::StatvfsProbe(config.state_dir));
+    job_options.disk = self->disk_.get();
     auto manager = jobs::JobManager::Create(std::move(job_options),
                                             self->journal_.get(), runner, is_resident);
     if (!manager.ok()) return manager.status();

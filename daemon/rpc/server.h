@@ -32,6 +32,7 @@ class JobManager;
 class QueueFutureReferences;
 class JobRunner;
 class Journal;
+class DiskBudget;
 }  // namespace jobs
 
 namespace models {
@@ -120,6 +121,7 @@ class DaemonServer {
     ~LockFd();
   } state_lock_;
   std::unique_ptr<jobs::Journal> journal_;
+  std::unique_ptr<jobs::DiskBudget> disk_;  // the state directory's room (before jobs_: it uses it)
   std::unique_ptr<jobs::JobManager> jobs_;
   std::unique_ptr<FusionService> service_;
   std::unique_ptr<grpc::Server> server_;

@@ -43,6 +43,12 @@ bool UnixSocketIsLive(const std::string& path) {
   return live;
 }
 
+bool RemoveStaleSocket(const std::string& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode) || UnixSocketIsLive(path)) return false;
+  return unlink(path.c_str()) == 0;
+}
+
 absl::StatusOr<std::unique_ptr<UdsListener>> UdsListener::Create(const Options& options) {
   if (options.inherited_fd >= 0) {
     int pipe_fds[2];

@@ -67,4 +67,9 @@ class UdsListener {
 // True when something accepts connections on the Unix socket `path` right now.
 bool UnixSocketIsLive(const std::string& path);
 
+// Removes the socket file at `path` when nothing answers on it (a crash's leftover) and returns
+// true; leaves anything else. fusiond calls it first thing, so that a client waiting for the
+// socket to appear (or to answer) waits for this daemon, not for a dead one's file.
+bool RemoveStaleSocket(const std::string& path);
+
 }  // namespace fusion

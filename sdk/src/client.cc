@@ -140,6 +140,8 @@ absl::Status Client::Impl::TooLarge(const std::string& grpc_message) const {
       "fusiond's configuration"));
 }
 
+std::string ErrorStage(const absl::Status& status) { return StageOf(status); }
+
 std::string ResolveSocketTarget(const std::string& socket) {
   std::string path = socket;
   if (path.empty()) {
@@ -279,11 +281,21 @@ absl::StatusOr<JobInfo> Client::GetJob(const std::string& job_id) {
 
 absl::StatusOr<std::vector<JobInfo>> Client::ListJobs(const std::vector<JobState>& states,
                                                       uint32_t limit) {
+  return ListJobsOf(states, limit, /*all_uids=*/false);
+}
+
+absl::StatusOr<std::vector<JobInfo>> Client::ListAllJobs(const std::vector<JobState>& states, uint32_t limit) {
+  return ListJobsOf(states, limit, /*all_uids=*/true);
+}
+
+absl::StatusOr<std::vector<JobInfo>> Client::ListJobsOf(const std::vector<JobState>& states, uint32_t limit,
+                                                        bool all_uids) {
   grpc::ClientContext ctx;
   impl_->Prepare(ctx);
   v1::ListJobsRequest request;
   for (JobState s : states) request.add_states(static_cast<v1::JobState>(s));
   request.set_limit(limit);
+  request.set_all_uids(all_uids);
   v1::ListJobsResponse response;
   grpc::Status st = impl_->fusion->ListJobs(&ctx, request, &response);
   if (!st.ok()) return impl_->Error(st);

@@ -28,8 +28,8 @@ class LeasingRunner final : public jobs::JobRunner {
     if (!o.ParseFromString(options)) return absl::InvalidArgumentError("options");
     return std::vector<std::string>(absl::StrSplit(o.enhance_model(), ','));
   }
-  absl::Status CheckImages(const std::string&, const std::string&, const std::string&) override {
-    return absl::OkStatus();  // the images are placeholders: Run never reads them
+  absl::StatusOr<uint64_t> CheckImages(const std::string&, const std::string&, const std::string&) override {
+    return 2;  // the images are placeholders: Run never reads them; its result is "ok"
   }
   absl::StatusOr<Output> Run(const jobs::JobRecord& job, const std::string&, const std::string&,
                              Context& ctx) override {

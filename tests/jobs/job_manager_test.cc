@@ -126,6 +126,35 @@ TEST_F(JobManagerTest, FailedRunKeepsTheStatusAndResultIsFailedPrecondition) {
   EXPECT_EQ(got->error_code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
   EXPECT_EQ(got->error_message(), "detect: no face in the target");
   EXPECT_EQ(m->Result(job->job_id(), 1).status().code(), absl::StatusCode::kFailedPrecondition);
+  // The job's own error says why there is no result (issue #30: `fusionctl result` omitted it).
+  EXPECT_EQ(m->Result(job->job_id(), 1).status().message(),
+            "job '" + job->job_id() + "' is FAILED, not SUCCEEDED: detect: no face in the target");
+}
+
+// An operator (the service lets admins) lists every uid's jobs and cancels another uid's
+// running job; without the override that uid's job stays NOT_FOUND.
+TEST_F(JobManagerTest, AnOperatorListsEveryUidsJobsAndCancelsOneRunning) {
+  Notification gate;
+  runner_.gate = &gate;
+  auto m = Manager(1);
+  const std::string running = m->Submit(Spec(1000, "a"))->job_id();
+  const std::string queued = m->Submit(Spec(1001, "b"))->job_id();
+  ASSERT_TRUE(testing::WaitFor([&] { return runner_.running == 1; }, absl::Seconds(10)));
+  auto all = m->ListAll({}, 0);
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].job_id(), queued);  // newest first, each with its owner
+  EXPECT_EQ((*all)[0].owner_uid(), 1001u);
+  EXPECT_EQ((*all)[1].owner_uid(), 1000u);
+  EXPECT_EQ(m->Cancel(running, 0).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(m->Cancel(queued, 0, /*operator_override=*/true)->state(), v1::CANCELLED);
+  auto cancelled = m->Cancel(running, 0, /*operator_override=*/true);
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  EXPECT_EQ(cancelled->owner_uid(), 1000u);
+  EXPECT_TRUE(cancelled->cancel_requested());
+  EXPECT_EQ(WaitFinal(*m, running, 1000), v1::CANCELLED);
+  EXPECT_EQ(m->Cancel("j-0000000000000000", 0, true).status().code(), absl::StatusCode::kNotFound);
+  gate.Notify();
 }
 
 TEST_F(JobManagerTest, CancelStopsQueuedAtOnceAndRunningAtTheNextStage) {
@@ -299,8 +328,8 @@ class GatedRunner : public JobRunner {
   absl::StatusOr<std::vector<std::string>> StageModels(const std::string&) override {
     return std::vector<std::string>{"model"};
   }
-  absl::Status CheckImages(const std::string&, const std::string&, const std::string&) override {
-    return absl::OkStatus();
+  absl::StatusOr<uint64_t> CheckImages(const std::string&, const std::string&, const std::string&) override {
+    return 0;  // Run's Output has no image
   }
   absl::StatusOr<Output> Run(const JobRecord&, const std::string&, const std::string& target,
                              Context& ctx) override {

@@ -39,10 +39,10 @@ DEBIAN_FRONTEND=noninteractive in_root apt-get install -y -qq --no-install-recom
 echo "  installed in $(( $(date +%s) - start )) s"
 in_root getent passwd fusiond | grep -q ':/var/lib/fusiond:' || fail "no user fusiond"
 in_root getent group fusion >/dev/null || fail "no group fusion"
-[ "$(in_root stat -c "%U:%G %a" /var/lib/fusiond)" = "fusiond:fusion 750" ] || fail "/var/lib/fusiond: $(in_root stat -c "%U:%G %a" /var/lib/fusiond)"
+[ "$(in_root stat -c "%U:%G %a" /var/lib/fusiond)" = "fusiond:fusion 700" ] || fail "/var/lib/fusiond: $(in_root stat -c "%U:%G %a" /var/lib/fusiond)"
 [ "$(in_root stat -c "%U:%G %a" /run/fusiond)" = "fusiond:fusion 750" ] || fail "/run/fusiond: $(in_root stat -c "%U:%G %a" /run/fusiond)"
 in_root dpkg-query -W -f='${Conffiles}\n' fusiond | grep -q /etc/fusiond/fusiond.toml || fail "conffile"
-echo "  user fusiond, group fusion, /var/lib/fusiond and /run/fusiond fusiond:fusion 0750"
+echo "  user fusiond, group fusion, /var/lib/fusiond fusiond:fusion 0700, /run/fusiond fusiond:fusion 0750"
 
 rm -rf "$root/tmp/weights" && cp -r "$src/third_party/weights" "$root/tmp/weights"
 in_root fusiond-fetch-models --from /tmp/weights -q || fail "fusiond-fetch-models"

@@ -117,7 +117,20 @@ command -v systemd-socket-activate >/dev/null || fail "systemd-socket-activate m
 daemon_uid=64011 fusion_gid=64012 client_uid=64013 client_gid=64014
 run=$tmp/run state=$tmp/state out=$tmp/out
 mkdir -p "$run" "$state" "$out"
-chown "$daemon_uid:$fusion_gid" "$run" "$state"; chmod 0750 "$run" "$state"
+chown "$daemon_uid:$fusion_gid" "$run" "$state"; chmod 0750 "$run"; chmod 0755 "$state"
+# Leftovers of an earlier `sudo fusiond` on the state directory (issue #30: the service then
+# failed with "cannot open /var/lib/fusiond/lock: Permission denied"). The package's tmpfiles.d
+# lines, pointed at $state and the test's uids, are what the postinst and boot run.
+echo 4242 >"$state/lock"; : >"$state/journal.sqlite3"; mkdir -p "$state/results" "$state/models"
+echo x >"$state/results/j-0000000000000000.mp4"; chmod 0644 "$state/lock" "$state/journal.sqlite3"
+sed -e "s|/var/lib/fusiond|$state|g" -e "s/ fusiond fusion / $daemon_uid $fusion_gid /" -e '/\/run\//d' \
+  "$root/usr/lib/tmpfiles.d/fusiond.conf" >"$tmp/tmpfiles.conf"
+systemd-tmpfiles --create "$tmp/tmpfiles.conf" || fail "tmpfiles on the state directory"
+for f in "$state" "$state/lock" "$state/journal.sqlite3" "$state/results/j-0000000000000000.mp4"; do
+  [ "$(stat -c %u "$f")" = "$daemon_uid" ] || fail "tmpfiles left $f owned by $(stat -c %U "$f")"
+done
+[ "$(stat -c %a "$state")" = 700 ] || fail "state directory $(stat -c %a "$state") after tmpfiles"
+[ "$(stat -c %U "$state/models")" = root ] || fail "tmpfiles changed the models folder's owner"
 chown "$client_uid:$client_gid" "$out"
 cp "$testdata/faces/sample1.jpg" "$testdata/faces/sample2.jpg" "$tmp/"; chmod 0644 "$tmp"/sample*.jpg
 exec_start=$(sed -n 's/^ExecStart=//p' "$root/usr/lib/systemd/system/fusiond.service")
@@ -149,6 +162,9 @@ fi
 grep -q 'socket activation' "$tmp/daemon.log" || { cat "$tmp/daemon.log" >&2; fail "fusiond did not take the inherited sockets"; }
 kill -TERM $pid; wait $pid || fail "fusiond exited $? at SIGTERM"
 pid=
+# Nothing of the state (journal, results) is open to group "fusion" or others.
+leaky=$(find "$state" -path "$state/models" -prune -o -perm /077 -print)
+[ -z "$leaky" ] || fail "state readable beyond fusiond: $leaky"
 [ -S "$run/fusiond.sock" ] || fail "fusiond unlinked the inherited socket"
 echo "installed fusiond: socket-activated, swap by uid $client_uid in group fusion -> $(stat -c %s "$out/swap.png")-byte PNG"
 echo PASS

@@ -88,7 +88,7 @@ TEST(Cancel, CancelBetweenDetectionPassesNamesTheImageAndPass) {
   EXPECT_EQ(out.status().code(), absl::StatusCode::kCancelled) << out.status();
   EXPECT_EQ(out.status().message(), "job cancelled during stage 'detect' (target image, pass 1 of 2)");
   EXPECT_EQ(rec.looks, 4);
-  EXPECT_EQ(rec.started, (std::vector<std::string>{"detect", "detect (source image: pass 1 of 2)",
+  EXPECT_EQ(rec.started, (std::vector<std::string>{"decode", "detect", "detect (source image: pass 1 of 2)",
                                                    "detect (source image: pass 2 of 2)"}));
   CancelInStage turn("detect", 3);  // at the source's orientation pass
   out = Swap(Ratio(1), SmallGrace(), &turn);

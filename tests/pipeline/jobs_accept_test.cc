@@ -241,8 +241,12 @@ std::map<std::string, std::pair<int, int>> JournalRows(const std::string& path) 
     return rows;
   }
   sqlite3_stmt* st = nullptr;
-  sqlite3_prepare_v2(db, "SELECT id, result_image IS NOT NULL AND length(result_image) > 0 FROM jobs", -1, &st,
-                     nullptr);
+  // A result is an image in the row or a file the row names (fusiond keeps image results as
+  // files under results/ since issue #30).
+  sqlite3_prepare_v2(db,
+                     "SELECT id, (result_image IS NOT NULL AND length(result_image) > 0) OR "
+                     "(result_file IS NOT NULL AND length(result_file) > 0) FROM jobs",
+                     -1, &st, nullptr);
   while (st != nullptr && sqlite3_step(st) == SQLITE_ROW) {
     auto& r = rows[reinterpret_cast<const char*>(sqlite3_column_text(st, 0))];
     ++r.first;

@@ -174,6 +174,9 @@ TEST_F(OomLadderTest, TilesHalveUntilOneFits) {
   EXPECT_EQ(out->mode, StageMode::kTiled);
   EXPECT_EQ(out->tile_px, 128);
   EXPECT_EQ(body.tiles, (std::vector<int>{0, 0, 256, 128}));
+  ASSERT_EQ(out->degradations.size(), 1u);
+  EXPECT_EQ(out->degradations[0].rfind("enhance: ran in 128-px tiles: untiled it ran out of device memory (", 0), 0u)
+      << out->degradations[0];
   ExpectClean();
 }
 
@@ -227,6 +230,12 @@ TEST_F(OomLadderTest, AdmissionThatCanNeverFitGoesStraightToTiles) {
   EXPECT_EQ(out->tile_px, 128);
   EXPECT_EQ(body.tiles, (std::vector<int>{128}));  // no untiled attempt, no retry
   EXPECT_EQ(out->attempts, 1u);
+  // One line saying what happened and why, 20 MiB of model + 200 MiB (issue #30: before,
+  // "enhance: too big for the device: ... it cannot fit even after every eviction" read as a
+  // failure of a job that succeeded).
+  EXPECT_EQ(out->degradations, (std::vector<std::string>{
+                                   "enhance: ran in 128-px tiles: the model and its working set need 220.0 MiB of "
+                                   "the 100.0 MiB device budget"}));
   ExpectClean();
 }
 

@@ -22,6 +22,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "notify_socket.h"
 #include "process.h"
 #include "temp_dir.h"
@@ -119,6 +120,111 @@ class SwapProcessTest : public ::testing::Test {
   int daemons_ = 0;
 };
 
+// A 64x64 RGB PNG whose chunks are all valid (lengths, CRCs, an IDAT zlib stream with a good
+// Adler-32) but whose row 32 has filter type 7: libpng's "bad adaptive filter value".
+std::string PngWithDamagedRows() {
+  auto crc32 = [](const std::string& bytes) {
+    uint32_t c = 0xffffffffu;
+    for (unsigned char b : bytes) {
+      c ^= b;
+      for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
+    }
+    return c ^ 0xffffffffu;
+  };
+  auto be32 = [](uint32_t v) {
+    return std::string{static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+                       static_cast<char>(v)};
+  };
+  auto chunk = [&](const std::string& type, const std::string& data) {
+    return be32(static_cast<uint32_t>(data.size())) + type + data + be32(crc32(type + data));
+  };
+  const int side = 64;
+  std::string raw;
+  for (int y = 0; y < side; ++y) raw += static_cast<char>(y == 32 ? 7 : 0) + std::string(side * 3, '\x80');
+  uint32_t a = 1, b = 0;  // Adler-32
+  for (unsigned char c : raw) {
+    a = (a + c) % 65521;
+    b = (b + a) % 65521;
+  }
+  const auto n = static_cast<uint16_t>(raw.size());  // one stored block (12352 bytes)
+  std::string zlib = std::string("\x78\x01\x01", 3) + static_cast<char>(n & 0xff) + static_cast<char>(n >> 8) +
+                     static_cast<char>(~n & 0xff) + static_cast<char>((~n >> 8) & 0xff) + raw + be32((b << 16) | a);
+  const std::string ihdr = be32(side) + be32(side) + std::string("\x08\x02\x00\x00\x00", 5);
+  return std::string("\x89PNG\r\n\x1a\n", 8) + chunk("IHDR", ihdr) + chunk("IDAT", zlib) + chunk("IEND", "");
+}
+
+// Issue #30: a PNG whose pixel data is damaged failed with "stage": "" in swap --json.
+TEST_F(SwapProcessTest, DamagedPngPixelDataFailsInStageDecode) {
+  auto daemon = StartDaemon("");
+  ASSERT_TRUE(daemon->Running());
+  const std::string damaged = dir_.File("damaged.png");
+  std::ofstream(damaged, std::ios::binary) << PngWithDamagedRows();
+  const RunResult r = AstronautOnto(damaged, dir_.File("out.png"), {});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded()) << "stdout: " << r.out;
+  EXPECT_EQ(j["state"], "FAILED") << j;
+  EXPECT_EQ(j["error"]["code"], "INVALID_ARGUMENT") << j;
+  EXPECT_EQ(j["error"]["stage"], "decode") << j;
+  EXPECT_NE(j["error"]["message"].get<std::string>().find("target image"), std::string::npos) << j;
+  // The job's error is what `fusionctl result` says too, not only that there is no result.
+  const RunResult result = Ctl({"result", j["job_id"].get<std::string>(), "-o", dir_.File("r.png")});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.err.find("is FAILED, not SUCCEEDED: " + j["error"]["message"].get<std::string>()), std::string::npos)
+      << result.err;
+  // libpng's own words reach the daemon's log with time and level, not raw on stderr.
+  daemon->Signal(SIGTERM);
+  const RunResult stopped = daemon->Wait(absl::Seconds(20));
+  EXPECT_EQ(stopped.exit_code, 0);
+  EXPECT_NE(stopped.err.find(" warning libpng error (the image is refused): bad adaptive filter value"),
+            std::string::npos)
+      << stopped.err;
+  EXPECT_EQ(stopped.err.find("libpng error: "), std::string::npos) << stopped.err;
+}
+
+// Issue #30: root could not list or cancel another uid's jobs; a runaway job could only be
+// stopped by restarting the daemon. Now an admin lists every uid's jobs with their owner and
+// cancels any of them, and the daemon logs it with the admin's uid.
+TEST_F(SwapProcessTest, AnOperatorListsAndCancelsAnotherUidsJobs) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run a client as another uid";
+  constexpr int kNobody = 65534;
+  const std::string toml = dir_.File("operator.toml");
+  std::ofstream(toml) << "socket_group = \"nogroup\"\nallowed_uids = [65534]\nmax_concurrent_jobs = 1\n";
+  auto daemon = StartDaemon("", {"--config", toml});
+  ASSERT_TRUE(daemon->Running());
+  auto as_nobody = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {FUSIONCTL_BIN, "--socket", socket_});
+    return testing::RunProcess(args, dir_.path(), absl::Seconds(60), kNobody);
+  };
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    const RunResult r = as_nobody({"swap", "--source", FUSION_TEST_DATA_DIR "/faces/astronaut_eileen_collins_512.png",
+                                   "--target", FUSION_TEST_DATA_DIR "/faces/grace_hopper_512x600.jpg", "--no-wait"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ids.push_back(std::string(absl::StripAsciiWhitespace(r.out)));
+  }
+  // The third waits behind the others (one job at a time): root cancels it.
+  const RunResult cancel = Ctl({"cancel", ids[2], "--json"});
+  ASSERT_EQ(cancel.exit_code, 0) << cancel.err;
+  const nlohmann::json c = nlohmann::json::parse(cancel.out);
+  EXPECT_EQ(c["state"], "CANCELLED") << c;
+  EXPECT_EQ(c["owner_uid"], kNobody);
+  const RunResult all = Ctl({"jobs", "--all"});
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  for (const std::string& id : ids) EXPECT_NE(all.out.find("uid 65534  " + id), std::string::npos) << all.out;
+  EXPECT_EQ(Ctl({"jobs"}).out, "");  // root's own: none
+  const RunResult refused = as_nobody({"jobs", "--all"});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("PERMISSION_DENIED"), std::string::npos) << refused.err;
+  EXPECT_EQ(as_nobody({"jobs"}).out.find(ids[0]) != std::string::npos, true);
+  daemon->Signal(SIGTERM);
+  const RunResult stopped = daemon->Wait(absl::Seconds(30));
+  EXPECT_NE(stopped.err.find("(admin) cancelled job " + ids[2] + " of uid 65534 (now CANCELLED)"), std::string::npos)
+      << stopped.err;
+  EXPECT_NE(stopped.err.find("uid 0 pid"), std::string::npos) << stopped.err;
+  EXPECT_NE(stopped.err.find("(admin) listed every uid's jobs: 3"), std::string::npos) << stopped.err;
+}
+
 // swap --json printed nothing on a failed job (new-user trial): now the error as JSON on stdout,
 // the exit code and the stderr line unchanged.
 TEST_F(SwapProcessTest, SwapJsonOfAFailedJobPrintsTheErrorAsJson) {
@@ -144,7 +250,18 @@ TEST_F(SwapProcessTest, SwapJsonOfAFailedJobPrintsTheErrorAsJson) {
   const nlohmann::json b = nlohmann::json::parse(bad.out, nullptr, false);
   ASSERT_FALSE(b.is_discarded()) << "stdout: " << bad.out;
   EXPECT_EQ(b["error"]["code"], "INVALID_ARGUMENT") << b;
-  EXPECT_EQ(b["error"]["stage"], "submit");
+  // An image's own fault found at submit is the decode's (issue #30), as in a job.
+  EXPECT_EQ(b["error"]["stage"], "decode");
+  EXPECT_EQ(b["state"], "NOT_SUBMITTED");
+  // A cut PNG (no IEND), refused from its bytes at submit: stage "decode" too.
+  const std::string grey_png = ReadFile(grey);
+  const std::string cut = dir_.File("cut.png");
+  std::ofstream(cut, std::ios::binary) << grey_png.substr(0, grey_png.size() - 12);
+  const RunResult c = AstronautOnto(cut, dir_.File("out3.png"), {});
+  const nlohmann::json cj = nlohmann::json::parse(c.out, nullptr, false);
+  ASSERT_FALSE(cj.is_discarded()) << "stdout: " << c.out;
+  EXPECT_EQ(cj["error"]["stage"], "decode") << cj;
+  EXPECT_NE(cj["error"]["message"].get<std::string>().find("target image truncated"), std::string::npos) << cj;
   Stop(std::move(daemon));
 }
 
@@ -602,7 +719,10 @@ TEST_F(SwapProcessTest, MosaicCropWithEnhanceX4OnSixtyFourMiBGivesTheSameBytesAl
   auto without_model_bytes = [](const nlohmann::json& list) {
     std::vector<std::string> out;
     for (const auto& d : list) {
-      out.push_back(std::regex_replace(d.get<std::string>(), std::regex(R"(needs [0-9.]+ [KMG]?i?B \(model [0-9.]+ [KMG]?i?B)"), "needs N (model N"));
+      // The figure a degradation gives for the model and its working set moves with the
+      // working-set estimate the first job taught (138.8 or 149.2 MiB): the same path, not bytes.
+      std::string text = std::regex_replace(d.get<std::string>(), std::regex(R"(needs [0-9.]+ [KMG]?i?B \(model [0-9.]+ [KMG]?i?B)"), "needs N (model N");
+      out.push_back(std::regex_replace(text, std::regex(R"(need [0-9.]+ [KMG]?i?B of)"), "need N of"));
     }
     return out;
   };

@@ -31,9 +31,9 @@ class ScriptedRunner : public JobRunner {
     }
     return std::vector<std::string>{"detector", "generator"};
   }
-  absl::Status CheckImages(const std::string&, const std::string&, const std::string& target) override {
+  absl::StatusOr<uint64_t> CheckImages(const std::string&, const std::string&, const std::string& target) override {
     if (target == "bomb") return absl::InvalidArgumentError("target image: a bomb (scripted)");
-    return absl::OkStatus();
+    return target.size() + 32;  // the target reversed plus the source's length in decimal
   }
   absl::StatusOr<Output> Run(const JobRecord& job, const std::string& source,
                              const std::string& target, Context& ctx) override {

@@ -89,6 +89,10 @@ class Client {
   // The caller's jobs, newest first; `states` empty = all; `limit` 0 = all.
   absl::StatusOr<std::vector<JobInfo>> ListJobs(const std::vector<JobState>& states = {},
                                                 uint32_t limit = 0);
+  // Every uid's jobs (JobInfo::owner_uid says whose), newest first: admins only (root, the
+  // daemon's uid, admin_uids, admin_group), PERMISSION_DENIED for others.
+  absl::StatusOr<std::vector<JobInfo>> ListAllJobs(const std::vector<JobState>& states = {}, uint32_t limit = 0);
+  // The caller's job; an admin cancels any uid's.
   absl::StatusOr<JobInfo> CancelJob(const std::string& job_id);
   // The result of a SUCCEEDED job, image included (fetched from a memfd when the daemon
   // sends one, or always when `prefer_memfd`).
@@ -130,8 +134,13 @@ class Client {
  private:
   struct Impl;
   explicit Client(std::unique_ptr<Impl> impl);
+  absl::StatusOr<std::vector<JobInfo>> ListJobsOf(const std::vector<JobState>& states, uint32_t limit, bool all_uids);
   std::unique_ptr<Impl> impl_;
 };
+
+// The stage a failed call's status names beside its code (e.g. "decode": SubmitJob refused an
+// image from its bytes, as a job fails in stage "decode"), or "" when it names none.
+std::string ErrorStage(const absl::Status& status);
 
 // The socket target a client with `socket` would use (applies $FUSIOND_SOCKET and the default;
 // a relative path is made absolute against the current directory).
