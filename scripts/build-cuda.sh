@@ -52,7 +52,15 @@ TORCH_PREFIX=$(sed -n 1p <<<"$info") TORCH_CUDA=$(sed -n 2p <<<"$info") TORCH_VE
 [ "${TORCH_CUDA%%.*}" = "$nvcc_major" ] ||
   die "torch $TORCH_VERSION is built for CUDA $TORCH_CUDA, the toolkit's nvcc is CUDA $nvcc_major"
 
+echo "build-cuda: LibTorch $TORCH_VERSION (CUDA $TORCH_CUDA) from $TORCH_PREFIX" >&2
+
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
+# A build directory configured against another LibTorch (another venv) is configured again: its
+# binaries would keep that LibTorch in their RPATH.
+if [ -f "$BUILD_DIR/CMakeCache.txt" ] && ! grep -qx "Torch_DIR:PATH=$TORCH_PREFIX/Torch" "$BUILD_DIR/CMakeCache.txt"; then
+  echo "build-cuda: $BUILD_DIR was configured against another LibTorch; configuring it again" >&2
+  rm -rf "$BUILD_DIR/CMakeCache.txt" "$BUILD_DIR/CMakeFiles" "$BUILD_DIR/build.ninja" "$BUILD_DIR/torch-include"
+fi
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then
   args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DFUSION_REQUIRE_CUDA=ON -DCMAKE_CUDA_COMPILER="$NVCC"
         "-DCMAKE_PREFIX_PATH=$TORCH_PREFIX${FUSION_DEPS_PREFIX:+;$FUSION_DEPS_PREFIX/usr}")
