@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # the names are for the scripts that source this file
 # Sourced by setup.sh and run.sh (bash): the pinned ONNX Runtime version (from requirements.txt)
 # and the virtual environment setup.sh installs it into, outside the repository.
 PEERS_REQUIREMENTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/requirements.txt"
