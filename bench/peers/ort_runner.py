@@ -1,10 +1,16 @@
 """ONNX Runtime (onnxruntime from PyPI, CPU execution provider) on one ONNX export: a session per
 intra-op thread count (inter-op 1, sequential, all graph optimisations, spinning or not), timed
 per run. The options are the ones the former onnxruntime-node driver set."""
+import sys
 import time
 
-import numpy as np
-import onnxruntime as ort
+try:
+    import numpy as np
+    import onnxruntime as ort
+except ImportError as e:
+    raise SystemExit(f"driver.py: {e.name} is not importable by {sys.executable}; run "
+                     "bench/peers/setup.sh and this with its venv's python (bench/peers/venv.sh: "
+                     "$PEERS_PYTHON), as run.sh does") from e
 
 ORT_VERSION = ort.__version__
 
