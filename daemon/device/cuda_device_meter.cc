@@ -1,5 +1,5 @@
-// MakeCudaDeviceMeter: compiled only with a CUDA LibTorch (FUSION_WITH_CUDA). Never built on
-// the CPU-only machine this was written on; see device_meter.h.
+// MakeCudaDeviceMeter: compiled only with a CUDA LibTorch (FUSION_WITH_CUDA: scripts/build-cuda.sh,
+// built in CI); run on a GPU only by scripts/gpu-check so far. See device_meter.h.
 #include "device/device_meter.h"
 #include "models/common/torch_compat.h"
 

@@ -18,13 +18,19 @@ using NvmlShutdown = int (*)();
 using NvmlGetCount = int (*)(unsigned int*);
 using NvmlErrorString = const char* (*)(int);
 
-void ProbeNvml(CudaProbe& probe) {
-  void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+// dlopen(name) with its own symbols kept local; on failure nullptr and `error` set to dlerror's text.
+void* OpenLibrary(const char* name, std::string& error) {
+  void* lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
     const char* err = dlerror();
-    probe.nvml_error = err != nullptr ? err : "dlopen(libnvidia-ml.so.1) failed";
-    return;
+    error = err != nullptr ? err : absl::StrCat("dlopen(", name, ") failed");
   }
+  return lib;
+}
+
+void ProbeNvml(CudaProbe& probe) {
+  void* lib = OpenLibrary("libnvidia-ml.so.1", probe.nvml_error);
+  if (lib == nullptr) return;
   auto init = reinterpret_cast<NvmlInit>(dlsym(lib, "nvmlInit_v2"));
   auto shutdown = reinterpret_cast<NvmlShutdown>(dlsym(lib, "nvmlShutdown"));
   auto count = reinterpret_cast<NvmlGetCount>(dlsym(lib, "nvmlDeviceGetCount_v2"));
@@ -50,14 +56,10 @@ void ProbeNvml(CudaProbe& probe) {
 // Whether the driver's libcuda.so.1 can be loaded at all: without it cudart says only "CUDA driver
 // version is insufficient", which reads as an old driver rather than none.
 void ProbeDriver(CudaProbe& probe) {
-  void* lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
-  if (lib == nullptr) {
-    const char* err = dlerror();
-    probe.driver_error = err != nullptr ? err : "dlopen(libcuda.so.1) failed";
-    return;
+  if (void* lib = OpenLibrary("libcuda.so.1", probe.driver_error); lib != nullptr) {
+    probe.driver_loadable = true;
+    dlclose(lib);
   }
-  probe.driver_loadable = true;
-  dlclose(lib);
 }
 
 }  // namespace

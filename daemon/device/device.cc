@@ -40,7 +40,7 @@ class CudaDevice final : public Device {
 };
 
 // The reason, for a person: no driver, a driver that sees no device, or no device of that index.
-std::string WhyNoCudaDevice(const CudaProbe& probe, int index) {
+std::string WhyNoCudaDevice(const CudaProbe& probe) {
   if (!probe.built_with_cudart) return probe.runtime_error;
   if (!probe.driver_loadable) {
     return absl::StrCat("no NVIDIA driver on this machine (", probe.driver_error, ")");
@@ -65,7 +65,7 @@ absl::StatusOr<std::unique_ptr<Device>> OpenDevice(const std::string& spec) {
   CudaProbe probe = ProbeCuda();
   if (index >= probe.device_count) {
     return absl::FailedPreconditionError(
-        absl::StrCat("device ", spec, " is not available: ", WhyNoCudaDevice(probe, index)));
+        absl::StrCat("device ", spec, " is not available: ", WhyNoCudaDevice(probe)));
   }
   return std::unique_ptr<Device>(new CudaDevice(index));
 }

@@ -17,7 +17,7 @@
 //                       are the same in 1.13 and 2.x: no shim needed (model_store.cc).
 //
 // Only <torch/version.h> (a page of #defines) and c10 headers: cheap in c10-only TUs.
-// Thread-safety: stateless; the autocast calls change this thread's state only.
+// Thread-safety: stateless.
 #pragma once
 
 #include <cstdint>
