@@ -22,9 +22,9 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "fusion/size.h"
+#include "base/size.h"
 #include "models/catalogue/catalogue.h"
-#include "pipeline/model_store.h"
+#include "loader/model_store.h"
 #include "pipeline/pipeline_runner.h"
 #include "bench/read_file.h"
 

@@ -31,7 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/catalogue/catalogue.h"
-#include "pipeline/model_store.h"
+#include "loader/model_store.h"
 #include "pipeline/pipeline_runner.h"
 #include "bench/read_file.h"
 

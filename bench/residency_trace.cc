@@ -8,7 +8,7 @@
 
 #include "CLI/CLI.hpp"
 #include "bench/trace_replay.h"
-#include "fusion/size.h"
+#include "base/size.h"
 #include "nlohmann/json.hpp"
 
 int main(int argc, char** argv) {

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "fusion/size.h"
+#include "base/size.h"
 
 namespace fusion::ctl {
 namespace {

@@ -11,7 +11,7 @@
 #include "format.h"
 #include "swap.h"
 #include "fusion/client.h"
-#include "fusion/size.h"
+#include "base/size.h"
 
 namespace {
 

@@ -19,14 +19,12 @@
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "config/config.h"
+#include "daemon.h"
 #include "device/device.h"
+#include "jobs/backend.h"
 #include "jobs/state_dir.h"
-#include "rpc/server.h"
 #include "rpc/uds_listener.h"
-#include "rpc/service_notifier.h"
-#ifdef FUSION_WITH_PIPELINE
-#include "pipeline/daemon_pipeline.h"
-#endif
+#include "systemd/service_notifier.h"
 #include "spdlog/spdlog.h"
 
 // jemalloc's options (fusiond links it; daemon/common/heap_release.h has the measurements):
@@ -74,13 +72,7 @@ void ReloadConfiguration(int argc, char** argv, fusion::DaemonConfig& running) {
 // OK when `spec` (cpu or cuda:N) can run this build's stages: a CUDA device needs a CUDA build
 // (a CUDA LibTorch), the driver and that device.
 absl::Status DeviceUsable(const std::string& spec) {
-#if defined(FUSION_WITH_PIPELINE) && !defined(FUSION_WITH_CUDA)
-  if (spec != "cpu" && spec.rfind("cuda:", 0) == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "device ", spec, " is not available: this fusiond is a CPU-only build (its LibTorch has no CUDA); "
-        "use --device cpu, or build it with scripts/build-cuda.sh"));
-  }
-#endif
+  if (absl::Status st = fusion::jobs::BackendSupportsDevice(spec); !st.ok()) return st;
   return fusion::OpenDevice(spec).status();
 }
 
@@ -136,20 +128,16 @@ int main(int argc, char** argv) {
   // gRPC's last grpc_shutdown joins its executor threads, one of which can sit in a 10-s
   // epoll_wait: measured 10.1 s stops in 2 of 6 runs after one job. This reference is never
   // released, so the library's teardown does not run at exit; everything fusiond must flush
-  // (journal, sockets, jobs) is closed by DaemonServer's destructor before main returns.
+  // (journal, sockets, jobs) is closed by Daemon's destructor before main returns.
   grpc_init();
 
-#ifdef FUSION_WITH_PIPELINE
-  // Models and the pipeline: jobs and model methods served (LibTorch build).
-  auto pipeline = fusion::DaemonPipeline::Create(*config);
-  if (!pipeline.ok()) {
-    spdlog::critical("cannot start: {}", pipeline.status().ToString());
+  // This build's backend (the LibTorch pipeline; none without LibTorch) and the daemon over it.
+  auto backend = fusion::jobs::CreateBackend(*config);
+  if (!backend.ok()) {
+    spdlog::critical("cannot start: {}", backend.status().ToString());
     return 1;
   }
-  auto server = fusion::DaemonServer::Create(*config, nullptr, (*pipeline)->Hooks());
-#else
-  auto server = fusion::DaemonServer::Create(*config);
-#endif
+  auto server = fusion::Daemon::Create(*config, *std::move(backend));
   if (!server.ok()) {
     spdlog::critical("cannot start: {}", server.status().ToString());
     return 1;
@@ -159,7 +147,7 @@ int main(int argc, char** argv) {
   bool watchdog = false;
   const absl::Duration period = fusion::ServiceNotifier::PeriodFromEnvironment(absl::Seconds(5), &watchdog);
   if (watchdog) spdlog::info("systemd watchdog: health check every {} ms", absl::ToInt64Milliseconds(period));
-  fusion::DaemonServer* served = server->get();
+  fusion::Daemon* served = server->get();
   auto notifier = fusion::ServiceNotifier::Start(
       {.period = period, .watchdog = watchdog, .probe = [served] { return served->HealthStatus(); }});
 

@@ -29,7 +29,7 @@
 #include "device/cpu_device_memory.h"
 #include "models/catalogue/catalogue.h"
 #include "models/quality/blotch.h"
-#include "pipeline/model_store.h"
+#include "loader/model_store.h"
 #include "pipeline/pipeline_runner.h"
 
 namespace {

@@ -15,7 +15,7 @@
 #include "absl/time/time.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "fusion/size.h"
+#include "base/size.h"
 
 namespace fusion {
 namespace {

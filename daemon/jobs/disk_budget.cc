@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "fusion/size.h"
+#include "base/size.h"
 
 namespace fusion::jobs {
 

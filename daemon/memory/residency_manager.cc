@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "fusion/size.h"
+#include "base/size.h"
 
 namespace fusion {
 

@@ -24,7 +24,7 @@
 #include "memory/residency_manager.h"
 #include "pipeline/checkpoint.h"
 #include "pipeline/image_io.h"
-#include "pipeline/model_store.h"
+#include "loader/model_store.h"
 #include "pipeline/oom_ladder.h"
 #include "pipeline/stages.h"
 

@@ -6,7 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "models/blend/blend.h"
-#include "pipeline/frame_edge.h"
+#include "geometry/frame_edge.h"
 #include "pipeline/parallel.h"
 
 namespace fusion {

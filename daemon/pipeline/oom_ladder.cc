@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "fusion/size.h"
+#include "base/size.h"
 #include "pipeline/device_oom.h"
 #include "spdlog/spdlog.h"
 

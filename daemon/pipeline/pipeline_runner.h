@@ -50,7 +50,7 @@
 #include "memory/residency_manager.h"
 #include "pipeline/face_cache.h"
 #include "pipeline/fault_injection.h"
-#include "pipeline/model_store.h"
+#include "loader/model_store.h"
 #include "pipeline/oom_ladder.h"
 #include "pipeline/stages.h"
 #include "pipeline/target_kind.h"

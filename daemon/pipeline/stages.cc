@@ -23,7 +23,7 @@
 #include "models/generator/generator.h"
 #include "models/generator/torchscript_enhancer.h"
 #include "models/keras/keras_model.h"
-#include "pipeline/frame_edge.h"
+#include "geometry/frame_edge.h"
 #include "pipeline/parallel.h"
 #include "pipeline/precision.h"
 #include "spdlog/spdlog.h"

@@ -22,7 +22,7 @@
 #include "models/blend/blend.h"
 #include "models/faceapi/types.h"
 #include "pipeline/checkpoint.h"
-#include "pipeline/model_store.h"
+#include "loader/model_store.h"
 
 namespace fusion {
 

@@ -44,7 +44,7 @@
 #include "common/mutex.h"
 #include "pipeline/execution.h"
 #include "pipeline/face_swap.h"
-#include "pipeline/frame_edge.h"
+#include "geometry/frame_edge.h"
 #include "pipeline/pipeline_runner.h"
 #include "pipeline/target_kind.h"
 #include "video/mp4_writer.h"

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "fd_protocol.h"
-#include "fusion/size.h"
+#include "base/size.h"
 
 namespace fusion {
 namespace {

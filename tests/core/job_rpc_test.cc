@@ -7,7 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "fusion/v1/fusion.grpc.pb.h"
 #include "memfd_transfer.h"
-#include "rpc/server.h"
+#include "daemon.h"
+#include "test_backend.h"
 #include "scripted_runner.h"
 #include "notification.h"
 #include "process.h"
@@ -22,7 +23,7 @@ class JobRpcTest : public ::testing::Test {
     config_.socket = dir_.File("f.sock");
     config_.state_dir = dir_.File("state");
     config_.drain_ms = 100;
-    auto server = DaemonServer::Create(config_, &runner_);
+    auto server = Daemon::Create(config_, testing::RunnerBackend(&runner_));
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     stub_ = v1::Fusion::NewStub(
@@ -47,7 +48,7 @@ class JobRpcTest : public ::testing::Test {
   testing::TempDir dir_;
   DaemonConfig config_;
   jobs::ScriptedRunner runner_;
-  std::unique_ptr<DaemonServer> server_;
+  std::unique_ptr<Daemon> server_;
   std::unique_ptr<v1::Fusion::Stub> stub_;
 };
 
@@ -172,7 +173,7 @@ TEST(JobRpcWithoutPipeline, JobMethodsAreUnimplemented) {
   testing::TempDir dir;
   DaemonConfig config;
   config.socket = dir.File("f.sock");
-  auto server = DaemonServer::Create(config);
+  auto server = Daemon::Create(config, nullptr);
   ASSERT_TRUE(server.ok());
   auto stub = v1::Fusion::NewStub(
       grpc::CreateChannel("unix://" + config.socket, grpc::InsecureChannelCredentials()));
@@ -196,7 +197,7 @@ TEST(JobRpc, QueuedJobsPerUidAreCappedByTheConfig) {
   jobs::ScriptedRunner runner;
   Notification gate;
   runner.gate = &gate;
-  auto server = DaemonServer::Create(config, &runner);
+  auto server = Daemon::Create(config, testing::RunnerBackend(&runner));
   ASSERT_TRUE(server.ok()) << server.status();
   auto stub = v1::Fusion::NewStub(grpc::CreateChannel("unix://" + config.socket, grpc::InsecureChannelCredentials()));
   auto submit = [&] {

@@ -11,7 +11,8 @@
 #include "memory/residency_manager.h"
 #include "notification.h"
 #include "process.h"
-#include "rpc/server.h"
+#include "daemon.h"
+#include "test_backend.h"
 #include "temp_dir.h"
 
 namespace fusion {
@@ -65,9 +66,9 @@ TEST(LookaheadInTheDaemon, EvictsTheModelNoQueuedJobNeedsNotTheLeastRecentlyUsed
   config.one_shot_min_free = 0;
   testing::FakeLoader loader;
   LeasingRunner runner;
-  ServerHooks hooks;
-  hooks.loader = &loader;
-  hooks.on_residency = [&](ResidencyManager& rm) -> absl::StatusOr<jobs::JobRunner*> {
+  auto backend = std::make_unique<testing::TestBackend>();
+  backend->model_loader = &loader;
+  backend->start = [&](ResidencyManager& rm) -> absl::StatusOr<jobs::JobRunner*> {
     for (const char* m : {"a", "b", "c"}) {
       loader.SetBytes(m, 40 * MiB);
       if (auto st = rm.RegisterModel({m, 40 * MiB}); !st.ok()) return st;
@@ -75,7 +76,7 @@ TEST(LookaheadInTheDaemon, EvictsTheModelNoQueuedJobNeedsNotTheLeastRecentlyUsed
     runner.residency = &rm;
     return &runner;
   };
-  auto server = DaemonServer::Create(config, nullptr, hooks);
+  auto server = Daemon::Create(config, std::move(backend));
   ASSERT_TRUE(server.ok()) << server.status();
   // Raw stubs: this file also includes the daemon's residency headers.
   auto stub = v1::Fusion::NewStub(

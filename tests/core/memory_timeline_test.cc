@@ -1,5 +1,5 @@
 // MemoryTimeline: the ring buffer behind GET /timeline (daemon/rpc/memory_timeline.h).
-#include "rpc/memory_timeline.h"
+#include "observe/memory_timeline.h"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "rpc/metrics_http.h"
+#include "observe/metrics_http.h"
 
 namespace fusion {
 namespace {

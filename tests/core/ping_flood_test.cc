@@ -15,7 +15,8 @@
 #include "fusion/client.h"
 #include "http2_flood.h"
 #include "process.h"
-#include "rpc/server.h"
+#include "daemon.h"
+#include "test_backend.h"
 #include "temp_dir.h"
 
 namespace fusion {
@@ -60,7 +61,7 @@ TEST(PingFlood, FourFloodingConnectionsCostUnder50MiBAndHealthIsServedMeanwhile)
   config.socket = dir.File("f.sock");
   config.device_memory_limit = 256 * MiB;
   config.stalled_connection_timeout_ms = 1000;  // the floods are cut after ~1 s of unread replies
-  auto server = DaemonServer::Create(config);
+  auto server = Daemon::Create(config, nullptr);
   ASSERT_TRUE(server.ok()) << server.status();
   auto client = Client::Connect({.socket = config.socket});
   ASSERT_TRUE(client.ok()) << client.status();

@@ -28,7 +28,8 @@
 #include "memory/residency_manager.h"
 #include "models/catalogue/catalogue.h"
 #include "process.h"
-#include "rpc/server.h"
+#include "daemon.h"
+#include "test_backend.h"
 #include "temp_dir.h"
 
 namespace fusion {
@@ -88,15 +89,15 @@ class RpcGuardTest : public ::testing::Test {
     catalogue_ = *std::move(cat);
   }
   void Start() {
-    ServerHooks hooks;
-    hooks.loader = &loader_;
-    hooks.catalogue = catalogue_.get();
-    hooks.on_residency = [this](ResidencyManager& rm) -> absl::StatusOr<jobs::JobRunner*> {
+    auto backend = std::make_unique<testing::TestBackend>();
+    backend->model_loader = &loader_;
+    backend->model_catalogue = catalogue_.get();
+    backend->start = [this](ResidencyManager& rm) -> absl::StatusOr<jobs::JobRunner*> {
       loader_.SetBytes("gen", 8 * MiB);
       if (auto st = rm.RegisterModel({"gen", 8 * MiB}); !st.ok()) return st;
       return nullptr;
     };
-    auto server = DaemonServer::Create(config_, nullptr, hooks);
+    auto server = Daemon::Create(config_, std::move(backend));
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     ASSERT_EQ(chmod(dir_.path().c_str(), 0711), 0);
@@ -136,7 +137,7 @@ class RpcGuardTest : public ::testing::Test {
   DaemonConfig config_;
   testing::FakeLoader loader_;
   std::unique_ptr<models::ModelCatalogue> catalogue_;
-  std::unique_ptr<DaemonServer> server_;
+  std::unique_ptr<Daemon> server_;
 };
 
 constexpr const char* kResidencyMethods[] = {"LoadModel", "UnloadModel", "PinModel", "UnpinModel"};
@@ -199,7 +200,7 @@ TEST_F(RpcGuardTest, AdminGroupMembersByPrimaryOrSupplementaryGroupMayChangeResi
 
 TEST_F(RpcGuardTest, AnUnknownAdminGroupFailsTheStartNamingTheKey) {
   config_.admin_group = "no-such-group-xyz";
-  auto server = DaemonServer::Create(config_);
+  auto server = Daemon::Create(config_, nullptr);
   ASSERT_FALSE(server.ok());
   EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(server.status().message().find("admin_group 'no-such-group-xyz'"), std::string::npos);

@@ -12,7 +12,8 @@
 #include "fd_protocol.h"
 
 #include "fusion/client.h"
-#include "rpc/server.h"
+#include "daemon.h"
+#include "test_backend.h"
 #include "scripted_runner.h"
 #include "temp_dir.h"
 
@@ -25,7 +26,7 @@ class SdkJobsTest : public ::testing::Test {
     config_.socket = dir_.File("f.sock");
     config_.state_dir = dir_.File("state");
     config_.drain_ms = 100;
-    auto server = DaemonServer::Create(config_, &runner_);
+    auto server = Daemon::Create(config_, testing::RunnerBackend(&runner_));
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     client_ = *Client::Connect({.socket = config_.socket, .memfd_threshold_bytes = 1 << 20});
@@ -33,7 +34,7 @@ class SdkJobsTest : public ::testing::Test {
   testing::TempDir dir_;
   DaemonConfig config_;
   jobs::ScriptedRunner runner_;
-  std::unique_ptr<DaemonServer> server_;
+  std::unique_ptr<Daemon> server_;
   std::unique_ptr<Client> client_;
 };
 

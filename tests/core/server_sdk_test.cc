@@ -1,4 +1,4 @@
-// An in-process DaemonServer on a temporary socket, called through the real SDK and raw stubs.
+// An in-process Daemon on a temporary socket, called through the real SDK and raw stubs.
 #include <unistd.h>
 
 #include <grpcpp/grpcpp.h>
@@ -8,7 +8,8 @@
 
 #include "fusion/client.h"
 #include "fusion/v1/fusion.grpc.pb.h"
-#include "rpc/server.h"
+#include "daemon.h"
+#include "test_backend.h"
 #include "temp_dir.h"
 
 namespace fusion {
@@ -21,7 +22,7 @@ class ServerSdkTest : public ::testing::Test {
     config_.device = "cpu";
     config_.device_memory_limit = 268435456;
     config_.drain_ms = 100;
-    auto server = DaemonServer::Create(config_);
+    auto server = Daemon::Create(config_, nullptr);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     auto client = Client::Connect({.socket = config_.socket});
@@ -31,7 +32,7 @@ class ServerSdkTest : public ::testing::Test {
 
   testing::TempDir dir_;
   DaemonConfig config_;
-  std::unique_ptr<DaemonServer> server_;
+  std::unique_ptr<Daemon> server_;
   std::unique_ptr<Client> client_;
 };
 
@@ -80,7 +81,7 @@ TEST_F(ServerSdkTest, WatchMemoryStreamsStatesUntilTheClientStops) {
 }
 
 TEST_F(ServerSdkTest, SecondServerOnTheSameSocketIsRefused) {
-  auto second = DaemonServer::Create(config_);
+  auto second = Daemon::Create(config_, nullptr);
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
   // ... and the first keeps serving.
@@ -106,7 +107,7 @@ TEST(ServerSdk, OwnUidIsAllowedEvenWhenNotListed) {
   DaemonConfig config;
   config.socket = dir.File("f.sock");
   config.allowed_uids = {getuid() + 1};
-  auto server = DaemonServer::Create(config);
+  auto server = Daemon::Create(config, nullptr);
   ASSERT_TRUE(server.ok()) << server.status();
   auto client = Client::Connect({.socket = config.socket});
   EXPECT_TRUE((*client)->GetMemoryState().ok());
@@ -119,7 +120,7 @@ TEST(ServerSdk, ARequestOverMaxMessageBytesNamesTheLimitAndTheMemfdPath) {
   DaemonConfig config;
   config.socket = dir.File("f.sock");
   config.max_message_bytes = 64 * 1024;
-  auto server = DaemonServer::Create(config);
+  auto server = Daemon::Create(config, nullptr);
   ASSERT_TRUE(server.ok()) << server.status();
   auto client = Client::Connect({.socket = config.socket, .memfd_threshold_bytes = 1 << 20});
   ASSERT_TRUE(client.ok()) << client.status();

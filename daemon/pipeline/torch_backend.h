@@ -1,15 +1,15 @@
-// DaemonPipeline: what fusiond builds over LibTorch to run jobs — the model catalogue, the
-// device meter (on `cpu` the budget-enforcing allocator is installed, its budget kept equal to
-// the device budget), the model store (the residency manager's loader), fault injection
-// (FUSIOND_FAULTS, test builds only) and the PipelineRunner — and the hooks that attach them to
-// the DaemonServer. config.pin_models are pinned once the models are registered (an unknown
-// name stops the daemon with INVALID_ARGUMENT; a pin that does not fit is a warning).
+// TorchBackend: the LibTorch pipeline as the daemon's Backend (jobs/backend.h) — the model
+// catalogue, the device meter (on `cpu` the budget-enforcing allocator is installed, its budget
+// kept equal to the device budget), the model store (the residency manager's loader), fault
+// injection (FUSIOND_FAULTS, test builds only) and the PipelineRunner.
+// config.pin_models are pinned at Start (an unknown name stops the daemon with
+// INVALID_ARGUMENT; a pin that does not fit is a warning).
 // Manifest: config.manifest; else <directory of the fusiond binary>/../share/fusiond/manifest.json
 // when it exists (cmake --install puts it there); else the source tree's models/manifest.json
 // compiled in (running from a build tree). Weights come from config.models_dir.
 // Errors: the catalogue's INVALID_ARGUMENT / NOT_FOUND (naming the manifest), FAILED_PRECONDITION
 // for cuda without a CUDA LibTorch, INVALID_ARGUMENT for a bad FUSIOND_FAULTS.
-// Thread-safety: Create and Hooks from main's thread; the parts are thread-safe.
+// Thread-safety: as Backend's.
 #pragma once
 
 #include <cstdint>
@@ -19,22 +19,27 @@
 
 #include "absl/status/statusor.h"
 #include "config/config.h"
-#include "pipeline/model_store.h"
+#include "jobs/backend.h"
+#include "loader/model_store.h"
 #include "pipeline/pipeline_runner.h"
-#include "rpc/server.h"
 
 namespace fusion {
 
-class DaemonPipeline {
+class TorchBackend final : public jobs::Backend {
  public:
-  static absl::StatusOr<std::unique_ptr<DaemonPipeline>> Create(const DaemonConfig& config);
-  // The hooks for DaemonServer::Create; `this` must outlive the server.
-  ServerHooks Hooks();
+  static absl::StatusOr<std::unique_ptr<TorchBackend>> Create(const DaemonConfig& config);
+
+  ModelLoader* loader() override { return store_.get(); }
+  const models::ModelCatalogue* catalogue() const override { return catalogue_.get(); }
+  absl::StatusOr<jobs::JobRunner*> Start(ResidencyManager& residency) override;
+  void OnDeviceBudget(uint64_t bytes) override;
+  void Stop() override;
+
   // The manifest path Create used.
   const std::string& manifest() const { return manifest_; }
 
  private:
-  DaemonPipeline() = default;
+  TorchBackend() = default;
   std::string manifest_;
   std::vector<std::string> pin_models_;
   PipelineRunner::Options runner_options_;

@@ -1,4 +1,4 @@
-#include "rpc/metrics.h"
+#include "observe/metrics.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"

@@ -1,4 +1,4 @@
-#include "rpc/service_notifier.h"
+#include "systemd/service_notifier.h"
 
 #include <systemd/sd-daemon.h>
 

@@ -1,5 +1,5 @@
 // ModelStore (model_store.h): the catalogue's models between storage, host and device.
-#include "pipeline/model_store.h"
+#include "loader/model_store.h"
 
 #include <ATen/ATen.h>
 #ifdef FUSION_WITH_CUDA
@@ -15,7 +15,7 @@
 #include "models/common/exception_text.h"
 #include "absl/strings/str_cat.h"
 #include "device/cpu_device_memory.h"
-#include "fusion/size.h"
+#include "base/size.h"
 #include "models/faceapi/face_landmark_68.h"
 #include "models/faceapi/face_recognition.h"
 #include "models/faceapi/ssd_mobilenet_v1.h"

@@ -1,5 +1,5 @@
-// DaemonPipeline (daemon_pipeline.h).
-#include "pipeline/daemon_pipeline.h"
+// TorchBackend (torch_backend.h).
+#include "pipeline/torch_backend.h"
 
 #include <unistd.h>
 
@@ -49,8 +49,8 @@ void WarnAboutMissingWeights(const models::ModelCatalogue& catalogue, const std:
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<DaemonPipeline>> DaemonPipeline::Create(const DaemonConfig& config) {
-  std::unique_ptr<DaemonPipeline> self(new DaemonPipeline());
+absl::StatusOr<std::unique_ptr<TorchBackend>> TorchBackend::Create(const DaemonConfig& config) {
+  std::unique_ptr<TorchBackend> self(new TorchBackend());
   self->manifest_ = ResolveManifest(config.manifest);
   self->pin_models_ = config.pin_models;
   self->runner_options_.default_min_face_px = config.min_face_px;
@@ -107,32 +107,46 @@ absl::StatusOr<std::unique_ptr<DaemonPipeline>> DaemonPipeline::Create(const Dae
   return self;
 }
 
-ServerHooks DaemonPipeline::Hooks() {
-  ServerHooks hooks;
-  hooks.loader = store_.get();
-  hooks.catalogue = catalogue_.get();
-  hooks.on_residency = [this](ResidencyManager& residency) -> absl::StatusOr<jobs::JobRunner*> {
-    if (absl::Status st = store_->RegisterAll(residency); !st.ok()) return st;
-    for (const std::string& name : pin_models_) {
-      if (!catalogue_->Get(name).ok()) {
-        return absl::InvalidArgumentError(absl::StrCat("pin_models: '", name, "' is not in the catalogue"));
-      }
-      if (absl::Status st = residency.Pin(name, absl::Now() + absl::Seconds(60)); !st.ok()) {
-        spdlog::warn("pin_models: cannot pin '{}': {}", name, st.ToString());
-      }
+absl::StatusOr<jobs::JobRunner*> TorchBackend::Start(ResidencyManager& residency) {
+  if (absl::Status st = store_->RegisterAll(residency); !st.ok()) return st;
+  for (const std::string& name : pin_models_) {
+    if (!catalogue_->Get(name).ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("pin_models: '", name, "' is not in the catalogue"));
     }
-    runner_ = std::make_unique<PipelineRunner>(store_.get(), &residency, meter_.get(), faults_.get(),
-                                               runner_options_);
-    return runner_.get();
-  };
-  hooks.on_stopped = [this] {
-    if (runner_ != nullptr && runner_->face_cache() != nullptr) runner_->face_cache()->Clear();
-  };
-  const bool cpu = store_->device() == "cpu";
-  hooks.on_device_budget = [cpu](uint64_t bytes) {
-    if (cpu) CpuDeviceAllocator::Install(bytes);  // same allocator; sets its budget
-  };
-  return hooks;
+    if (absl::Status st = residency.Pin(name, absl::Now() + absl::Seconds(60)); !st.ok()) {
+      spdlog::warn("pin_models: cannot pin '{}': {}", name, st.ToString());
+    }
+  }
+  runner_ = std::make_unique<PipelineRunner>(store_.get(), &residency, meter_.get(), faults_.get(), runner_options_);
+  return runner_.get();
 }
 
+void TorchBackend::OnDeviceBudget(uint64_t bytes) {
+  if (store_->device() == "cpu") CpuDeviceAllocator::Install(bytes);  // same allocator; sets its budget
+}
+
+void TorchBackend::Stop() {
+  if (runner_ != nullptr && runner_->face_cache() != nullptr) runner_->face_cache()->Clear();
+}
+
+namespace jobs {
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const DaemonConfig& config) {
+  auto backend = TorchBackend::Create(config);
+  if (!backend.ok()) return backend.status();
+  return std::unique_ptr<Backend>(*std::move(backend));
+}
+
+absl::Status BackendSupportsDevice(const std::string& device) {
+#ifndef FUSION_WITH_CUDA
+  if (device.rfind("cuda:", 0) == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "device ", device, " is not available: this fusiond is a CPU-only build (its LibTorch has no CUDA); "
+        "use --device cpu, or build it with scripts/build-cuda.sh"));
+  }
+#endif
+  return absl::OkStatus();
+}
+
+}  // namespace jobs
 }  // namespace fusion

@@ -1,4 +1,4 @@
-#include "rpc/socket_activation.h"
+#include "systemd/socket_activation.h"
 
 #include <sys/socket.h>
 #include <sys/un.h>

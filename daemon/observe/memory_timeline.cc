@@ -1,4 +1,4 @@
-#include "rpc/memory_timeline.h"
+#include "observe/memory_timeline.h"
 
 #include "absl/strings/str_cat.h"
 

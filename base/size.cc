@@ -1,4 +1,4 @@
-#include "fusion/size.h"
+#include "base/size.h"
 
 #include <cmath>
 #include <limits>

@@ -1,4 +1,4 @@
-// Byte sizes as users write them (part of the SDK; fusiond parses its flags with it too): "512MiB", "6GiB", "1.5GB", "1048576".
+// Byte sizes as users write them: "512MiB", "6GiB", "1.5GB", "1048576". Used by fusiond, fusionctl and the SDK's sources.
 //
 // Binary units (KiB, MiB, GiB, TiB) are powers of 1024; decimal units (KB, MB, GB, TB) powers
 // of 1000; "B" or no unit means bytes. Units are case-insensitive, a space before the unit is

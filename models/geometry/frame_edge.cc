@@ -1,5 +1,5 @@
 // Faces cut by the frame edge (frame_edge.h).
-#include "pipeline/frame_edge.h"
+#include "geometry/frame_edge.h"
 
 #include <algorithm>
 #include <cmath>

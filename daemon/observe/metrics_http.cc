@@ -1,4 +1,4 @@
-#include "rpc/metrics_http.h"
+#include "observe/metrics_http.h"
 
 #include <cerrno>
 

@@ -1,0 +1,285 @@
+// Daemon (daemon.h): the parts in start order, stopped in reverse.
+#include "daemon.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "base/size.h"
+#include "common/heap_release.h"
+#include "device/cgroup_memory.h"
+#include "device/device.h"
+#include "device/host_memory.h"
+#include "jobs/disk_budget.h"
+#include "jobs/job_manager.h"
+#include "jobs/journal.h"
+#include "jobs/queue_future_references.h"
+#include "jobs/state_dir.h"
+#include "memory/budget_watcher.h"
+#include "memory/residency_manager.h"
+#include "observe/memory_timeline.h"
+#include "observe/metrics.h"
+#include "observe/metrics_http.h"
+#include "rpc/memory_state.h"
+#include "rpc/rpc_server.h"
+#include "systemd/socket_activation.h"
+#include "spdlog/spdlog.h"
+
+namespace fusion {
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonConfig& config,
+                                                       std::unique_ptr<jobs::Backend> backend) {
+  std::unique_ptr<Daemon> self(new Daemon());
+  self->config_ = config;
+  self->backend_ = std::move(backend);
+  // Socket activation: inherited sockets replace --socket (systemd/socket_activation.h).
+  auto inherited = TakeInheritedSockets();
+  if (!inherited.ok()) return inherited.status();
+  if (inherited->main_fd >= 0) {
+    spdlog::info("socket activation: serving on the inherited {}{} (fd {}{})", inherited->main_path,
+                 inherited->main_path == config.socket ? "" : absl::StrCat(", not ", config.socket), inherited->main_fd,
+                 inherited->fd_fd >= 0 ? absl::StrCat(", and its .fd socket on fd ", inherited->fd_fd) : "");
+    self->config_.socket = inherited->main_path;
+  }
+  if (absl::Status st = self->StartMemory(); !st.ok()) return st;
+  jobs::JobRunner* runner = nullptr;
+  if (absl::Status st = self->StartBackend(&runner); !st.ok()) return st;
+  // Bind first: a second daemon must fail here, before it builds anything else.
+  auto rpc = RpcServer::Bind(self->config_, inherited->main_fd);
+  if (!rpc.ok()) return rpc.status();
+  self->rpc_ = *std::move(rpc);
+  if (runner != nullptr) {
+    if (absl::Status st = self->OpenJobs(runner); !st.ok()) return st;
+  }
+  if (absl::Status st = self->Serve(*inherited); !st.ok()) return st;
+  if (absl::Status st = self->StartMetricsEndpoint(); !st.ok()) return st;
+  spdlog::info("fusiond serving on {} (device {}, device limit {} bytes)", self->target(), self->device_->Kind(),
+               config.device_memory_limit);
+  return self;
+}
+
+// The host tier is always budgeted (docs/ARCHITECTURE.md#invariants): without a limit, half of
+// MemTotal. Under a cgroup memory cap (systemd's MemoryMax=, a container) MemTotal is the cap.
+absl::Status Daemon::StartMemory() {
+  std::optional<CgroupMemoryLimit> cgroup;
+  auto host = ReadProcessHostMemory(&cgroup);
+  if (!host.ok()) return host.status();
+  if (cgroup) {
+    spdlog::info("memory cap {} bytes ({}): host and cpu device figures are capped at it", cgroup->limit_bytes,
+                 cgroup->where);
+  }
+  uint64_t& host_limit = config_.host_memory_limit;
+  if (host_limit == 0) {
+    host_limit = DefaultHostMemoryLimit(*host);
+    spdlog::info("host memory limit {} bytes (half of {}; --host-memory-limit sets it)", host_limit,
+                 cgroup ? "the cgroup's memory cap" : "MemTotal");
+  } else if (cgroup && host_limit > cgroup->limit_bytes) {
+    spdlog::warn("--host-memory-limit {} bytes is above the cgroup's memory cap {} bytes ({}): the kernel kills "
+                 "fusiond before the host tier refuses",
+                 host_limit, cgroup->limit_bytes, cgroup->where);
+  }
+  auto device = OpenDevice(config_.device);
+  if (!device.ok()) return device.status();
+  device_ = *std::move(device);
+  future_refs_ = std::make_unique<jobs::QueueFutureReferences>();
+  auto residency = ResidencyManager::Create(
+      {.host_budget_bytes = host_limit,
+       .loader = backend_ != nullptr ? backend_->loader() : nullptr,
+       .future = future_refs_.get(),  // lookahead sees the queued jobs' stages
+       // One-shot models (detect, landmarks) go right after use under device pressure.
+       .one_shot_pressure = config_.one_shot_pressure,
+       .one_shot_min_free_bytes = config_.one_shot_min_free});
+  if (!residency.ok()) return residency.status();
+  residency_ = *std::move(residency);
+  jobs::Backend* backend = backend_.get();
+  auto watcher = BudgetWatcher::Create(device_.get(), residency_.get(),
+                                       {.device_limit = config_.device_memory_limit,
+                                        .device_reserve = config_.device_memory_reserve,
+                                        .host_limit = host_limit,
+                                        .on_device_budget = [backend](uint64_t bytes) {
+                                          if (backend != nullptr) backend->OnDeviceBudget(bytes);
+                                        }});
+  if (!watcher.ok()) return watcher.status();
+  budget_watcher_ = *std::move(watcher);
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::StartBackend(jobs::JobRunner** runner) {
+  if (backend_ == nullptr) return absl::OkStatus();
+  auto started = backend_->Start(*residency_);
+  if (!started.ok()) return started.status();
+  *runner = *started;
+  return absl::OkStatus();
+}
+
+// 0700, fusiond's files in it 0600 and its own (jobs/state_dir.h); one fusiond per state
+// directory: two on one journal would both requeue and run its jobs.
+absl::Status Daemon::LockStateDir() {
+  const std::string& dir = config_.state_dir;
+  if (absl::Status st = jobs::PrepareStateDir(dir, ::geteuid()); !st.ok()) return st;
+  const std::string lock_path = dir + "/lock";
+  state_lock_.fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (state_lock_.fd < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("state_dir '", dir, "': cannot open ", lock_path, ": ", std::strerror(errno)));
+  }
+  if (::flock(state_lock_.fd, LOCK_EX | LOCK_NB) != 0) {
+    char pid[32] = {};
+    const ssize_t n = ::pread(state_lock_.fd, pid, sizeof(pid) - 1, 0);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "state_dir '", dir, "' is in use by another fusiond",
+        n > 0 ? absl::StrCat(" (pid ", absl::StripAsciiWhitespace(absl::string_view(pid, n)), ")") : "",
+        ": its journal holds that daemon's jobs; give this one its own --state-dir"));
+  }
+  const std::string own_pid = absl::StrCat(getpid(), "\n");
+  if (::ftruncate(state_lock_.fd, 0) != 0 ||
+      ::pwrite(state_lock_.fd, own_pid.data(), own_pid.size(), 0) != static_cast<ssize_t>(own_pid.size())) {
+    spdlog::warn("state_dir lock {}: cannot write the pid: {}", lock_path, std::strerror(errno));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::OpenJobs(jobs::JobRunner* runner) {
+  if (absl::Status st = LockStateDir(); !st.ok()) return st;
+  const std::string& dir = config_.state_dir;
+  // Images are files, not journal rows: inputs under inputs/, results under results/ (with
+  // the video results).
+  auto journal = jobs::Journal::Open({.path = dir + "/journal.sqlite3",
+                                      .retention = absl::Seconds(config_.result_retention_s),
+                                      .retention_bytes = config_.result_retention_bytes,
+                                      .results_dir = dir + "/results",
+                                      .inputs_dir = dir + "/inputs"});
+  if (!journal.ok()) return journal.status();
+  journal_ = *std::move(journal);
+  // Within fairness the queue prefers a job whose first model is already on the device.
+  ResidencyManager* residency = residency_.get();
+  auto is_resident = [residency](const std::string& model) {
+    for (const ModelSnapshot& m : residency->Snapshot().models) {
+      if (m.name == model) return m.state == ModelState::kDevice || m.state == ModelState::kInUse;
+    }
+    return false;
+  };
+  jobs::QueueFutureReferences* refs = future_refs_.get();
+  metrics_ = std::make_unique<Metrics>();
+  jobs::JobManager::Options options{.concurrency = config_.max_concurrent_jobs,
+                                    .on_change = [refs] { refs->Refresh(); },
+                                    .on_idle = [] { ReleaseFreeHeap(); },
+                                    .on_event = [m = metrics_.get()](const v1::JobEvent& e) { m->OnJobEvent(e); }};
+  options.queue.max_queued_per_uid = config_.max_queued_jobs_per_uid;
+  disk_ = std::make_unique<jobs::DiskBudget>(dir, jobs::DiskBudget::StatvfsProbe(dir));
+  options.disk = disk_.get();
+  auto manager = jobs::JobManager::Create(std::move(options), journal_.get(), runner, is_resident);
+  if (!manager.ok()) return manager.status();
+  jobs_ = *std::move(manager);
+  refs->SetSource([jobs = jobs_.get()] { return jobs->UpcomingStages(64); });
+  refs->Refresh();
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::Serve(const InheritedSockets& inherited) {
+  JobCountsFn job_counts;
+  if (jobs_ != nullptr) {
+    job_counts = [jobs = jobs_.get()] {
+      std::map<uint32_t, UidJobCounts> out;
+      for (const auto& [uid, c] : jobs->CountsByUid()) {
+        out[uid] = {static_cast<uint32_t>(c.queued), static_cast<uint32_t>(c.running)};
+      }
+      return out;
+    };
+  }
+  memory_ = std::make_unique<ResidencyMemoryStateSource>(
+      device_.get(), residency_.get(),
+      TierLimits{config_.device_memory_limit, config_.device_memory_reserve, config_.host_memory_limit},
+      std::move(job_counts));
+  auto admins = AdminPolicy::Create(config_.admin_uids, config_.admin_group);
+  if (!admins.ok()) return admins.status();
+  return rpc_->Serve(
+      config_,
+      {.options = {.allowed_uids = config_.allowed_uids,
+                   .admins = *std::move(admins),
+                   .max_watch_streams_per_uid = static_cast<int>(config_.max_watch_streams_per_uid)},
+       .memory = memory_.get(),
+       .jobs = jobs_.get(),
+       .residency = residency_.get(),
+       .catalogue = backend_ != nullptr ? backend_->catalogue() : nullptr,
+       .inherited_fd_socket = inherited.fd_fd});
+}
+
+absl::Status Daemon::StartMetricsEndpoint() {
+  if (config_.metrics_listen.empty()) return absl::OkStatus();
+  if (metrics_ == nullptr) metrics_ = std::make_unique<Metrics>();  // no job queue: no job counts
+  Metrics* metrics = metrics_.get();
+  MemoryStateSource* memory = memory_.get();
+  // The memory timeline: a sample every 250 ms, the last 15 minutes (observe/memory_timeline.h).
+  timeline_ = std::make_unique<MemoryTimeline>(3600);
+  timeline_->Start(absl::Milliseconds(250), [memory] { return memory->Snapshot(); });
+  MemoryTimeline* timeline = timeline_.get();
+  auto http = MetricsHttpServer::Start(
+      config_.metrics_listen,
+      [metrics, memory]() -> absl::StatusOr<std::string> {
+        auto state = memory->Snapshot();
+        if (!state.ok()) return state.status();
+        return metrics->Exposition(*state);
+      },
+      [timeline](int64_t since) { return timeline->JsonLines(since); });
+  if (!http.ok()) return http.status();
+  metrics_http_ = *std::move(http);
+  const std::string& host = metrics_http_->host();
+  spdlog::info("metrics on http://{}:{}/metrics", host.find(':') == std::string::npos ? host : "[" + host + "]",
+               metrics_http_->port());
+  return absl::OkStatus();
+}
+
+Daemon::~Daemon() { Shutdown(absl::ZeroDuration()); }
+
+Daemon::LockFd::~LockFd() {
+  if (fd >= 0) ::close(fd);  // releases the flock
+}
+
+std::string Daemon::target() const { return absl::StrCat("unix://", config_.socket); }
+
+int Daemon::open_connections(uid_t uid) const { return rpc_ != nullptr ? rpc_->open_connections(uid) : 0; }
+
+uint64_t Daemon::stalled_connections_closed() const {
+  return rpc_ != nullptr ? rpc_->stalled_connections_closed() : 0;
+}
+
+absl::StatusOr<std::string> Daemon::HealthStatus() const {
+  if (jobs_ != nullptr) {
+    if (absl::Status st = jobs_->CheckProgress(absl::Milliseconds(config_.watchdog_stall_ms)); !st.ok()) return st;
+  }
+  auto state = memory_->Snapshot();
+  if (!state.ok()) return absl::Status(state.status().code(), absl::StrCat("memory state: ", state.status().message()));
+  uint32_t queued = 0, running = 0;
+  for (const v1::ClientUsage& c : state->clients()) queued += c.jobs_queued(), running += c.jobs_running();
+  const v1::TierState& d = state->device();
+  return absl::StrCat(queued, queued == 1 ? " job" : " jobs", " queued, ", running, " running; device ", d.kind(), ": ",
+                      FormatBytes(d.used_bytes() + d.reserved_bytes()), " used of a ", FormatBytes(d.budget_bytes()),
+                      " budget");
+}
+
+void Daemon::Shutdown(absl::Duration drain) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  const absl::Time deadline = absl::Now() + drain;
+  if (rpc_) rpc_->StopAccepting();
+  if (metrics_http_) metrics_http_->Stop();
+  if (timeline_) timeline_->Stop();
+  // No queued job starts; running ones may finish until the deadline (calls are still served,
+  // so their watchers see them end), then are interrupted at their next checkpoint and stay
+  // RUNNING in the journal: they run again at the next start.
+  if (jobs_) jobs_->Shutdown(deadline);
+  // Calls still in flight get what is left of the drain (WatchJob streams of interrupted jobs
+  // are cancelled then).
+  if (rpc_) rpc_->Finish(deadline);
+  if (budget_watcher_) budget_watcher_->Stop();
+  if (backend_) backend_->Stop();
+}
+
+}  // namespace fusion
