@@ -12,7 +12,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "models/catalogue/catalogue.h"
-#include "pipeline/model_store.h"
+#include "loader/model_store.h"
 #include "pipeline/stages.h"
 #include "host_copy.h"
 

@@ -5,7 +5,7 @@
 
 #include <opencv2/imgproc.hpp>
 
-#include "pipeline/frame_edge.h"
+#include "geometry/frame_edge.h"
 
 namespace fusion {
 namespace {

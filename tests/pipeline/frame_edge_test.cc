@@ -16,8 +16,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "models/faceapi/face_landmark_68.h"
-#include "pipeline/frame_edge.h"
-#include "pipeline/model_store.h"
+#include "geometry/frame_edge.h"
+#include "loader/model_store.h"
 #include "pipeline/stages.h"
 #include "pipeline_env.h"
 #include "host_copy.h"

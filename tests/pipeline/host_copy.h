@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "pipeline/model_store.h"
+#include "loader/model_store.h"
 
 namespace fusion {
 

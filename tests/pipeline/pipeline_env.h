@@ -13,7 +13,7 @@
 #include <opencv2/imgcodecs.hpp>
 
 #include "models/catalogue/catalogue.h"
-#include "pipeline/model_store.h"
+#include "loader/model_store.h"
 #include "pipeline/pipeline_runner.h"
 
 namespace fusion {

@@ -20,7 +20,7 @@
 #include "models/onednn/program.h"
 #include "models/catalogue/catalogue.h"
 #include "models/keras/keras_model.h"
-#include "pipeline/model_store.h"
+#include "loader/model_store.h"
 #include "pipeline/pipeline_runner.h"
 #include "pipeline/stages.h"
 #include "pipeline_env.h"
