@@ -25,8 +25,8 @@
 #include "models/keras/keras_model.h"
 #include "models/onednn/program.h"
 #include "models/tfjs/weights.h"
-#include "pipeline/device_oom.h"
-#include "pipeline/precision.h"
+#include "loader/device_oom.h"
+#include "loader/precision.h"
 #include "spdlog/spdlog.h"
 
 namespace fusion {

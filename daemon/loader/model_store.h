@@ -17,7 +17,7 @@
 //                holds the shared copy lets it go; stages hold it only under a lease).
 // Precision: a copy runs the manifest's default_precision (CPU device, host copies) or
 // cuda_precision (CUDA). The first copy of a model with a reduced one on a device runs the probe
-// (pipeline/precision.h; for the ESRGAN bf16 fast path against an fp32 build, which lives in
+// (loader/precision.h; for the ESRGAN bf16 fast path against an fp32 build, which lives in
 // the model's scope until the verdict); above the manifest's reduced_precision_tolerance, or
 // when the probe fails, the copy runs fp32 (logged). The verdict is kept per model and device
 // (Precision()). bf16 on a CPU without native bf16 runs fp32 (no verdict).

@@ -11,7 +11,7 @@
 #include "device/cpu_device_memory.h"
 #include "image/image_header.h"
 #include "models/common/exception_text.h"
-#include "pipeline/device_oom.h"
+#include "loader/device_oom.h"
 
 namespace fusion {
 namespace {

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/size.h"
-#include "pipeline/device_oom.h"
+#include "loader/device_oom.h"
 #include "spdlog/spdlog.h"
 
 namespace fusion {

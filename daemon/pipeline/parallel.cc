@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "device/cpu_device_memory.h"
 #include "models/common/exception_text.h"
-#include "pipeline/device_oom.h"
+#include "loader/device_oom.h"
 
 namespace fusion {
 

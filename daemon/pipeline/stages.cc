@@ -25,7 +25,7 @@
 #include "models/keras/keras_model.h"
 #include "geometry/frame_edge.h"
 #include "pipeline/parallel.h"
-#include "pipeline/precision.h"
+#include "loader/precision.h"
 #include "spdlog/spdlog.h"
 
 namespace fusion {

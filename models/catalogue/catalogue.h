@@ -47,10 +47,10 @@ struct ModelSpec {
   std::vector<ModelFile> files;  // may be empty for a model without weights (builtin)
   uint64_t device_bytes = 0;     // fp32 parameters + buffers, bytes
   uint64_t working_set_bytes_per_pixel = 0;  // activation prior, bytes per input pixel
-  std::string default_precision = "fp32";    // on the CPU device: fp32 | bf16 (pipeline/precision.h)
+  std::string default_precision = "fp32";    // on the CPU device: fp32 | bf16 (loader/precision.h)
   std::string cuda_precision = "fp32";       // on CUDA devices: fp32 | fp16 (autocast)
   // The largest max-abs output difference from fp32 (the network's output units, 0..255 for
-  // ESRGAN) a reduced precision may make on the probe (pipeline/precision.h); required > 0 when
+  // ESRGAN) a reduced precision may make on the probe (loader/precision.h); required > 0 when
   // either precision above is reduced. Reduced precisions apply to keras-layers-model (enhance).
   double reduced_precision_tolerance = 0;
   bool pinned_by_default = false;

@@ -31,7 +31,7 @@
 // reduced_precision_tolerance of 1.0). It is granted only where the CPU has native bf16
 // (onednn::Bf16Native()) and the graph compiles; bf16() says whether it was. The daemon asks
 // for it when the catalogue's default_precision is "bf16" (ModelStore, which then probes it
-// against an fp32 build, pipeline/precision.h). FUSION_ONEDNN_PRECISION=bf16|fp32 (or
+// against an fp32 build, loader/precision.h). FUSION_ONEDNN_PRECISION=bf16|fp32 (or
 // esrgan-slim-x2=fp32, the catalogue name: the origin itself, or taken from its directories)
 // overrides the request either way.
 // resident_bytes() is what the model holds: the packed weights replace the plain ones, padded
@@ -93,7 +93,7 @@ class KerasModel {
   bool bf16() const;
   size_t num_layers() const { return layers_.size(); }
   // Reduced precision of the ESRGAN models: fp16 on CUDA is bounded by the manifest's
-  // reduced_precision_tolerance (1.0 of 0..255; the daemon's probe gate, pipeline/precision.h).
+  // reduced_precision_tolerance (1.0 of 0..255; the daemon's probe gate, loader/precision.h).
   // bf16 CPU autocast on the at:: path (every conv bf16; not the bf16 fast path, which keeps an
   // fp32 tail), the CPU twin of tests/gpu/reduced_precision_test.cc, measured 1.52-1.82 on a
   // 48x48 face crop (esrgan-slim/medium x2/x4); its bound here, in 0..255 output units:

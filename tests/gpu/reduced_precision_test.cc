@@ -1,6 +1,6 @@
 // Per-model reduced precision against fp32 on the same device: every stage network fusiond can
 // place on a device, its Forward() on one real input at fp32 and under autocast
-// (pipeline/precision.h's PrecisionScope, the daemon's own switch), compared with
+// (loader/precision.h's PrecisionScope, the daemon's own switch), compared with
 // models/common/precision_check.h against the tolerance stated in the model's header
 // (kFp16Tolerance / kBf16Tolerance) or, for ESRGAN, the manifest's reduced_precision_tolerance.
 //
@@ -32,7 +32,7 @@
 #include "models/faceapi/ssd_mobilenet_v1.h"
 #include "models/faceapi/tiny_face_detector.h"
 #include "models/keras/keras_model.h"
-#include "pipeline/precision.h"
+#include "loader/precision.h"
 #include "test_paths.h"
 #if FUSION_RP_FP16
 #include "no_cuda_reason.h"

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "fake_loader.h"
-#include "pipeline/device_oom.h"
+#include "loader/device_oom.h"
 
 namespace fusion {
 namespace {

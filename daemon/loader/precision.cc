@@ -1,5 +1,5 @@
 // Reduced-precision autocast and its probe (precision.h).
-#include "pipeline/precision.h"
+#include "loader/precision.h"
 
 #include <ATen/ATen.h>
 
