@@ -110,11 +110,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "journal: %s\n", journal.status().ToString().c_str());
     return 1;
   }
-  fusion::jobs::JobSpec spec{.owner_uid = uid, .source_image = source, .target_image = target,
-                             .stage_models = {"face_detection", "face_swap"}};
+  fusion::jobs::JobSpec spec{.owner_uid = uid, .source_image = source, .target_image = target};
+  const fusion::jobs::JobPlan plan{.target = fusion::v1::IMAGE, .stage_models = {"face_detection", "face_swap"}};
   std::vector<std::string> ids;
   ok = ok && Measure("journal insert", source.size() + target.size(), n, [&] {
-    auto record = (*journal)->Insert(spec, 1);
+    auto record = (*journal)->Insert(spec, plan, 1);
     if (!record.ok()) return false;
     ids.push_back(record->id);
     return true;

@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "image/header_formats.h"
@@ -73,9 +74,11 @@ absl::StatusOr<ImageHeader> ReadImageHeader(absl::string_view bytes, absl::strin
     h.format = ImageFormat::kBmp;
     st = internal::ReadBmp(bytes, what, h);
   } else {
-    return absl::InvalidArgumentError(
+    absl::Status unknown = absl::InvalidArgumentError(
         absl::StrCat(what, ": unknown image format (", bytes.size(), " bytes, first bytes ",
                      FirstBytes(bytes), "); fusiond accepts PNG, JPEG, WebP, TIFF and BMP"));
+    unknown.SetPayload(kUnknownFormatPayload, absl::Cord("1"));
+    return unknown;
   }
   if (!st.ok()) return st;
   if (h.width == 0 || h.height == 0) {

@@ -60,6 +60,14 @@ absl::StatusOr<ImageHeader> ReadImageHeader(absl::string_view bytes, absl::strin
 // INVALID_ARGUMENT when header.pixels() > max_pixels (message above).
 absl::Status CheckPixelLimit(const ImageHeader& header, absl::string_view what, uint64_t max_pixels);
 
+// The payload type on ReadImageHeader's INVALID_ARGUMENT when the bytes are no image format
+// fusiond reads (neither PNG, JPEG, WebP, TIFF nor BMP): callers tell that apart from a damaged
+// image of a known format by it (IsUnknownImageFormat), never by the message.
+inline constexpr char kUnknownFormatPayload[] = "type.fusiond/unknown-image-format";
+inline bool IsUnknownImageFormat(const absl::Status& st) {
+  return absl::IsInvalidArgument(st) && st.GetPayload(kUnknownFormatPayload).has_value();
+}
+
 // ReadImageHeader + CheckPixelLimit: what the daemon runs on every image before it is queued
 // (SubmitJob) and again before it is decoded (the job).
 absl::StatusOr<ImageHeader> ScreenImage(absl::string_view bytes, absl::string_view what,

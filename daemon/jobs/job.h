@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "jobs/job_plan.h"
+
 namespace fusion::jobs {
 
 enum class JobState : int {
@@ -45,10 +47,9 @@ enum class Priority : int { kLow = 1, kNormal = 2, kHigh = 3 };
 struct JobSpec {
   uid_t owner_uid = 0;
   Priority priority = Priority::kNormal;
-  std::string options;        // serialized fusion.v1.JobOptions
+  v1::JobOptions options;      // as the client sent them (the reference's bytes inline)
   std::string source_image;   // encoded image bytes (PNG/JPEG/...)
   std::string target_image;   // encoded image bytes
-  std::vector<std::string> stage_models;  // catalogue model of each stage, in run order
 };
 
 // A job as the journal knows it.
@@ -57,8 +58,7 @@ struct JobRecord {
   uid_t owner_uid = 0;
   JobState state = JobState::kQueued;
   Priority priority = Priority::kNormal;
-  std::string options;
-  std::vector<std::string> stage_models;
+  JobPlan plan;  // made at submit (JobRunner::Plan); result_bound_bytes is not journalled
   int64_t created_unix_ms = 0;
   int64_t started_unix_ms = 0;
   int64_t finished_unix_ms = 0;

@@ -124,7 +124,7 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(Options options, 
   // Recovered jobs were accepted once: they bypass the per-uid limit rather than be lost.
   for (const JobRecord& r : *recovered) {
     MutexLock lock(&m->mu_);
-    absl::Status st = m->queue_.Push({r.id, r.owner_uid, r.priority, r.sequence, r.stage_models},
+    absl::Status st = m->queue_.Push({r.id, r.owner_uid, r.priority, r.sequence, r.plan.stage_models},
                                      /*enforce_limit=*/false);
     if (!st.ok()) return st;
   }
@@ -188,13 +188,11 @@ void JobManager::Shutdown(absl::Time deadline) {
 }
 
 absl::StatusOr<v1::Job> JobManager::Submit(JobSpec spec) {
-  auto stages = runner_->StageModels(spec.options);
-  if (!stages.ok()) return stages.status();
-  spec.stage_models = *std::move(stages);
-  // Headers only: a decompression bomb, an unknown format or a cut image is refused here,
-  // before it is journaled, queued or decoded.
-  auto result_bound = runner_->CheckImages(spec.options, spec.source_image, spec.target_image);
-  if (!result_bound.ok()) return result_bound.status();
+  // The plan, from the options and the images' headers only: a bad option, a decompression
+  // bomb, an unknown format or a cut image is refused here, before it is journaled, queued or
+  // decoded.
+  auto plan = runner_->Plan(spec.options, spec.source_image, spec.target_image);
+  if (!plan.ok()) return plan.status();
   {
     MutexLock lock(&mu_);
     if (shutdown_) return absl::UnavailableError("fusiond is shutting down");
@@ -208,11 +206,11 @@ absl::StatusOr<v1::Job> JobManager::Submit(JobSpec spec) {
   std::optional<uint64_t> ticket;
   if (options_.disk != nullptr) {
     auto held = options_.disk->Reserve(
-        DiskBudget::JobBytes(spec.source_image.size(), spec.target_image.size(), *result_bound));
+        DiskBudget::JobBytes(spec.source_image.size(), spec.target_image.size(), plan->result_bound_bytes));
     if (!held.ok()) return held.status();
     ticket = *held;
   }
-  auto record = journal_->Insert(spec, NowMs());
+  auto record = journal_->Insert(spec, *plan, NowMs());
   if (!record.ok()) {
     if (ticket) options_.disk->Release(*ticket);
     return record.status();
@@ -222,7 +220,7 @@ absl::StatusOr<v1::Job> JobManager::Submit(JobSpec spec) {
     if (ticket) disk_tickets_[record->id] = *ticket;
     // The journal already holds the job: never refuse it now.
     absl::Status st = queue_.Push({record->id, record->owner_uid, record->priority,
-                                   record->sequence, record->stage_models},
+                                   record->sequence, record->plan.stage_models},
                                   /*enforce_limit=*/false);
     if (!st.ok()) return st;
     changed_.SignalAll();
@@ -245,13 +243,14 @@ v1::Job JobManager::ToProto(const JobRecord& r) {
   job.set_created_unix_ms(r.created_unix_ms);
   job.set_started_unix_ms(r.started_unix_ms);
   job.set_finished_unix_ms(r.finished_unix_ms);
-  job.mutable_options()->ParseFromString(r.options);
+  *job.mutable_options() = r.plan.options;
   job.set_error_code(r.error_code);
   job.set_error_message(r.error_message);
   if (r.state == JobState::kQueued) {
     if (auto pos = queue_.Position(r.id)) job.set_queue_position(static_cast<uint32_t>(*pos));
   }
   if (r.state == JobState::kSucceeded) job.set_progress(1);
+  if (r.state != JobState::kQueued && r.state != JobState::kRunning) return job;  // ended: no live figures
   MutexLock lock(&mu_);
   if (auto it = running_.find(r.id); it != running_.end()) {
     job.set_stage(it->second->stage);
@@ -421,7 +420,7 @@ std::vector<std::vector<std::string>> JobManager::UpcomingStages(size_t max_jobs
     MutexLock lock(&mu_);
     for (const auto& [id, r] : running_) {
       if (out.size() >= max_jobs) break;
-      const auto& models = r->record.stage_models;
+      const auto& models = r->record.plan.stage_models;
       const size_t done = std::min(r->stages_done, models.size());
       out.emplace_back(models.begin() + static_cast<std::ptrdiff_t>(done), models.end());
     }
@@ -458,7 +457,7 @@ void JobManager::WorkerLoop() {
       auto running = std::make_shared<Running>();
       running->record.id = entry->id;
       running->record.owner_uid = entry->uid;
-      running->record.stage_models = entry->stage_models;
+      running->record.plan.stage_models = entry->stage_models;
       running_[entry->id] = running;
     }
     if (options_.on_change) options_.on_change();
@@ -520,20 +519,22 @@ void JobManager::RunOne(const FairQueue::Entry& entry) {
     state = (running->cancel && absl::IsCancelled(status)) ? JobState::kCancelled : JobState::kFailed;
   }
   v1::JobEvent done;
+  // The end is journalled (and fsynced) with no lock of the manager held: Get, Watch and the
+  // other workers go on meanwhile. The job leaves running_ once its end is durable.
+  absl::Status st = journal_->Finish(entry.id, state, static_cast<int32_t>(status.code()),
+                                     std::string(status.message()), stored, NowMs());
+  if (!st.ok()) {
+    // Its result did not fit (a full state directory): the job ends FAILED with that error,
+    // which needs no room (jobs/journal.h: the EndLedger).
+    spdlog::error("job {}: cannot record its {} end, recording it FAILED: {}", entry.id, ToString(state),
+                  st.ToString());
+    absl::Status failed = journal_->Finish(entry.id, JobState::kFailed, static_cast<int32_t>(st.code()),
+                                           std::string(st.message()), {}, NowMs());
+    if (!failed.ok()) spdlog::error("job {}: cannot record its end at all: {}", entry.id, failed.ToString());
+    if (!stored.file.empty()) ::unlink(stored.file.c_str());  // no row names it
+  }
   {
     MutexLock lock(&mu_);
-    absl::Status st = journal_->Finish(entry.id, state, static_cast<int32_t>(status.code()),
-                                       std::string(status.message()), stored, NowMs());
-    if (!st.ok()) {
-      // Its result did not fit (a full state directory): the job ends FAILED with that error,
-      // which needs no room (jobs/journal.h: the EndLedger).
-      spdlog::error("job {}: cannot record its {} end, recording it FAILED: {}", entry.id, ToString(state),
-                    st.ToString());
-      absl::Status failed = journal_->Finish(entry.id, JobState::kFailed, static_cast<int32_t>(st.code()),
-                                             std::string(st.message()), {}, NowMs());
-      if (!failed.ok()) spdlog::error("job {}: cannot record its end at all: {}", entry.id, failed.ToString());
-      if (!stored.file.empty()) ::unlink(stored.file.c_str());  // no row names it
-    }
     running_.erase(entry.id);
     changed_.SignalAll();
   }

@@ -1,7 +1,7 @@
 // JobManager: accepts jobs, journals them, schedules them fairly and runs them.
 //
-// Flow: Submit() validates the options (JobRunner::StageModels) and the images from their
-// headers (JobRunner::CheckImages: a decompression bomb is refused here), writes the job and
+// Flow: Submit() has the runner make the job's plan (JobRunner::Plan: the options validated,
+// the images checked from their headers — a decompression bomb is refused here), writes the job and
 // its inputs to the Journal (the job is durable before Submit returns), and pushes it on the
 // FairQueue; `concurrency` worker threads pop jobs, mark them RUNNING, run them through the
 // JobRunner and record the final state and result in one journal transaction. Watchers get

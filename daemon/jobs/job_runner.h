@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "fusion/v1/fusion.pb.h"
 #include "jobs/job.h"
+#include "jobs/job_plan.h"
 
 namespace fusion::jobs {
 
@@ -48,20 +49,16 @@ class JobRunner {
 
   virtual ~JobRunner() = default;
 
-  // Validates serialized fusion.v1.JobOptions and returns the catalogue model of each stage in
-  // run order (the queue's lookahead uses it). INVALID_ARGUMENT naming the bad option.
-  virtual absl::StatusOr<std::vector<std::string>> StageModels(const std::string& options) = 0;
+  // The job's plan (jobs/job_plan.h), made once at submit: validates `options` (INVALID_ARGUMENT
+  // naming the bad option), tells the target's kind from its bytes, and checks the images (and
+  // a reference image inside `options`) from what their bytes declare — nothing is decoded,
+  // nothing large is allocated, it does not block (well under a millisecond per image) —
+  // INVALID_ARGUMENT naming the image ("target image: ...") when Run would not accept one. The
+  // plan's result bound is what the disk budget reserves (jobs/disk_budget.h).
+  virtual absl::StatusOr<JobPlan> Plan(const v1::JobOptions& options, const std::string& source_image,
+                                       const std::string& target_image) = 0;
 
-  // Checks the job's images (and a reference image inside `options`) before the job is
-  // journaled or queued, from what their bytes declare: nothing is decoded, nothing large is
-  // allocated, it does not block (well under a millisecond per image). Returns a bound on the
-  // bytes of the job's result (its encoded image, or its video file), which the disk budget
-  // reserves (jobs/disk_budget.h). INVALID_ARGUMENT naming the image ("target image: ...")
-  // when one would not be accepted by Run.
-  virtual absl::StatusOr<uint64_t> CheckImages(const std::string& options, const std::string& source_image,
-                                               const std::string& target_image) = 0;
-
-  // Runs the job. Errors are the job's final status (INVALID_ARGUMENT bad image,
+  // Runs the job by its plan (job.plan). Errors are the job's final status (INVALID_ARGUMENT bad image,
   // FAILED_PRECONDITION no face, RESOURCE_EXHAUSTED did not fit, CANCELLED, INTERNAL, ...).
   virtual absl::StatusOr<Output> Run(const JobRecord& job, const std::string& source_image,
                                      const std::string& target_image, Context& context) = 0;

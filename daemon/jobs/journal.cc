@@ -53,6 +53,8 @@ CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state);
 constexpr char kAddResultFile[] = "ALTER TABLE jobs ADD COLUMN result_file TEXT";
 // 1 while the job's inputs are files in Options::inputs_dir (its source and target blobs empty).
 constexpr char kAddInputsInFiles[] = "ALTER TABLE jobs ADD COLUMN inputs_in_files INTEGER NOT NULL DEFAULT 0";
+// The plan's target kind (fusion.v1.JobKind); 0 in rows journalled before plans were.
+constexpr char kAddTargetKind[] = "ALTER TABLE jobs ADD COLUMN target_kind INTEGER NOT NULL DEFAULT 0";
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -64,7 +66,7 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
 
 constexpr char kColumns[] =
     "id, uid, state, priority, options, stage_models, created_ms, started_ms, finished_ms, "
-    "error_code, error_message, seq";
+    "error_code, error_message, seq, target_kind";
 
 // RESOURCE_EXHAUSTED naming the state directory for a full disk (SQLITE_FULL), INTERNAL
 // otherwise; `message` is SQLite's.
@@ -158,15 +160,18 @@ JobRecord ReadRecord(Statement& s) {
   r.owner_uid = static_cast<uid_t>(s.Int(1));
   r.state = static_cast<JobState>(s.Int(2));
   r.priority = static_cast<Priority>(s.Int(3));
-  r.options = s.Blob(4);
+  // The journal's own bytes, written by Insert from a parsed JobOptions.
+  (void)r.plan.options.ParseFromString(s.Blob(4));
   const std::string stages = s.Blob(5);
-  if (!stages.empty()) r.stage_models = absl::StrSplit(stages, '\n');
+  if (!stages.empty()) r.plan.stage_models = absl::StrSplit(stages, '\n');
   r.created_unix_ms = s.Int(6);
   r.started_unix_ms = s.Int(7);
   r.finished_unix_ms = s.Int(8);
   r.error_code = static_cast<int32_t>(s.Int(9));
   r.error_message = s.Blob(10);
   r.sequence = s.Int(11);
+  const int64_t kind = s.Int(12);
+  r.plan.target = v1::JobKind_IsValid(static_cast<int>(kind)) ? static_cast<v1::JobKind>(kind) : v1::JOB_KIND_UNSPECIFIED;
   return r;
 }
 
@@ -237,6 +242,7 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const Options& options) {
   }
   (void)journal->Exec(kAddResultFile);  // "duplicate column" once it exists
   (void)journal->Exec(kAddInputsInFiles);
+  (void)journal->Exec(kAddTargetKind);
   if (!options.inputs_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(options.inputs_dir, ec);
@@ -278,19 +284,17 @@ absl::Status Journal::Exec(const char* sql) {
   return SqliteError(db_, rc, sql, message);
 }
 
-absl::StatusOr<JobRecord> Journal::Insert(const JobSpec& spec, int64_t now_unix_ms) {
+absl::StatusOr<JobRecord> Journal::Insert(const JobSpec& spec, const JobPlan& plan, int64_t now_unix_ms) {
   JobRecord r;
   r.id = NewJobId();
   r.owner_uid = spec.owner_uid;
   r.priority = spec.priority;
-  r.options = spec.options;
-  r.stage_models = spec.stage_models;
+  r.plan = plan;
   r.created_unix_ms = now_unix_ms;
-  MutexLock lock(&mu_);
-  ApplyLedger();
   const bool files = !options_.inputs_dir.empty();
   if (files) {
-    // Whole on disk before the row exists: a committed job always has its inputs.
+    // Whole on disk before the row exists: a committed job always has its inputs. The files
+    // are the new job's own: written (and fsynced) before the connection's lock is taken.
     const std::string state_dir = std::filesystem::path(options_.path).parent_path().string();
     absl::Status st = WriteFileDurably(InputPath(r.id, "source"), spec.source_image, state_dir);
     if (st.ok()) st = WriteFileDurably(InputPath(r.id, "target"), spec.target_image, state_dir);
@@ -299,14 +303,16 @@ absl::StatusOr<JobRecord> Journal::Insert(const JobSpec& spec, int64_t now_unix_
       return st;
     }
   }
+  MutexLock lock(&mu_);
+  ApplyLedger();
   Statement s(db_,
               "INSERT INTO jobs(id, uid, state, priority, options, stage_models, source, target, "
-              "created_ms, inputs_in_files) VALUES(?,?,?,?,?,?,?,?,?,?)");
+              "created_ms, inputs_in_files, target_kind) VALUES(?,?,?,?,?,?,?,?,?,?,?)");
   s.BindText(1, r.id).Bind(2, static_cast<int64_t>(r.owner_uid))
       .Bind(3, static_cast<int64_t>(JobState::kQueued)).Bind(4, static_cast<int64_t>(r.priority))
-      .Bind(5, r.options).BindText(6, absl::StrJoin(r.stage_models, "\n"))
+      .Bind(5, plan.options.SerializeAsString()).BindText(6, absl::StrJoin(plan.stage_models, "\n"))
       .Bind(7, files ? std::string() : spec.source_image).Bind(8, files ? std::string() : spec.target_image)
-      .Bind(9, now_unix_ms).Bind(10, files ? 1 : 0);
+      .Bind(9, now_unix_ms).Bind(10, files ? 1 : 0).Bind(11, static_cast<int64_t>(plan.target));
   if (int rc = s.Step(); rc != SQLITE_DONE) {
     if (files) RemoveInputFiles(r.id);
     return s.Error(rc, "insert job");

@@ -75,7 +75,7 @@ class Journal {
   Journal& operator=(const Journal&) = delete;
 
   // Persists a new QUEUED job with its inputs and returns its record (id and sequence set).
-  absl::StatusOr<JobRecord> Insert(const JobSpec& spec, int64_t now_unix_ms);
+  absl::StatusOr<JobRecord> Insert(const JobSpec& spec, const JobPlan& plan, int64_t now_unix_ms);
   // QUEUED -> RUNNING. FAILED_PRECONDITION if the job is not QUEUED.
   absl::Status MarkRunning(const std::string& id, int64_t now_unix_ms);
   // Moves a QUEUED or RUNNING job to a final state, stores its result (SUCCEEDED; an image goes

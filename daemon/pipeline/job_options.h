@@ -1,5 +1,5 @@
 // The checks a job's fusion.v1.JobOptions and images pass at SubmitJob, before anything is
-// journaled, queued or decoded (PipelineRunner::StageModels / CheckImages call them). No
+// journaled, queued or decoded (PipelineRunner::Plan calls ValidateJobOptions). No
 // LibTorch, no OpenCV: the fuzz build (tests/fuzz) links them.
 // ValidateJobOptions: INVALID_ARGUMENT naming the option ("options: ratio 2 is not in [0,1]"):
 //   ratio in [0,1]; enhance_scale and upscale 0, 2 or 4; enhance_model a catalogue model of

@@ -52,37 +52,37 @@ absl::Status PipelineRunner::Validate(const v1::JobOptions& o) const {
   return ValidateJobOptions(o, store_->catalogue());
 }
 
-absl::StatusOr<uint64_t> PipelineRunner::CheckImages(const std::string& serialized, const std::string& source_image,
-                                                     const std::string& target_image) {
-  v1::JobOptions o;
-  if (!o.ParseFromString(serialized)) return absl::InvalidArgumentError("options: unparsable JobOptions");
+absl::StatusOr<jobs::JobPlan> PipelineRunner::Plan(const v1::JobOptions& o, const std::string& source_image,
+                                                  const std::string& target_image) {
+  auto models = StageModels(o);
+  if (!models.ok()) return models.status();
+  jobs::JobPlan plan{.options = o, .stage_models = *std::move(models)};
   // The images' own faults (unknown format, corrupt or cut header, too many pixels) are found
   // from their bytes here, as a job's decode would find them: stage "decode".
-  auto kind = ClassifyTarget(target_image, o, options_.max_pixels, nullptr);
-  if (!kind.ok()) return WithStage(kind.status(), "decode");
-  if (*kind == TargetKind::kVideo && o.upscale() != 0) {
+  auto target = ClassifyTarget(target_image, o, options_.max_pixels);
+  if (!target.ok()) return WithStage(target.status(), "decode");
+  if (target->kind == TargetKind::kVideo && o.upscale() != 0) {
     return absl::InvalidArgumentError("options: upscale applies to image targets only, not a video");
   }
-  auto bound = ScreenImages(o, *kind, source_image, target_image);
+  plan.target = target->kind == TargetKind::kVideo ? v1::VIDEO : v1::IMAGE;
+  auto bound = ScreenImages(o, *target, source_image, target_image);
   if (!bound.ok()) return WithStage(bound.status(), "decode");
-  return bound;
+  plan.result_bound_bytes = *bound;
+  return plan;
 }
 
-absl::StatusOr<uint64_t> PipelineRunner::ScreenImages(const v1::JobOptions& o, TargetKind kind,
+absl::StatusOr<uint64_t> PipelineRunner::ScreenImages(const v1::JobOptions& o, const TargetClass& target,
                                                      const std::string& source_image,
                                                      const std::string& target_image) const {
-  if (kind == TargetKind::kImage) {
-    if (absl::Status st = ScreenJobImages(o, source_image, target_image, options_.max_pixels); !st.ok()) return st;
-    auto target = image::ScreenImage(target_image, "target image", options_.max_pixels);
-    if (!target.ok()) return target.status();
-    return EncodedResultBound(*target, o.upscale() != 0 ? o.upscale() : 1, o.format());
-  }
-  // A video: the source (and reference) images as for an image job; the target was probed.
   if (auto h = image::ScreenImage(source_image, "source image", options_.max_pixels); !h.ok()) return h.status();
   if (o.faces() == v1::REFERENCE) {
     auto h = image::ScreenImage(o.reference().inline_bytes(), "reference image", options_.max_pixels);
     if (!h.ok()) return h.status();
   }
+  if (target.kind == TargetKind::kImage) {
+    return EncodedResultBound(target.image, o.upscale() != 0 ? o.upscale() : 1, o.format());
+  }
+  // A video: an estimate (the result re-encodes the target's frames at its size and bit rate).
   return 2 * uint64_t{target_image.size()};
 }
 
@@ -103,9 +103,7 @@ DetectSettings PipelineRunner::DetectSettingsFor(const v1::JobOptions& o) const 
   return d;
 }
 
-absl::StatusOr<std::vector<std::string>> PipelineRunner::StageModels(const std::string& serialized) {
-  v1::JobOptions o;
-  if (!o.ParseFromString(serialized)) return absl::InvalidArgumentError("options: unparsable JobOptions");
+absl::StatusOr<std::vector<std::string>> PipelineRunner::StageModels(const v1::JobOptions& o) const {
   if (absl::Status st = Validate(o); !st.ok()) return st;
   std::vector<std::string> models = {options_.detector, options_.landmarks, options_.encoder,
                                      options_.generator};
@@ -120,9 +118,10 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Run(const jobs::JobRecor
                                                             const std::string& source_image,
                                                             const std::string& target_image,
                                                             Context& context) {
-  v1::JobOptions o;
-  if (!o.ParseFromString(job.options)) return absl::InvalidArgumentError("options: unparsable JobOptions");
-  auto out = Swap(Owner{job.id, static_cast<uint32_t>(job.owner_uid)}, source_image, target_image, o, context);
+  const Owner owner{job.id, static_cast<uint32_t>(job.owner_uid)};
+  // A job journalled before plans were has none: it is made now, as at submit.
+  auto out = job.plan.target != v1::JOB_KIND_UNSPECIFIED ? Execute(owner, job.plan, source_image, target_image, context)
+                                                         : Swap(owner, source_image, target_image, job.plan.options, context);
   if (out.ok()) out->report.set_job_id(job.id);
   return out;
 }
@@ -172,16 +171,20 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
                                                              const std::string& target_image,
                                                              const v1::JobOptions& o,
                                                              Context& context) {
-  if (absl::Status st = Validate(o); !st.ok()) return st;
+  auto plan = Plan(o, source_image, target_image);
+  if (!plan.ok()) return plan.status();
+  return Execute(owner, *plan, source_image, target_image, context);
+}
+
+absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Execute(const Owner& owner, const jobs::JobPlan& plan,
+                                                                const std::string& source_image,
+                                                                const std::string& target_image, Context& context) {
+  const v1::JobOptions& o = plan.options;
   Output output;
   v1::JobResult& report = output.report;
   report.set_device(store_->device());
-  auto plan = StageModels(o.SerializeAsString());
-  if (!plan.ok()) return plan.status();
-  Execution run(*store_, *residency_, ladder_, owner, context, report, *std::move(plan));
-  auto kind = ClassifyTarget(target_image, o, options_.max_pixels, nullptr);
-  if (!kind.ok()) return kind.status();
-  if (*kind == TargetKind::kVideo) return SwapVideo(run, source_image, target_image, o, output);
+  Execution run(*store_, *residency_, ladder_, owner, context, report, plan.stage_models);
+  if (plan.target == v1::VIDEO) return SwapVideo(run, source_image, target_image, o, output);
   report.set_kind(v1::IMAGE);
   // decode: each image's buffers admitted on the host tier from its header first. The target's
   // lease also covers the working frame the blend draws into (held until the result is encoded)

@@ -38,7 +38,7 @@
 // the job's image and report are the same bytes as without the cache, less those stages'
 // reports. Analyses are stored after a job whose detect, landmarks and encode stages all ran
 // in mode DEVICE (untiled, on the device copy).
-// Thread-safety: Run() and StageModels() may be called concurrently.
+// Thread-safety: Plan(), Run() and StageModels() may be called concurrently.
 #pragma once
 
 #include <cstdint>
@@ -102,19 +102,23 @@ class PipelineRunner final : public jobs::JobRunner {
   PipelineRunner(ModelStore* store, ResidencyManager* residency, DeviceMeter* meter,
                  FaultInjector* faults, Options options);
 
-  absl::StatusOr<std::vector<std::string>> StageModels(const std::string& options) override;
-  // Source, target and (faces REFERENCE) reference image through image::ScreenImage at
+  // The plan: the options validated (StageModels), the target classified (ClassifyTarget),
+  // the source, target and (faces REFERENCE) reference image through image::ScreenImage at
   // max_pixels: INVALID_ARGUMENT for a bomb, an unknown format, a corrupt header, a cut file.
   // The result bound: an image's, EncodedResultBound() (image_io.h) of the output (the target's
   // sides times the upscale, its channels and sample size); a video's, twice the target's bytes
   // (an estimate: the result re-encodes the target's frames at its size and bit rate).
   // Image faults carry stage "decode" (fusion_status.h WithStage); option faults none.
-  absl::StatusOr<uint64_t> CheckImages(const std::string& options, const std::string& source_image,
-                                       const std::string& target_image) override;
+  absl::StatusOr<jobs::JobPlan> Plan(const v1::JobOptions& options, const std::string& source_image,
+                                     const std::string& target_image) override;
   absl::StatusOr<Output> Run(const jobs::JobRecord& job, const std::string& source_image,
                              const std::string& target_image, Context& context) override;
 
-  // The in-process API: the same pipeline for a parsed JobOptions and an owner.
+  // The catalogue model of each stage of a job with `options`, in run order (the plan's);
+  // INVALID_ARGUMENT naming a bad option.
+  absl::StatusOr<std::vector<std::string>> StageModels(const v1::JobOptions& options) const;
+
+  // The in-process API: Plan, then the job by that plan, for an owner.
   absl::StatusOr<Output> Swap(const Owner& owner, const std::string& source_image,
                               const std::string& target_image, const v1::JobOptions& options,
                               Context& context);
@@ -126,9 +130,12 @@ class PipelineRunner final : public jobs::JobRunner {
   absl::Status Validate(const v1::JobOptions& o) const;
   std::string EnhancerFor(const v1::JobOptions& o, uint32_t scale) const;
   DetectSettings DetectSettingsFor(const v1::JobOptions& o) const;
-  // CheckImages' screening of the images of a job whose target is of `kind`; the result bound.
-  absl::StatusOr<uint64_t> ScreenImages(const v1::JobOptions& o, TargetKind kind, const std::string& source_image,
-                                        const std::string& target_image) const;
+  // Plan's screening of the source and reference images; the result bound.
+  absl::StatusOr<uint64_t> ScreenImages(const v1::JobOptions& o, const TargetClass& target,
+                                        const std::string& source_image, const std::string& target_image) const;
+  // The job by its plan (Run's and Swap's).
+  absl::StatusOr<Output> Execute(const Owner& owner, const jobs::JobPlan& plan, const std::string& source_image,
+                                 const std::string& target_image, Context& context);
   int JobThreads() const;  // options_.job_threads, 0 resolved
   // What an image's analysis depends on besides its bytes (the face cache's key).
   std::string AnalysisSettings(const DetectSettings& d) const;

@@ -1,8 +1,7 @@
+// ClassifyTarget (target_kind.h).
 #include "pipeline/target_kind.h"
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "image/image_header.h"
 
 namespace fusion {
 
@@ -10,15 +9,20 @@ video::FrameRange RangeOf(const v1::JobOptions& o) {
   return {.start_s = o.start_seconds(), .duration_s = o.duration_seconds()};
 }
 
-absl::StatusOr<TargetKind> ClassifyTarget(const std::string& bytes, const v1::JobOptions& options,
-                                          uint64_t max_pixels, video::VideoInfo* info) {
+absl::StatusOr<TargetClass> ClassifyTarget(const std::string& bytes, const v1::JobOptions& options,
+                                           uint64_t max_pixels) {
+  TargetClass out;
   auto header = image::ScreenImage(bytes, "target image", max_pixels);
-  if (header.ok()) return TargetKind::kImage;
-  if (!absl::StrContains(header.status().message(), "unknown image format")) return header.status();
+  if (header.ok()) {
+    out.image = *header;
+    return out;
+  }
+  if (!image::IsUnknownImageFormat(header.status())) return header.status();
   auto probe = video::ProbeVideo(bytes, "target video", max_pixels, RangeOf(options));
   if (probe.ok()) {
-    if (info != nullptr) *info = *std::move(probe);
-    return TargetKind::kVideo;
+    out.kind = TargetKind::kVideo;
+    out.video = *std::move(probe);
+    return out;
   }
   if (video::LooksLikeVideoContainer(bytes)) return probe.status();
   // Neither: the image screen's message (its contract, "target image: unknown image format

@@ -386,8 +386,10 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::SwapVideo(Execution& run
     std::error_code ec;
     if (!run.context().Interrupted()) std::filesystem::remove_all(parts, ec);
   };
-  video::VideoInfo info;
-  if (auto kind = ClassifyTarget(target, o, options_.max_pixels, &info); !kind.ok()) return kind.status();
+  // The container opened for decoding (the plan classified it at submit).
+  auto probe = video::ProbeVideo(target, "target video", options_.max_pixels, RangeOf(o));
+  if (!probe.ok()) return probe.status();
+  const video::VideoInfo& info = *probe;
   const DetectSettings detect = DetectSettingsFor(o);
   VideoSource source;
   if (absl::Status st = PrepareSource(run, options_, o, detect, source_image, &source); !st.ok()) return st;

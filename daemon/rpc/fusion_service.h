@@ -27,6 +27,7 @@
 #include "rpc/memory_state.h"
 #include "rpc/peer.h"
 #include "rpc/uid_limits.h"
+#include "common/serial_worker.h"
 #include "memory/residency_manager.h"
 #include "models/catalogue/catalogue.h"
 
@@ -119,6 +120,9 @@ class FusionService final : public v1::Fusion::CallbackService {
   mutable LogThrottle refusal_log_{absl::Minutes(1)};  // per uid
   mutable LogThrottle admin_refusal_log_{absl::Minutes(1)};  // per uid
   UidSlots watch_slots_;  // WatchJob + WatchMemory streams per uid
+  // SubmitJob's plans and journal writes, off gRPC's threads (last: its destructor runs what
+  // was posted, with the members above still alive).
+  SerialWorker submits_{64};
 };
 
 }  // namespace fusion

@@ -164,16 +164,15 @@ grpc::ServerUnaryReactor* FusionService::SubmitJob(grpc::CallbackServerContext* 
   jobs::JobSpec spec;
   spec.owner_uid = cred->uid;
   spec.priority = ToPriority(request->options().priority());
-  v1::JobOptions options = request->options();
-  if (options.reference().has_memfd()) {  // journal the reference's bytes, not a token
-    auto reference = ImageBytes(options.reference(), cred->uid, "reference");
+  spec.options = request->options();
+  if (spec.options.reference().has_memfd()) {  // journal the reference's bytes, not a token
+    auto reference = ImageBytes(spec.options.reference(), cred->uid, "reference");
     if (!reference.ok()) {
       reactor->Finish(ToGrpcStatus(reference.status()));
       return reactor;
     }
-    options.mutable_reference()->set_inline_bytes(*std::move(reference));
+    spec.options.mutable_reference()->set_inline_bytes(*std::move(reference));
   }
-  spec.options = options.SerializeAsString();
   auto source = ImageBytes(request->source(), cred->uid, "source");
   auto target = source.ok() ? ImageBytes(request->target(), cred->uid, "target") : source;
   if (!target.ok()) {
@@ -182,9 +181,13 @@ grpc::ServerUnaryReactor* FusionService::SubmitJob(grpc::CallbackServerContext* 
   }
   spec.source_image = *std::move(source);
   spec.target_image = *std::move(target);
-  auto job = jobs_->Submit(std::move(spec));
-  if (job.ok()) *response->mutable_job() = *std::move(job);
-  reactor->Finish(ToGrpcStatus(job.status()));
+  // The plan and the journal's write (its input files fsynced) run on the submit thread, not
+  // on gRPC's: the reactor answers from there.
+  submits_.Post([this, reactor, response, spec = std::move(spec)]() mutable {
+    auto job = jobs_->Submit(std::move(spec));
+    if (job.ok()) *response->mutable_job() = *std::move(job);
+    reactor->Finish(ToGrpcStatus(job.status()));
+  });
   return reactor;
 }
 

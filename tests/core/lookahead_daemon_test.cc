@@ -24,18 +24,16 @@ constexpr uint64_t MiB = 1ull << 20;
 // model for the stage. Runs wait for `gate` before their first stage when it is set.
 class LeasingRunner final : public jobs::JobRunner {
  public:
-  absl::StatusOr<std::vector<std::string>> StageModels(const std::string& options) override {
-    v1::JobOptions o;
-    if (!o.ParseFromString(options)) return absl::InvalidArgumentError("options");
-    return std::vector<std::string>(absl::StrSplit(o.enhance_model(), ','));
-  }
-  absl::StatusOr<uint64_t> CheckImages(const std::string&, const std::string&, const std::string&) override {
-    return 2;  // the images are placeholders: Run never reads them; its result is "ok"
+  absl::StatusOr<jobs::JobPlan> Plan(const v1::JobOptions& o, const std::string&, const std::string&) override {
+    // The images are placeholders: Run never reads them; its result is "ok" (2 bytes).
+    return jobs::JobPlan{.options = o, .target = v1::IMAGE,
+                         .stage_models = std::vector<std::string>(absl::StrSplit(o.enhance_model(), ',')),
+                         .result_bound_bytes = 2};
   }
   absl::StatusOr<Output> Run(const jobs::JobRecord& job, const std::string&, const std::string&,
                              Context& ctx) override {
     while (gate != nullptr && !gate->HasBeenNotified()) absl::SleepFor(absl::Milliseconds(1));
-    for (const std::string& model : job.stage_models) {
+    for (const std::string& model : job.plan.stage_models) {
       if (ctx.Cancelled()) return absl::CancelledError("cancelled");
       ctx.StageStarted(model, 0);
       {

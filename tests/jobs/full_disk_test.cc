@@ -83,7 +83,6 @@ TEST(EndLedgerTest, EntriesSurviveAReopenUntilCleared) {
 JobSpec Spec(std::string target) {
   JobSpec s;
   s.owner_uid = 1000;
-  s.options = v1::JobOptions().SerializeAsString();
   s.source_image = "src";
   s.target_image = std::move(target);
   return s;

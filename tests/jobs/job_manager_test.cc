@@ -19,9 +19,7 @@ namespace {
 JobSpec Spec(uid_t uid, std::string target = "target", float ratio = 0.5f) {
   JobSpec s;
   s.owner_uid = uid;
-  v1::JobOptions o;
-  o.set_ratio(ratio);
-  s.options = o.SerializeAsString();
+  s.options.set_ratio(ratio);
   s.source_image = "src";
   s.target_image = std::move(target);
   return s;
@@ -325,11 +323,8 @@ TEST_F(JobManagerTest, UpcomingStagesListRunningRemaindersThenQueuedJobs) {
 // Each job runs until its target's notification (or cancellation).
 class GatedRunner : public JobRunner {
  public:
-  absl::StatusOr<std::vector<std::string>> StageModels(const std::string&) override {
-    return std::vector<std::string>{"model"};
-  }
-  absl::StatusOr<uint64_t> CheckImages(const std::string&, const std::string&, const std::string&) override {
-    return 0;  // Run's Output has no image
+  absl::StatusOr<JobPlan> Plan(const v1::JobOptions& o, const std::string&, const std::string&) override {
+    return JobPlan{.options = o, .target = v1::IMAGE, .stage_models = {"model"}, .result_bound_bytes = 0};  // no image
   }
   absl::StatusOr<Output> Run(const JobRecord&, const std::string&, const std::string& target,
                              Context& ctx) override {

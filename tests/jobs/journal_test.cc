@@ -17,11 +17,19 @@ JobSpec Spec(uid_t uid, size_t image_bytes = 1000) {
   JobSpec s;
   s.owner_uid = uid;
   s.priority = Priority::kHigh;
-  s.options = "opts";
+  s.options.set_ratio(0.25f);
   s.source_image = std::string(image_bytes, 's');
   s.target_image = std::string(image_bytes, 't');
-  s.stage_models = {"tiny_face_detector", "face_landmark_68", "generator"};
   return s;
+}
+
+// The plan Insert journals with a spec (the runner's, at submit).
+JobPlan TestPlan() {
+  JobPlan p;
+  p.options.set_ratio(0.25f);
+  p.target = v1::VIDEO;
+  p.stage_models = {"tiny_face_detector", "face_landmark_68", "generator"};
+  return p;
 }
 
 class JournalTest : public ::testing::Test {
@@ -37,7 +45,7 @@ class JournalTest : public ::testing::Test {
 
 TEST_F(JournalTest, InsertedJobIsQueuedWithItsInputs) {
   auto j = Open();
-  auto r = j->Insert(Spec(1000), 111);
+  auto r = j->Insert(Spec(1000), TestPlan(), 111);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->id.size(), 18u);  // "j-" + 16 hex digits
   auto got = j->Get(r->id);
@@ -46,7 +54,9 @@ TEST_F(JournalTest, InsertedJobIsQueuedWithItsInputs) {
   EXPECT_EQ(got->owner_uid, 1000u);
   EXPECT_EQ(got->priority, Priority::kHigh);
   EXPECT_EQ(got->created_unix_ms, 111);
-  EXPECT_EQ(got->stage_models, Spec(0).stage_models);
+  EXPECT_EQ(got->plan.stage_models, TestPlan().stage_models);
+  EXPECT_EQ(got->plan.target, v1::VIDEO);
+  EXPECT_FLOAT_EQ(got->plan.options.ratio(), 0.25f);
   auto in = j->LoadInputs(r->id);
   ASSERT_TRUE(in.ok());
   EXPECT_EQ(in->source_image, std::string(1000, 's'));
@@ -56,7 +66,7 @@ TEST_F(JournalTest, InsertedJobIsQueuedWithItsInputs) {
 
 TEST_F(JournalTest, ResultIsStoredOnceAndInputsDropped) {
   auto j = Open();
-  auto r = j->Insert(Spec(1), 1);
+  auto r = j->Insert(Spec(1), TestPlan(), 1);
   ASSERT_TRUE(j->MarkRunning(r->id, 2).ok());
   EXPECT_EQ(j->MarkRunning(r->id, 2).code(), absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(j->Finish(r->id, JobState::kSucceeded, 0, "", {"report", "png-bytes"}, 3).ok());
@@ -76,7 +86,7 @@ TEST_F(JournalTest, ResultIsStoredOnceAndInputsDropped) {
 
 TEST_F(JournalTest, FailedJobKeepsErrorAndHasNoResult) {
   auto j = Open();
-  auto r = j->Insert(Spec(1), 1);
+  auto r = j->Insert(Spec(1), TestPlan(), 1);
   ASSERT_TRUE(j->Finish(r->id, JobState::kFailed, 9, "detect: no face in source", {}, 5).ok());
   auto got = j->Get(r->id);
   EXPECT_EQ(got->error_code, 9);
@@ -88,9 +98,9 @@ TEST_F(JournalTest, RecoverRequeuesRunningJobsAfterReopen) {
   std::string a, b, c;
   {
     auto j = Open();
-    a = j->Insert(Spec(1), 1)->id;
-    b = j->Insert(Spec(2), 2)->id;
-    c = j->Insert(Spec(1), 3)->id;
+    a = j->Insert(Spec(1), TestPlan(), 1)->id;
+    b = j->Insert(Spec(2), TestPlan(), 2)->id;
+    c = j->Insert(Spec(1), TestPlan(), 3)->id;
     ASSERT_TRUE(j->MarkRunning(b, 4).ok());
     ASSERT_TRUE(j->MarkRunning(c, 4).ok());
     ASSERT_TRUE(j->Finish(c, JobState::kSucceeded, 0, "", {"r", "i"}, 5).ok());
@@ -108,9 +118,9 @@ TEST_F(JournalTest, RecoverRequeuesRunningJobsAfterReopen) {
 
 TEST_F(JournalTest, ListFiltersByOwnerAndStateNewestFirst) {
   auto j = Open();
-  auto a = j->Insert(Spec(1), 1)->id;
-  auto b = j->Insert(Spec(2), 2)->id;
-  auto c = j->Insert(Spec(1), 3)->id;
+  auto a = j->Insert(Spec(1), TestPlan(), 1)->id;
+  auto b = j->Insert(Spec(2), TestPlan(), 2)->id;
+  auto c = j->Insert(Spec(1), TestPlan(), 3)->id;
   ASSERT_TRUE(j->Finish(a, JobState::kCancelled, 1, "cancelled", {}, 4).ok());
   auto mine = j->List(1u, {}, 0);
   ASSERT_EQ(mine->size(), 2u);
@@ -127,7 +137,7 @@ TEST_F(JournalTest, FullStateDirIsResourceExhaustedAndLosesNothing) {
   std::vector<std::string> ok_ids;
   absl::Status last;
   for (int i = 0; i < 100; ++i) {
-    auto r = j->Insert(Spec(1, 20000), i);
+    auto r = j->Insert(Spec(1, 20000), TestPlan(), i);
     if (!r.ok()) {
       last = r.status();
       break;
@@ -144,15 +154,15 @@ TEST_F(JournalTest, FullStateDirIsResourceExhaustedAndLosesNothing) {
 
 TEST_F(JournalTest, PruneRemovesExpiredThenOldestBeyondTheByteBudget) {
   auto j = Open({.retention = absl::Seconds(100), .retention_bytes = 2500});
-  auto old = j->Insert(Spec(1), 0)->id;
+  auto old = j->Insert(Spec(1), TestPlan(), 0)->id;
   ASSERT_TRUE(j->Finish(old, JobState::kSucceeded, 0, "", {"r", std::string(100, 'x')}, 1000).ok());
   std::vector<std::string> recent;
   for (int i = 0; i < 3; ++i) {
-    recent.push_back(j->Insert(Spec(1), 0)->id);
+    recent.push_back(j->Insert(Spec(1), TestPlan(), 0)->id);
     ASSERT_TRUE(j->Finish(recent.back(), JobState::kSucceeded, 0, "",
                           {"r", std::string(1000, 'y')}, 200000 + i).ok());
   }
-  auto queued = j->Insert(Spec(1), 0)->id;
+  auto queued = j->Insert(Spec(1), TestPlan(), 0)->id;
   auto removed = j->Prune(250000);  // cutoff 150000: `old` expired; 3000 bytes > 2500
   ASSERT_TRUE(removed.ok()) << removed.status();
   EXPECT_EQ(*removed, 2);
@@ -167,11 +177,11 @@ TEST_F(JournalTest, PruneRemovesExpiredThenOldestBeyondTheByteBudget) {
 // newer result finishes: it was deleted as it finished, before its own client could fetch it.
 TEST_F(JournalTest, TheNewestResultIsKeptEvenWhenItAloneExceedsTheByteBudget) {
   auto j = Open({.retention = absl::Hours(1), .retention_bytes = 100});
-  auto small = j->Insert(Spec(1), 0)->id;
+  auto small = j->Insert(Spec(1), TestPlan(), 0)->id;
   ASSERT_TRUE(j->Finish(small, JobState::kSucceeded, 0, "", {"r", std::string(50, 's')}, 10).ok());
-  auto big = j->Insert(Spec(1), 0)->id;
+  auto big = j->Insert(Spec(1), TestPlan(), 0)->id;
   ASSERT_TRUE(j->Finish(big, JobState::kSucceeded, 0, "", {"r", std::string(1000, 'b')}, 20).ok());
-  auto failed = j->Insert(Spec(1), 0)->id;  // a newer job with no result bytes
+  auto failed = j->Insert(Spec(1), TestPlan(), 0)->id;  // a newer job with no result bytes
   ASSERT_TRUE(j->Finish(failed, JobState::kFailed, 3, "no face", {}, 30).ok());
   auto removed = j->Prune(40);
   ASSERT_TRUE(removed.ok()) << removed.status();
@@ -182,7 +192,7 @@ TEST_F(JournalTest, TheNewestResultIsKeptEvenWhenItAloneExceedsTheByteBudget) {
   EXPECT_EQ(kept->image.size(), 1000u);
   EXPECT_TRUE(j->Get(failed).ok());
   // A newer result takes its place: the big one goes.
-  auto next = j->Insert(Spec(1), 0)->id;
+  auto next = j->Insert(Spec(1), TestPlan(), 0)->id;
   ASSERT_TRUE(j->Finish(next, JobState::kSucceeded, 0, "", {"r", std::string(60, 'n')}, 50).ok());
   ASSERT_EQ(*j->Prune(60), 1);
   EXPECT_EQ(j->Get(big).status().code(), absl::StatusCode::kNotFound);
@@ -195,7 +205,7 @@ TEST_F(JournalTest, TheNewestResultIsKeptEvenWhenItAloneExceedsTheByteBudget) {
 TEST_F(JournalTest, DroppedInputsAndPrunedResultsGiveTheirSpaceBack) {
   auto j = Open({.retention = absl::Seconds(100)});
   std::vector<std::string> ids;
-  for (int i = 0; i < 24; ++i) ids.push_back(j->Insert(Spec(1, 1 << 20), 0)->id);
+  for (int i = 0; i < 24; ++i) ids.push_back(j->Insert(Spec(1, 1 << 20), TestPlan(), 0)->id);
   const uint64_t full = std::filesystem::file_size(dir_.File("journal.sqlite3"));
   for (const std::string& id : ids) {
     ASSERT_TRUE(j->MarkRunning(id, 1).ok());
@@ -226,7 +236,7 @@ TEST_F(JournalTest, DroppedInputsAndPrunedResultsGiveTheirSpaceBack) {
 // With results_dir the row names a file, written whole before the row points at it.
 TEST_F(JournalTest, AnImageResultIsAFileTheRowNamesAndIsDeletedWithTheJob) {
   auto j = Open({.retention_bytes = 2500, .results_dir = dir_.File("results")});
-  const std::string first = j->Insert(Spec(1), 0)->id;
+  const std::string first = j->Insert(Spec(1), TestPlan(), 0)->id;
   ASSERT_TRUE(j->Finish(first, JobState::kSucceeded, 0, "", {"report", std::string(2000, 'r')}, 10).ok());
   const std::string path = dir_.File("results/" + first + ".image");
   struct stat st;
@@ -241,7 +251,7 @@ TEST_F(JournalTest, AnImageResultIsAFileTheRowNamesAndIsDeletedWithTheJob) {
   EXPECT_EQ(got->file, path);
   EXPECT_EQ(got->file_bytes, 2000u);
   // A second result over the byte budget prunes the first, and its file.
-  const std::string second = j->Insert(Spec(1), 0)->id;
+  const std::string second = j->Insert(Spec(1), TestPlan(), 0)->id;
   ASSERT_TRUE(j->Finish(second, JobState::kSucceeded, 0, "", {"report", std::string(1000, 's')}, 20).ok());
   ASSERT_EQ(*j->Prune(30), 1);
   EXPECT_FALSE(std::filesystem::exists(path));
@@ -270,7 +280,7 @@ TEST_F(JournalTest, AnImageResultIsAFileTheRowNamesAndIsDeletedWithTheJob) {
 // job ends; files no unfinished job names go at the next open.
 TEST_F(JournalTest, InputsAreFilesUntilTheJobEnds) {
   auto j = Open({.inputs_dir = dir_.File("inputs")});
-  const std::string id = j->Insert(Spec(1, 5000), 0)->id;
+  const std::string id = j->Insert(Spec(1, 5000), TestPlan(), 0)->id;
   const std::string source = dir_.File("inputs/" + id + ".source");
   struct stat st;
   ASSERT_EQ(::stat(source.c_str(), &st), 0);
@@ -301,7 +311,7 @@ TEST_F(JournalTest, AResultFileIsKeptByPathCountedAndDeletedWhenPruned) {
   auto j = Open({.retention = absl::Hours(1), .retention_bytes = 5000});
   const std::string file = dir_.File("j.mp4");
   std::ofstream(file, std::ios::binary) << std::string(4000, 'v');
-  auto video = j->Insert(Spec(1), 1);
+  auto video = j->Insert(Spec(1), TestPlan(), 1);
   ASSERT_TRUE(j->Finish(video->id, JobState::kSucceeded, 0, "", {"report", "", file, 4000}, 10).ok());
   auto res = j->GetResult(video->id);
   ASSERT_TRUE(res.ok()) << res.status();
@@ -309,7 +319,7 @@ TEST_F(JournalTest, AResultFileIsKeptByPathCountedAndDeletedWhenPruned) {
   EXPECT_EQ(res->file_bytes, 4000u);
   EXPECT_TRUE(res->image.empty());
   // A newer 2000-byte image result: 6000 bytes > 5000, so the older video goes, with its file.
-  auto image = j->Insert(Spec(1), 2);
+  auto image = j->Insert(Spec(1), TestPlan(), 2);
   ASSERT_TRUE(j->Finish(image->id, JobState::kSucceeded, 0, "", {"report", std::string(2000, 'p')}, 20).ok());
   EXPECT_EQ(access(file.c_str(), F_OK), 0);
   auto pruned = j->Prune(30);

@@ -37,7 +37,7 @@ TEST(PruneAtStartTest, ARestartWithASmallerRetentionServesAtOnceAndKeepsTheWalSm
     spec.source_image = "s";
     spec.target_image = "t";
     for (int i = 0; i < kJobs; ++i) {
-      auto r = journal->Insert(spec, i);
+      auto r = journal->Insert(spec, JobPlan{}, i);
       ASSERT_TRUE(r.ok()) << r.status();
       StoredResult result{"report", std::string(kResult, static_cast<char>('a' + i % 26)), "", 0};
       ASSERT_TRUE(journal->Finish(r->id, JobState::kSucceeded, 0, "", result, absl::ToUnixMillis(absl::Now())).ok());

@@ -68,7 +68,7 @@ TEST(StateDirTest, ANewStateDirAndJournalArePrivateUnderUmask022) {
   spec.owner_uid = 1000;
   spec.source_image = "source photo";
   spec.target_image = "target photo";
-  ASSERT_TRUE((*journal)->Insert(spec, 1).ok());
+  ASSERT_TRUE((*journal)->Insert(spec, JobPlan{}, 1).ok());
   EXPECT_EQ(ModeOf(dir + "/journal.sqlite3"), 0600u);
   EXPECT_EQ(ModeOf(dir + "/journal.sqlite3-wal"), 0600u);
   EXPECT_EQ(ModeOf(dir + "/journal.sqlite3-shm"), 0600u);

@@ -90,18 +90,18 @@ TEST(DetectOptions, OutOfRangeValuesAreInvalidArgumentNamingTheOption) {
     v1::JobOptions o = Ratio(1);
     o.set_min_face_px(c.px);
     o.set_min_face_score(c.score);
-    const absl::Status st = E().runner->StageModels(o.SerializeAsString()).status();
+    const absl::Status st = E().runner->StageModels(o).status();
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << c.name;
     EXPECT_NE(st.message().find(c.name), std::string::npos) << st;
   }
   v1::JobOptions ok = Ratio(1);
   ok.set_min_face_px(13);
   ok.set_min_face_score(0.7f);
-  EXPECT_TRUE(E().runner->StageModels(ok.SerializeAsString()).ok());
+  EXPECT_TRUE(E().runner->StageModels(ok).ok());
   // max_side is clamped to 416..1024, whatever it is (the README's word; 63 was refused).
   for (uint32_t side : {1u, 63u, 20000u}) {
     ok.set_max_side(side);
-    EXPECT_TRUE(E().runner->StageModels(ok.SerializeAsString()).ok()) << side;
+    EXPECT_TRUE(E().runner->StageModels(ok).ok()) << side;
   }
 }
 

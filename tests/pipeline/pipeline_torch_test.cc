@@ -131,11 +131,11 @@ TEST(PipelineRunner, BadInputsAreClearErrors) {
                                Grace(), Ratio(1), rec);
   EXPECT_EQ(none.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(none.status().message(), "no face in the source image");
-  EXPECT_EQ(E().runner->StageModels(Ratio(1.5).SerializeAsString()).status().code(),
+  EXPECT_EQ(E().runner->StageModels(Ratio(1.5)).status().code(),
             absl::StatusCode::kInvalidArgument);
   v1::JobOptions enhance3 = Ratio(1);
   enhance3.set_enhance_scale(3);
-  EXPECT_EQ(E().runner->StageModels(enhance3.SerializeAsString()).status().code(),
+  EXPECT_EQ(E().runner->StageModels(enhance3).status().code(),
             absl::StatusCode::kInvalidArgument);
   ExpectAtRest();
 }
@@ -234,11 +234,11 @@ TEST(PipelineRunner, RealDeviceOomOnDetectIsRecoveredByEvictionAndRetry) {
 TEST(PipelineRunner, SimpleBlendIsADeviceStageOfTheBuiltinBlenderAndFullBlendStaysOnTheHost) {
   v1::JobOptions simple = Ratio(1);
   simple.set_simple(true);
-  auto plan = E().runner->StageModels(simple.SerializeAsString());
+  auto plan = E().runner->StageModels(simple);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(*plan, (std::vector<std::string>{"ssd_mobilenetv1", "face_landmark_68", "face_recognition",
                                              "classical-fusion", "feather-blend", "face_recognition"}));
-  auto full_plan = E().runner->StageModels(Ratio(1).SerializeAsString());
+  auto full_plan = E().runner->StageModels(Ratio(1));
   ASSERT_TRUE(full_plan.ok());
   EXPECT_EQ(std::count(full_plan->begin(), full_plan->end(), "feather-blend"), 0);  // no model
 

@@ -19,21 +19,18 @@ namespace fusion::jobs {
 // `stage_ms` sleep, with a cancellation check before each unit (as the pipeline's checkpoints
 // between faces and tiles) and at its boundary; `units_run` counts the units that ran. The
 // "image" is the target reversed plus the source length. A target "fail" fails the job;
-// options with ratio > 1 are invalid; a target "bomb" is refused by CheckImages. With `hold` set, the first unit waits for it without
+// options with ratio > 1 are invalid; a target "bomb" is refused by Plan. With `hold` set, the first unit waits for it without
 // looking at cancellation (a unit that cannot be interrupted).
 class ScriptedRunner : public JobRunner {
  public:
-  absl::StatusOr<std::vector<std::string>> StageModels(const std::string& options) override {
-    v1::JobOptions o;
-    if (!o.ParseFromString(options)) return absl::InvalidArgumentError("options: unparsable");
+  absl::StatusOr<JobPlan> Plan(const v1::JobOptions& o, const std::string&, const std::string& target) override {
     if (o.ratio() < 0 || o.ratio() > 1) {
       return absl::InvalidArgumentError("options: ratio must be in [0,1]");
     }
-    return std::vector<std::string>{"detector", "generator"};
-  }
-  absl::StatusOr<uint64_t> CheckImages(const std::string&, const std::string&, const std::string& target) override {
     if (target == "bomb") return absl::InvalidArgumentError("target image: a bomb (scripted)");
-    return target.size() + 32;  // the target reversed plus the source's length in decimal
+    // The result: the target reversed plus the source's length in decimal.
+    return JobPlan{.options = o, .target = v1::IMAGE, .stage_models = {"detector", "generator"},
+                   .result_bound_bytes = target.size() + 32};
   }
   absl::StatusOr<Output> Run(const JobRecord& job, const std::string& source,
                              const std::string& target, Context& ctx) override {
