@@ -70,15 +70,12 @@ absl::Status BlendFaces(const FaceStages& m, const v1::JobOptions& o, const Pict
   });
 }
 
-}  // namespace
-
-absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector<Picture>& pics, Execution& run,
-                       v1::JobResult& report, cv::Mat* frame, const FaceWork& work) {
-  Picture& src = pics[0];
+// The landmarks stage (faces one at a time: a stage's working set is that of one face) over the
+// pictures not yet analysed, then the target's cut faces set aside (frame_edge.h). Without a
+// prepared source, each cut face is a degradation and a target left without faces an error (a
+// video frame's caller names them once per job, not per frame).
+absl::Status LandmarkStage(const FaceStages& m, std::vector<Picture>& pics, Execution& run, const FaceWork& work) {
   Picture& tgt = pics[1];
-  const bool by_reference = pics.size() > 2;
-  // Landmarks and encode take faces one at a time (a stage's working set is that of one face);
-  // generate and score up to m.threads at once (admitted for that many).
   absl::Status st = run.Stage("landmarks", m.landmarks, 112 * 112, "112x112", 0.15f,
                               [&](const ModelCopy& c, int, const Checkpoint& cp) {
                                 for (Picture& p : pics) {
@@ -89,8 +86,6 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
                                 return absl::OkStatus();
                               });
   if (!st.ok()) return st;
-  // Faces too far outside the frame stay as they are (frame_edge.h). A video frame's caller
-  // names them (once per job, not per frame).
   SetAsideCutFaces(tgt);
   if (!work.source_ready) {
     for (const CutFace& c : tgt.cut) run.Degrade(CutFaceNote(tgt.what, c.box, c.edges, c.outside_share));
@@ -100,95 +95,91 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
                                                         CutFaceNote(tgt.what, c.box, c.edges, c.outside_share)));
     }
   }
+  return absl::OkStatus();
+}
+
+// The encode stage: the source's descriptors (unless prepared or cached) and, swapping by
+// reference, the reference's and the target's. No stage when there is nothing to describe.
+absl::Status EncodeStage(const FaceStages& m, std::vector<Picture>& pics, Execution& run, const FaceWork& work) {
+  Picture& src = pics[0];
+  Picture& tgt = pics[1];
+  const bool by_reference = pics.size() > 2;
   const bool describe_source = !work.source_ready && !src.analysed;
   const bool describe_reference = by_reference && !work.source_ready && !pics[2].analysed;
-  if (describe_source || by_reference) {
-    st = run.Stage("encode", m.encoder, 150 * 150, "150x150", 0.25f, [&](const ModelCopy& c, int, const Checkpoint& cp) {
-      if (describe_source) {
-        if (absl::Status s = DescribeFaces(c, src, {}, cp.Within(src.what)); !s.ok()) return s;
-      }
-      if (!by_reference) return absl::OkStatus();
-      if (describe_reference) {
-        if (absl::Status s = DescribeFaces(c, pics[2], {}, cp.Within(pics[2].what)); !s.ok()) return s;
-      }
-      return DescribeFaces(c, tgt, {}, cp.Within(tgt.what));
-    });
-    if (!st.ok()) return st;
-  }
-
-  std::vector<SwapItem> items;
-  const float limit = o.reference_max_distance() > 0 ? o.reference_max_distance() : 0.6f;
-  for (size_t i = 0; i < tgt.faces.size(); ++i) {
-    if (!by_reference || DescriptorDistance(tgt.faces[i].descriptor, pics[2].faces[0].descriptor) < limit) {
-      items.push_back(SwapItem{.face = i});
+  if (!describe_source && !by_reference) return absl::OkStatus();
+  return run.Stage("encode", m.encoder, 150 * 150, "150x150", 0.25f, [&](const ModelCopy& c, int, const Checkpoint& cp) {
+    if (describe_source) {
+      if (absl::Status s = DescribeFaces(c, src, {}, cp.Within(src.what)); !s.ok()) return s;
     }
-  }
-  if (items.empty() && work.source_ready) {  // a video frame: passed through
-    *frame = tgt.bgr;
-    report.set_faces_swapped(0);
-    return absl::OkStatus();
-  }
-  if (items.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "no face of the target image is within identity distance ", limit, " of the reference face"));
-  }
+    if (!by_reference) return absl::OkStatus();
+    if (describe_reference) {
+      if (absl::Status s = DescribeFaces(c, pics[2], {}, cp.Within(pics[2].what)); !s.ok()) return s;
+    }
+    return DescribeFaces(c, tgt, {}, cp.Within(tgt.what));
+  });
+}
+
+// The generate stage over items, up to m.threads faces at once (admitted for that many); the
+// source's notes become degradations.
+absl::Status GenerateStage(const FaceStages& m, const v1::JobOptions& o, std::vector<Picture>& pics,
+                           std::vector<SwapItem>& items, Execution& run) {
   std::vector<std::string> source_notes;
   // Faces at once: the working set of that many crops.
   const int gen_workers = WorkersFor(items.size(), m.threads);
   // The estimate's bucket names the face count: the crops of the faces done stay in the stage's
-  // working set until it ends, so a learned 1-face peak under-admits 3 faces (a needless OOM
-  // retry: Cancel.CancelBetweenFacesEndsThePerFaceStageEarly after a 1-face job in one process).
+  // working set until it ends, so a learned 1-face peak under-admits 3 faces (a needless OOM retry).
   const std::string faces = items.size() > 1 ? absl::StrCat(", ", items.size(), " faces") : "";
-  st = run.Stage("generate", m.generator, kCropPixels * gen_workers,
-                 absl::StrCat("256x256", gen_workers > 1 ? absl::StrCat(" x", gen_workers) : "", faces), 0.45f,
-                 [&](const ModelCopy& c, int, const Checkpoint& cp) {
-                   return Generate(c, c.device, src, tgt, o.ratio(), items, cp, &source_notes, gen_workers);
-                 });
+  absl::Status st = run.Stage("generate", m.generator, kCropPixels * gen_workers,
+                              absl::StrCat("256x256", gen_workers > 1 ? absl::StrCat(" x", gen_workers) : "", faces),
+                              0.45f, [&](const ModelCopy& c, int, const Checkpoint& cp) {
+                                return Generate(c, c.device, pics[0], pics[1], o.ratio(), items, cp, &source_notes,
+                                                gen_workers);
+                              });
   if (!st.ok()) return st;
   for (const std::string& note : source_notes) run.Degrade(note);
+  return absl::OkStatus();
+}
 
-  if (!m.enhancer.empty()) {
-    int scale = 1;
-    st = run.Stage("enhance", m.enhancer, kCropPixels, "256x256", 0.6f,
-                   [&](const ModelCopy& c, int tile, const Checkpoint& cp) {
-                     std::vector<cv::Mat> up;
-                     for (size_t i = 0; i < items.size(); ++i) {
-                       if (absl::Status s = cp.Check("face", i, items.size()); !s.ok()) return s;
-                       cv::Mat crop = items[i].fused.clone();
-                       const Checkpoint tiles = cp.Within(absl::StrCat("face ", i + 1, " of ", items.size()));
-                       if (absl::Status s = Enhance(c, c.device, tile, crop, tiles); !s.ok()) return s;
-                       up.push_back(crop);
-                     }
-                     for (size_t i = 0; i < items.size(); ++i) items[i].fused = up[i];
-                     scale = EnhanceScale(c);
-                     return absl::OkStatus();
-                   },
-                   // Tiles from half the 256-px crop down to 32 px: a 64-px tile of esrgan-slim-x4
-                   // with its 10-px halo still peaks at about 72 MB (measured 673 MB untiled).
-                   /*max_tile_px=*/128, /*min_tile_px=*/32, EsrganHaloPx(m.enhancer));
-    if (!st.ok()) return st;
-    for (SwapItem& it : items) {  // the target crop and transform at the enhanced size
-      cv::resize(it.target_crop, it.target_crop, it.fused.size(), 0, 0, cv::INTER_CUBIC);
-      it.frame_to_crop = it.frame_to_crop * static_cast<double>(scale);
-    }
-  }
-
-  *frame = tgt.bgr.clone();
-  st = BlendFaces(m, o, tgt, items, run, frame);
+// The enhance stage (m.enhancer set): each fused crop enhanced, faces one at a time, then each
+// item's target crop and transform brought to the enhanced size.
+absl::Status EnhanceStage(const FaceStages& m, std::vector<SwapItem>& items, Execution& run) {
+  int scale = 1;
+  absl::Status st = run.Stage("enhance", m.enhancer, kCropPixels, "256x256", 0.6f,
+                              [&](const ModelCopy& c, int tile, const Checkpoint& cp) {
+                                std::vector<cv::Mat> up;
+                                for (size_t i = 0; i < items.size(); ++i) {
+                                  if (absl::Status s = cp.Check("face", i, items.size()); !s.ok()) return s;
+                                  cv::Mat crop = items[i].fused.clone();
+                                  const Checkpoint tiles = cp.Within(absl::StrCat("face ", i + 1, " of ", items.size()));
+                                  if (absl::Status s = Enhance(c, c.device, tile, crop, tiles); !s.ok()) return s;
+                                  up.push_back(crop);
+                                }
+                                for (size_t i = 0; i < items.size(); ++i) items[i].fused = up[i];
+                                scale = EnhanceScale(c);
+                                return absl::OkStatus();
+                              },
+                              // Tiles from half the 256-px crop down to 32 px: a 64-px tile of esrgan-slim-x4
+                              // with its 10-px halo still peaks at about 72 MB (measured 673 MB untiled).
+                              /*max_tile_px=*/128, /*min_tile_px=*/32, EsrganHaloPx(m.enhancer));
   if (!st.ok()) return st;
-  if (!work.score) {
-    report.set_faces_swapped(static_cast<uint32_t>(items.size()));
-    return absl::OkStatus();
+  for (SwapItem& it : items) {  // the target crop and transform at the enhanced size
+    cv::resize(it.target_crop, it.target_crop, it.fused.size(), 0, 0, cv::INTER_CUBIC);
+    it.frame_to_crop = it.frame_to_crop * static_cast<double>(scale);
   }
+  return absl::OkStatus();
+}
 
+// The score stage: each swapped face described in the result `frame` and, unless the encode
+// stage did it, in the target; the report's per-face entries and the count.
+absl::Status ScoreStage(const FaceStages& m, const Picture& src, const Picture& tgt, const std::vector<SwapItem>& items,
+                        const cv::Mat& frame, Execution& run, v1::JobResult& report) {
   cv::Mat result_rgb;
-  cv::cvtColor(*frame, result_rgb, cv::COLOR_BGR2RGB);
-  // Each swapped face in the result and, unless the encode stage did it, in the target.
+  cv::cvtColor(frame, result_rgb, cv::COLOR_BGR2RGB);
   std::vector<FaceDescriptor> scored(items.size()), before(items.size());
   const int score_workers = WorkersFor(items.size(), m.threads);
-  st = run.Stage("score", m.encoder, 150 * 150 * score_workers,
-                 score_workers > 1 ? absl::StrCat("150x150 x", score_workers) : "150x150", 0.85f,
-                 [&](const ModelCopy& c, int, const Checkpoint& cp) {
+  absl::Status st = run.Stage("score", m.encoder, 150 * 150 * score_workers,
+                              score_workers > 1 ? absl::StrCat("150x150 x", score_workers) : "150x150", 0.85f,
+                              [&](const ModelCopy& c, int, const Checkpoint& cp) {
     return ParallelFor(items.size(), score_workers, [&](size_t i) -> absl::Status {
       if (absl::Status s = cp.Check("face", i, items.size()); !s.ok()) return s;
       const DetectedFace& face = tgt.faces[items[i].face];
@@ -209,6 +200,46 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
   }
   report.set_faces_swapped(static_cast<uint32_t>(items.size()));
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector<Picture>& pics, Execution& run,
+                       v1::JobResult& report, cv::Mat* frame, const FaceWork& work) {
+  Picture& tgt = pics[1];
+  const bool by_reference = pics.size() > 2;
+  if (absl::Status st = LandmarkStage(m, pics, run, work); !st.ok()) return st;
+  if (absl::Status st = EncodeStage(m, pics, run, work); !st.ok()) return st;
+
+  // The target's faces to swap: all, or (by reference) those within `limit` of the reference's.
+  std::vector<SwapItem> items;
+  const float limit = o.reference_max_distance() > 0 ? o.reference_max_distance() : 0.6f;
+  for (size_t i = 0; i < tgt.faces.size(); ++i) {
+    if (!by_reference || DescriptorDistance(tgt.faces[i].descriptor, pics[2].faces[0].descriptor) < limit) {
+      items.push_back(SwapItem{.face = i});
+    }
+  }
+  if (items.empty() && work.source_ready) {  // a video frame: passed through
+    *frame = tgt.bgr;
+    report.set_faces_swapped(0);
+    return absl::OkStatus();
+  }
+  if (items.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no face of the target image is within identity distance ", limit, " of the reference face"));
+  }
+  if (absl::Status st = GenerateStage(m, o, pics, items, run); !st.ok()) return st;
+  if (!m.enhancer.empty()) {
+    if (absl::Status st = EnhanceStage(m, items, run); !st.ok()) return st;
+  }
+
+  *frame = tgt.bgr.clone();
+  if (absl::Status st = BlendFaces(m, o, tgt, items, run, frame); !st.ok()) return st;
+  if (!work.score) {
+    report.set_faces_swapped(static_cast<uint32_t>(items.size()));
+    return absl::OkStatus();
+  }
+  return ScoreStage(m, pics[0], tgt, items, *frame, run, report);
 }
 
 }  // namespace fusion

@@ -111,11 +111,10 @@ constexpr float kRelookTakenShare = 0.3f;
 // Box voting among near-ties: each merged box becomes the weighted mean of the boxes (every
 // pass's kept ones) that overlap it at IoU >= nms_iou and score at most kVoteBand below it, each
 // weighted 1 - (its score's distance below) / kVoteBand; the score stays the merged box's. Greedy
-// NMS alone takes the top box's extent, so two levels' boxes of one face at 0.9465 and 0.9459
-// (grid50's 150-px face: 144x192 px from the coarsest level, 105x144 from the 64-96 px gap one
-// level finer) swap places on a shift of a few thousandths (fp32 -> bf16: 0.9465 -> 0.9450 and
-// 0.9459 -> 0.9497) and the face's box with them (the tight one was not swapped); voted, the box
-// moves with the scores continuously. kVoteBand is SSD's bf16 score tolerance (onednn_test.cc).
+// NMS alone takes the top box's extent, so two levels' near-tied boxes of one face (of different
+// extents) swap places on a shift of a few thousandths (fp32 -> bf16) and the face's box with
+// them; voted, the box moves with the scores continuously. kVoteBand is SSD's bf16 score
+// tolerance (onednn_test.cc).
 constexpr float kVoteBand = 0.02f;
 std::vector<FaceBox> Voted(const std::vector<FaceBox>& all, std::vector<FaceBox> merged, float nms_iou) {
   for (FaceBox& m : merged) {
@@ -168,9 +167,7 @@ constexpr int kProposalMinSidePx = 96;
 // edges: SSD can score a face near a crop edge far lower than in the middle (the seam test's
 // 70-px face: 0.79 with its box 64+ px from the window's edge, 0.63 at 32 px, 0.38-0.52 at 16-19
 // px, fp32 and bf16 alike), so a window packed up to its edge put one of two faces under the
-// threshold in one precision and not the other. (Averaged over the 23 crops of collage.h at 40,
-// 56 and 80 px, the edge moves recall little: 20-22 of 23 from 0 to 160 px; the face's phase on
-// the 16-px anchor grid moves it more, 15-18 of 23 at 40 px on odd multiples of 8.)
+// threshold in one precision and not the other.
 constexpr int kProposalContextPx = 32;
 
 // The windows a gated level runs instead of its tiles: squares of `side` image px (the level's
@@ -256,6 +253,212 @@ absl::StatusOr<std::vector<FaceBox>> WithSecondLook(const FaceDetector& detector
   return SuppressContained(Nms(found, options.nms_iou));
 }
 
+// DetectMultiScale's scores, from the options and the detector's traits.
+struct ScanScores {
+  float confirm_below;   // a merged box under it needs another pass's box (Confirmed)
+  float threshold;       // the scan's score threshold
+  bool with_support;     // passes detect down to the support score (and confirmation is on)
+  float pass_score;      // the score passes detect down to (0: the detector's threshold)
+  float scan_floor;      // the scan's own boxes score above it
+  float proposal_score;  // proposing passes detect down to it
+};
+
+ScanScores ScoresFor(const DetectorTraits& traits, const MultiScaleOptions& options) {
+  ScanScores s;
+  s.confirm_below = options.confirm_below < 0 ? traits.confirm_below : options.confirm_below;
+  // Passes detect down to the support score when it is below the threshold (and confirmation is
+  // on); greedy NMS visits boxes by score, so the boxes at or above the threshold are the same.
+  s.threshold = options.min_score > 0 ? options.min_score : traits.min_score;
+  s.with_support = s.confirm_below > 0 && traits.support_score > 0 && s.threshold > traits.support_score;
+  s.pass_score = s.with_support ? traits.support_score : options.min_score;
+  // Proposing passes detect down to the proposal score; the scan's own boxes stay those above
+  // `scan_floor` (Detect keeps score > min_score, 0 = the detector's threshold).
+  s.scan_floor = s.pass_score > 0 ? s.pass_score : s.threshold;
+  s.proposal_score = std::min(traits.proposal_score, s.scan_floor);
+  return s;
+}
+
+// One pass's input: p.region of rgb resized so its longer side is exactly the input (the
+// detector's own square padding then needs no further resize, and INTER_AREA averages the pixels
+// a downscale drops); `size` is the region's size there.
+cv::Mat PassInput(const cv::Mat& rgb, const DetectionPass& p, cv::Size& size) {
+  const double k = p.input_size * static_cast<double>(p.fill) / std::max(p.region.width, p.region.height);
+  size = cv::Size(std::clamp(static_cast<int>(std::lround(p.region.width * k)), 1, p.input_size),
+                  std::clamp(static_cast<int>(std::lround(p.region.height * k)), 1, p.input_size));
+  cv::Mat scaled;  // one pass's input
+  if (p.fill < 1) {  // top-left in a zero square of the input: box coordinates stay the image's
+    scaled = cv::Mat::zeros(p.input_size, p.input_size, CV_8UC3);  // one input's bytes, as any pass
+    cv::Mat corner = scaled(cv::Rect(0, 0, size.width, size.height));
+    cv::resize(rgb(p.region), corner, size, 0, 0, cv::INTER_AREA);  // in place: same size and type
+  } else {
+    cv::resize(rgb(p.region), scaled, size, 0, 0, cv::INTER_AREA);
+  }
+  return scaled;
+}
+
+// One DetectMultiScale scan: the passes run and, per pass, the boxes found (image pixels).
+class Scan {
+ public:
+  Scan(const FaceDetector& detector, const cv::Mat& rgb, const MultiScaleOptions& options)
+      : detector_(detector), rgb_(rgb), options_(options), traits_(detector.Traits()),
+        s_(ScoresFor(traits_, options)) {}
+
+  // Runs the planned passes: the ungated levels' all at once, then each gated level's, finest last.
+  absl::Status Run();
+  // The scan's faces: merged, confirmed and voted, with the second look where it is on.
+  absl::StatusOr<std::vector<FaceBox>> Faces() const;
+
+ private:
+  absl::Status RunFrom(size_t begin);  // passes_[begin..]
+  absl::Status RunPass(size_t i);
+  // Files one pass's boxes (network pixels of an input where p.region is `size`) under pass i.
+  void FilePassBoxes(size_t i, const cv::Size& size, bool proposing, const std::vector<FaceBox>& found);
+  // Appends a gated level's passes: windows around the proposals of the level above, and every
+  // planned tile under a saturated pass; the level's tiles where they are no more.
+  void AddGatedLevel(int level);
+
+  const FaceDetector& detector_;
+  const cv::Mat& rgb_;
+  const MultiScaleOptions& options_;
+  const DetectorTraits traits_;
+  const ScanScores s_;
+  std::vector<DetectionPass> planned_, passes_;
+  // Which levels are gated (they run windows around the next coarser level's proposals instead
+  // of their tiles) and which propose (LevelRoles).
+  std::vector<LevelRole> role_;
+  // Per pass, in image pixels: the boxes kept, those that only confirm (support_score up), and
+  // (a proposing level's passes) the proposals; `saturated_`: the detector returned its cap of
+  // boxes, so proposals may be missing: every planned tile of the finer level under it runs.
+  std::vector<std::vector<FaceBox>> kept_, support_, proposals_;
+  std::vector<char> saturated_;
+};
+
+absl::Status Scan::Run() {
+  planned_ = PlanPasses(traits_, rgb_.cols, rgb_.rows, options_);
+  role_ = LevelRoles(planned_, options_.gate_tiles ? traits_.proposal_score : 0);
+  // The passes run: the ungated levels' planned ones, then each gated level's windows.
+  for (const DetectionPass& p : planned_) {
+    if (role_[p.level] != LevelRole::kGated) passes_.push_back(p);
+  }
+  if (absl::Status st = RunFrom(0); !st.ok()) return st;  // the ungated levels, all at once
+  for (int level = static_cast<int>(role_.size()) - 1; level >= 0; --level) {
+    if (role_[level] != LevelRole::kGated) continue;
+    const size_t begin = passes_.size();
+    AddGatedLevel(level);
+    if (absl::Status st = RunFrom(begin); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Scan::RunFrom(size_t begin) {
+  kept_.resize(passes_.size()), support_.resize(passes_.size()), proposals_.resize(passes_.size());
+  saturated_.resize(passes_.size(), 0);
+  auto body = [&](size_t j) { return RunPass(begin + j); };
+  if (options_.for_each_pass) return options_.for_each_pass(passes_.size() - begin, body);
+  for (size_t j = 0; begin + j < passes_.size(); ++j) {
+    if (absl::Status st = body(j); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Scan::RunPass(size_t i) {
+  const DetectionPass& p = passes_[i];
+  if (options_.before_pass) {
+    if (absl::Status st = options_.before_pass(i, passes_.size()); !st.ok()) return st;
+  }
+  cv::Size size;
+  const cv::Mat scaled = PassInput(rgb_, p, size);
+  const bool proposing = p.fill == 1 && role_[p.level] == LevelRole::kProposes;
+  const float detect_score = proposing ? s_.proposal_score : s_.pass_score;
+  absl::StatusOr<std::vector<FaceBox>> found = detector_.Detect(scaled, p.input_size, options_.tile_px, detect_score);
+  if (!found.ok()) {
+    return absl::Status(found.status().code(),
+                        absl::StrCat(found.status().message(), " (pass: region ", p.region.x, ",", p.region.y, " ",
+                                     p.region.width, "x", p.region.height, " at input ", p.input_size, ")"));
+  }
+  saturated_[i] = proposing && traits_.max_boxes > 0 && static_cast<int>(found->size()) >= traits_.max_boxes;
+  FilePassBoxes(i, size, proposing, *found);
+  return absl::OkStatus();
+}
+
+void Scan::FilePassBoxes(size_t i, const cv::Size& size, bool proposing, const std::vector<FaceBox>& found) {
+  const DetectionPass& p = passes_[i];
+  const bool whole = p.region == cv::Rect(0, 0, rgb_.cols, rgb_.rows);
+  const float margin = 0.01f * std::max(p.region.width, p.region.height);
+  const double kx = static_cast<double>(p.region.width) / size.width, ky = static_cast<double>(p.region.height) / size.height;
+  for (const FaceBox& n : found) {
+    const FaceBox b{static_cast<float>(p.region.x + n.x * kx), static_cast<float>(p.region.y + n.y * ky),
+                    static_cast<float>(n.w * kx), static_cast<float>(n.h * ky), n.score};
+    // A proposal: any box up to the widest the finer level keeps (2 * face_max_px there, so
+    // face_max_px here), with room for the box's error; no edge rule (the windows decide).
+    if (proposing && n.w <= kProposalMaxShare * traits_.face_max_px) proposals_[i].push_back(b);
+    if (n.score <= s_.scan_floor) continue;  // a proposal only
+    if (n.w < 0.5f * traits_.face_min_px || (!p.coarsest && n.w > 2.0f * traits_.face_max_px)) continue;
+    if (!whole && TouchesInnerEdge(b, p.region, rgb_.cols, rgb_.rows, margin)) continue;
+    (!s_.with_support || b.score > s_.threshold ? kept_ : support_)[i].push_back(b);  // Detect keeps score > min_score
+  }
+}
+
+void Scan::AddGatedLevel(int level) {
+  std::vector<FaceBox> level_proposals;
+  std::vector<cv::Rect> saturated_regions;
+  for (size_t i = 0; i < passes_.size(); ++i) {
+    if (passes_[i].level == level + 1 && passes_[i].fill == 1) {
+      level_proposals.insert(level_proposals.end(), proposals_[i].begin(), proposals_[i].end());
+      if (saturated_[i]) saturated_regions.push_back(passes_[i].region);
+    }
+  }
+  const size_t begin = passes_.size();
+  const DetectionPass* tile = nullptr;  // the level's first planned tile: its side and scale
+  for (const DetectionPass& p : planned_) {
+    if (p.level != level) continue;
+    if (tile == nullptr) tile = &p;
+    bool under = false;
+    for (const cv::Rect& r : saturated_regions) under = under || (p.region & r).area() > 0;
+    if (under) passes_.push_back(p);
+  }
+  const int side = std::max(tile->region.width, tile->region.height);
+  const std::vector<cv::Rect> windows =
+      ProposalWindows(level_proposals, side, static_cast<double>(tile->input_size) / side, rgb_.cols, rgb_.rows);
+  size_t tiles = 0;
+  for (const DetectionPass& p : planned_) tiles += p.level == level;
+  if (windows.size() + (passes_.size() - begin) >= tiles) {  // no cheaper than the tiles: the tiles
+    passes_.resize(begin);
+    for (const DetectionPass& p : planned_) {
+      if (p.level == level) passes_.push_back(p);
+    }
+  } else {
+    for (const cv::Rect& r : windows) {
+      DetectionPass p = *tile;
+      p.region = r;
+      passes_.push_back(p);
+    }
+  }
+}
+
+absl::StatusOr<std::vector<FaceBox>> Scan::Faces() const {
+  std::vector<FaceBox> all, weak;
+  std::vector<size_t> pass_of, weak_pass_of;  // the pass of each box of `all`, of `weak`
+  for (size_t i = 0; i < passes_.size(); ++i) {
+    all.insert(all.end(), kept_[i].begin(), kept_[i].end());
+    pass_of.insert(pass_of.end(), kept_[i].size(), i);
+    weak.insert(weak.end(), support_[i].begin(), support_[i].end());
+    weak_pass_of.insert(weak_pass_of.end(), support_[i].size(), i);
+  }
+  const std::vector<FaceBox> merged = SuppressContained(Nms(all, options_.nms_iou));
+  std::vector<FaceBox> found =
+      Voted(all, Confirmed(all, pass_of, weak, weak_pass_of, merged, s_.confirm_below), options_.nms_iou);
+  if (options_.relook_rolls.empty() || options_.max_relooks <= 0 || !s_.with_support) return found;
+  // The second look's pool: the scan's sub-threshold boxes (support) and its weak boxes that no
+  // other pass confirmed.
+  std::vector<FaceBox> pool = weak;
+  for (const FaceBox& m : merged) {
+    if (m.score < s_.confirm_below) pool.push_back(m);
+  }
+  return WithSecondLook(detector_, rgb_, std::move(found), pool, options_, traits_.support_score,
+                        std::max(s_.confirm_below, s_.threshold), passes_.size());
+}
+
 }  // namespace
 
 absl::StatusOr<DetectorTraits> DetectorTraitsOf(const std::string& model) {
@@ -305,143 +508,9 @@ absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detect
                                                    ", max_upscale ", options.max_upscale, ", max_input ",
                                                    options.max_input, ")"));
   }
-  const DetectorTraits traits = detector.Traits();
-  const float confirm_below = options.confirm_below < 0 ? traits.confirm_below : options.confirm_below;
-  // Passes detect down to the support score when it is below the threshold (and confirmation is
-  // on); greedy NMS visits boxes by score, so the boxes at or above the threshold are the same.
-  const float threshold = options.min_score > 0 ? options.min_score : traits.min_score;
-  const bool with_support = confirm_below > 0 && traits.support_score > 0 && threshold > traits.support_score;
-  const float pass_score = with_support ? traits.support_score : options.min_score;
-  const std::vector<DetectionPass> planned = PlanPasses(traits, rgb.cols, rgb.rows, options);
-  // Which levels are gated (they run windows around the next coarser level's proposals instead
-  // of their tiles) and which propose (LevelRoles).
-  const std::vector<LevelRole> role = LevelRoles(planned, options.gate_tiles ? traits.proposal_score : 0);
-  // Proposing passes detect down to the proposal score; the scan's own boxes stay those above
-  // `scan_floor` (Detect keeps score > min_score, 0 = the detector's threshold).
-  const float scan_floor = pass_score > 0 ? pass_score : threshold;
-  const float proposal_score = std::min(traits.proposal_score, scan_floor);
-  // The passes run: the ungated levels' planned ones, then each gated level's windows.
-  std::vector<DetectionPass> passes;
-  for (const DetectionPass& p : planned) {
-    if (role[p.level] != LevelRole::kGated) passes.push_back(p);
-  }
-  // Per pass, in image pixels: the boxes kept, those that only confirm (support_score up), and
-  // (a proposing level's passes) the proposals; `saturated`: the detector returned its cap of
-  // boxes, so proposals may be missing: every planned tile of the finer level under it runs.
-  std::vector<std::vector<FaceBox>> kept, support, proposals;
-  std::vector<char> saturated;
-  auto run_pass = [&](size_t i) -> absl::Status {
-    const DetectionPass& p = passes[i];
-    if (options.before_pass) {
-      if (absl::Status st = options.before_pass(i, passes.size()); !st.ok()) return st;
-    }
-    // The region resized so its longer side is exactly the input: the detector's own square
-    // padding then needs no further resize, and INTER_AREA averages the pixels a downscale drops.
-    const double k = p.input_size * static_cast<double>(p.fill) / std::max(p.region.width, p.region.height);
-    const cv::Size size(std::clamp(static_cast<int>(std::lround(p.region.width * k)), 1, p.input_size),
-                        std::clamp(static_cast<int>(std::lround(p.region.height * k)), 1, p.input_size));
-    cv::Mat scaled;  // one pass's input
-    if (p.fill < 1) {  // top-left in a zero square of the input: box coordinates stay the image's
-      scaled = cv::Mat::zeros(p.input_size, p.input_size, CV_8UC3);  // one input's bytes, as any pass
-      cv::Mat corner = scaled(cv::Rect(0, 0, size.width, size.height));
-      cv::resize(rgb(p.region), corner, size, 0, 0, cv::INTER_AREA);  // in place: same size and type
-    } else {
-      cv::resize(rgb(p.region), scaled, size, 0, 0, cv::INTER_AREA);
-    }
-    const bool proposing = p.fill == 1 && role[p.level] == LevelRole::kProposes;
-    const float detect_score = proposing ? proposal_score : pass_score;
-    absl::StatusOr<std::vector<FaceBox>> found = detector.Detect(scaled, p.input_size, options.tile_px, detect_score);
-    if (!found.ok()) {
-      return absl::Status(found.status().code(),
-                          absl::StrCat(found.status().message(), " (pass: region ", p.region.x, ",", p.region.y, " ",
-                                       p.region.width, "x", p.region.height, " at input ", p.input_size, ")"));
-    }
-    const bool whole = p.region == cv::Rect(0, 0, rgb.cols, rgb.rows);
-    const float margin = 0.01f * std::max(p.region.width, p.region.height);
-    const double kx = static_cast<double>(p.region.width) / size.width, ky = static_cast<double>(p.region.height) / size.height;
-    saturated[i] = proposing && traits.max_boxes > 0 && static_cast<int>(found->size()) >= traits.max_boxes;
-    for (const FaceBox& n : *found) {
-      const FaceBox b{static_cast<float>(p.region.x + n.x * kx), static_cast<float>(p.region.y + n.y * ky),
-                      static_cast<float>(n.w * kx), static_cast<float>(n.h * ky), n.score};
-      // A proposal: any box up to the widest the finer level keeps (2 * face_max_px there, so
-      // face_max_px here), with room for the box's error; no edge rule (the windows decide).
-      if (proposing && n.w <= kProposalMaxShare * traits.face_max_px) proposals[i].push_back(b);
-      if (n.score <= scan_floor) continue;  // a proposal only
-      if (n.w < 0.5f * traits.face_min_px || (!p.coarsest && n.w > 2.0f * traits.face_max_px)) continue;
-      if (!whole && TouchesInnerEdge(b, p.region, rgb.cols, rgb.rows, margin)) continue;
-      (!with_support || b.score > threshold ? kept : support)[i].push_back(b);  // Detect keeps score > min_score
-    }
-    return absl::OkStatus();
-  };
-  auto run_from = [&](size_t begin) -> absl::Status {  // passes[begin..]
-    kept.resize(passes.size()), support.resize(passes.size()), proposals.resize(passes.size());
-    saturated.resize(passes.size(), 0);
-    auto body = [&](size_t j) { return run_pass(begin + j); };
-    if (options.for_each_pass) return options.for_each_pass(passes.size() - begin, body);
-    for (size_t j = 0; begin + j < passes.size(); ++j) {
-      if (absl::Status st = body(j); !st.ok()) return st;
-    }
-    return absl::OkStatus();
-  };
-  if (absl::Status st = run_from(0); !st.ok()) return st;  // the ungated levels, all at once
-  for (int level = static_cast<int>(role.size()) - 1; level >= 0; --level) {
-    if (role[level] != LevelRole::kGated) continue;
-    std::vector<FaceBox> level_proposals;
-    std::vector<cv::Rect> saturated_regions;
-    for (size_t i = 0; i < passes.size(); ++i) {
-      if (passes[i].level == level + 1 && passes[i].fill == 1) {
-        level_proposals.insert(level_proposals.end(), proposals[i].begin(), proposals[i].end());
-        if (saturated[i]) saturated_regions.push_back(passes[i].region);
-      }
-    }
-    const size_t begin = passes.size();
-    const DetectionPass* tile = nullptr;  // the level's first planned tile: its side and scale
-    for (const DetectionPass& p : planned) {
-      if (p.level != level) continue;
-      if (tile == nullptr) tile = &p;
-      bool under = false;
-      for (const cv::Rect& r : saturated_regions) under = under || (p.region & r).area() > 0;
-      if (under) passes.push_back(p);
-    }
-    const int side = std::max(tile->region.width, tile->region.height);
-    const std::vector<cv::Rect> windows =
-        ProposalWindows(level_proposals, side, static_cast<double>(tile->input_size) / side, rgb.cols, rgb.rows);
-    size_t tiles = 0;
-    for (const DetectionPass& p : planned) tiles += p.level == level;
-    if (windows.size() + (passes.size() - begin) >= tiles) {  // no cheaper than the tiles: the tiles
-      passes.resize(begin);
-      for (const DetectionPass& p : planned) {
-        if (p.level == level) passes.push_back(p);
-      }
-    } else {
-      for (const cv::Rect& r : windows) {
-        DetectionPass p = *tile;
-        p.region = r;
-        passes.push_back(p);
-      }
-    }
-    if (absl::Status st = run_from(begin); !st.ok()) return st;
-  }
-  std::vector<FaceBox> all, weak;
-  std::vector<size_t> pass_of, weak_pass_of;  // the pass of each box of `all`, of `weak`
-  for (size_t i = 0; i < passes.size(); ++i) {
-    all.insert(all.end(), kept[i].begin(), kept[i].end());
-    pass_of.insert(pass_of.end(), kept[i].size(), i);
-    weak.insert(weak.end(), support[i].begin(), support[i].end());
-    weak_pass_of.insert(weak_pass_of.end(), support[i].size(), i);
-  }
-  const std::vector<FaceBox> merged = SuppressContained(Nms(all, options.nms_iou));
-  std::vector<FaceBox> found =
-      Voted(all, Confirmed(all, pass_of, weak, weak_pass_of, merged, confirm_below), options.nms_iou);
-  if (options.relook_rolls.empty() || options.max_relooks <= 0 || !with_support) return found;
-  // The second look's pool: the scan's sub-threshold boxes (support) and its weak boxes that no
-  // other pass confirmed.
-  std::vector<FaceBox> pool = weak;
-  for (const FaceBox& m : merged) {
-    if (m.score < confirm_below) pool.push_back(m);
-  }
-  return WithSecondLook(detector, rgb, std::move(found), pool, options, traits.support_score,
-                        std::max(confirm_below, threshold), passes.size());
+  Scan scan(detector, rgb, options);
+  if (absl::Status st = scan.Run(); !st.ok()) return st;
+  return scan.Faces();
 }
 
 }  // namespace fusion::faceapi

@@ -172,6 +172,137 @@ absl::StatusOr<std::unique_ptr<KerasModel>> KerasModel::FromJson(std::string_vie
   return m;
 }
 
+namespace {
+
+using Layers = std::vector<std::unique_ptr<Layer>>;
+
+// How Compile maps the layers (index: layer) onto oneDNN steps.
+struct Fusions {
+  std::vector<std::vector<int>> readers;  // the layers reading each layer
+  std::vector<bool> fp32_tail;            // a conv kept fp32 in bf16
+  std::vector<bool> relu_after;           // a conv that takes its reader's ReLU as its post-op
+  std::vector<int> upsampled_conv;        // f: a conv run on the low-resolution side of an upsample by f
+};
+
+// A nearest upsample by f whose only reader is a stride-1 "same" conv (ESRGAN's SR: 3x3, 48 ->
+// 3 channels at 4x the side, 0.4-0.6 of slim-x4's time in a kernel made for more outputs) runs
+// as one conv on the low-resolution side with f*f times the output channels, then a
+// depthToSpace (upsampled_conv[i] = f): output pixel (f*y+i2, f*x+j2) reads upsampled rows
+// f*y+i2-r .. f*y+i2+r, i.e. low-resolution rows y + floor((i2+t)/f), t in [-r, r]; the
+// weights of taps landing on the same low-resolution pixel are summed at load (exact up to
+// fp32 summation order; zero padding maps to zero padding). The layer keeps its plain weight
+// (a few KB) for the at:: path (PlainWeights() holds the fused one, under name + "/upsampled").
+std::vector<int> UpsampledConvs(const Layers& layers, const std::vector<std::vector<int>>& readers) {
+  const int n = static_cast<int>(layers.size());
+  std::vector<int> upsampled_conv(n, 0);
+  for (int i = 0; i < n; ++i) {
+    const Layer& u = *layers[i];
+    if (u.op != Op::kUpsample || u.factor < 2 || readers[i].size() != 1) continue;
+    const int j = readers[i][0];
+    const Layer& c = *layers[j];
+    const bool adds = std::any_of(readers[j].begin(), readers[j].end(), [&](int r) { return layers[r]->op == Op::kAdd; });
+    if (c.op == Op::kConv && c.stride == 1 && c.kernel % 2 == 1 && (c.same || c.kernel == 1) && c.inputs.size() == 1 &&
+        !adds) {
+      upsampled_conv[j] = u.factor;
+    }
+  }
+  return upsampled_conv;
+}
+
+Fusions FusionsOf(const Layers& layers) {
+  const int n = static_cast<int>(layers.size());
+  Fusions fu;
+  fu.readers.resize(n);
+  for (int i = 0; i < n; ++i) {
+    for (int k : layers[i]->inputs) fu.readers[k].push_back(i);
+  }
+  // In bf16 the two convolutions nearest the output stay fp32: 0.7-14% of ESRGAN's multiply-adds,
+  // and the output's error from fp32 falls from 1.03-1.25 to 0.52-0.70 levels (0..255; a PyTorch
+  // emulation on the peer benchmark's face crop), under the catalogue's 1.0.
+  int tail = 0;
+  fu.fp32_tail.assign(n, false);
+  for (int i = n - 1; i >= 0 && tail < 2; --i) {
+    if (layers[i]->op == Op::kConv) fu.fp32_tail[i] = ++tail > 0;
+  }
+  // A conv whose only reader is an Activation(relu) takes the ReLU as its post-op.
+  fu.relu_after.assign(n, false);
+  for (int i = 0; i < n; ++i) {
+    const Layer& l = *layers[i];
+    fu.relu_after[i] =
+        l.op == Op::kConv && !l.relu && fu.readers[i].size() == 1 && layers[fu.readers[i][0]]->op == Op::kRelu;
+  }
+  fu.upsampled_conv = UpsampledConvs(layers, fu.readers);
+  return fu;
+}
+
+// The OIHW weight w (kernel x kernel) of a conv after an upsample by f, as the low-resolution
+// conv's (UpsampledConvs): f*f times the output channels, taps summed per low-resolution pixel.
+at::Tensor FusedUpsampledWeight(const at::Tensor& w, int64_t f, int64_t kernel) {
+  const int64_t r = (kernel - 1) / 2, reach = (r + f - 1) / f, k = 2 * reach + 1;
+  const int64_t o = w.size(0);
+  at::Tensor fused = at::zeros({f * f * o, w.size(1), k, k}, w.options());
+  auto floor_div = [](int64_t a, int64_t d) { return a >= 0 ? a / d : -((-a + d - 1) / d); };
+  for (int64_t i2 = 0; i2 < f; ++i2) {
+    for (int64_t j2 = 0; j2 < f; ++j2) {
+      for (int64_t ky = 0; ky < kernel; ++ky) {
+        for (int64_t kx = 0; kx < kernel; ++kx) {
+          const int64_t dy = floor_div(i2 + ky - r, f) + reach, dx = floor_div(j2 + kx - r, f) + reach;
+          fused.slice(0, (i2 * f + j2) * o, (i2 * f + j2 + 1) * o).select(2, dy).select(2, dx) +=
+              w.select(2, ky).select(2, kx);
+        }
+      }
+    }
+  }
+  return fused;
+}
+
+// Conv layer i fused with the upsample it reads (UpsampledConvs); returns its value. The
+// program's own bias copy is counted in fused_bytes.
+int AddUpsampledConv(onednn::Program::Builder& b, const Layer& l, int i, int in, const Fusions& fu,
+                     uint64_t& fused_bytes) {
+  const int64_t f = fu.upsampled_conv[i], r = (l.kernel - 1) / 2, reach = (r + f - 1) / f, k = 2 * reach + 1;
+  at::Tensor fused = FusedUpsampledWeight(l.weight, f, l.kernel);  // l.weight: OIHW (a view)
+  const at::Tensor fused_bias = l.bias.defined() ? l.bias.repeat({f * f}) : at::Tensor();
+  if (fused_bias.defined()) fused_bytes += fused_bias.nbytes();  // held by the program
+  onednn::ConvSpec c{.name = l.name + "/upsampled", .weight = std::move(fused),
+                     .bias = fused_bias, .stride = 1,
+                     .padding = k > 1 ? onednn::Padding::kSame : onednn::Padding::kValid,
+                     .act = l.relu || fu.relu_after[i] ? onednn::Activation::kRelu : onednn::Activation::kNone,
+                     .fp32 = fu.fp32_tail[i]};
+  return b.DepthToSpace(b.Conv(in, std::move(c)), static_cast<int>(f));
+}
+
+// Conv layer i; returns its value. The spec takes the layer's weight, the only reference: each
+// plain weight is freed once packed (Build). conv + other -> one conv that adds `other` in its
+// buffer, when the Add is the conv's only reader and the last of `other`'s (and nothing reads
+// `other` in between); that Add's value is then the conv's.
+int AddConv(onednn::Program::Builder& b, Layers& layers, int i, int in, const Fusions& fu, int output_layer,
+            std::vector<int>& value) {
+  const Layer& l = *layers[i];
+  onednn::ConvSpec c{.name = l.name, .weight = std::move(layers[i]->weight), .bias = l.bias, .stride = l.stride,
+                     .padding = l.same && l.kernel > 1 ? onednn::Padding::kSame : onednn::Padding::kValid,
+                     .act = l.relu || fu.relu_after[i] ? onednn::Activation::kRelu : onednn::Activation::kNone,
+                     .fp32 = fu.fp32_tail[i]};
+  int add = -1;
+  const std::vector<std::vector<int>>& readers = fu.readers;
+  if (!l.relu && readers[i].size() == 1 && i != output_layer) {
+    const int j = readers[i][0];
+    const Layer& a = *layers[j];
+    const int other = a.inputs.size() == 2 ? (a.inputs[0] == i ? a.inputs[1] : a.inputs[0]) : -1;
+    if (a.op == Op::kAdd && other >= 0 && other != i && other < i && layers[other]->op != Op::kInput &&
+        other != output_layer &&
+        std::all_of(readers[other].begin(), readers[other].end(), [&](int r) { return r < i || r == j; })) {
+      c.sum = value[other];
+      add = j;
+    }
+  }
+  value[i] = b.Conv(in, std::move(c));
+  if (add >= 0) value[add] = value[i];
+  return value[i];
+}
+
+}  // namespace
+
 absl::Status KerasModel::Compile(bool bf16) {
   const int n = static_cast<int>(layers_.size());
   for (const auto& l : layers_) {
@@ -179,46 +310,10 @@ absl::Status KerasModel::Compile(bool bf16) {
       return absl::UnimplementedError(absl::StrCat(origin_, ": layer '", l->name, "' has no oneDNN form"));
     }
   }
-  std::vector<std::vector<int>> readers(n);
-  for (int i = 0; i < n; ++i) {
-    for (int k : layers_[i]->inputs) readers[k].push_back(i);
-  }
+  const Fusions fu = FusionsOf(layers_);
+  const std::vector<std::vector<int>>& readers = fu.readers;
   std::vector<int> value(n, -1);
-  // In bf16 the two convolutions nearest the output stay fp32: 0.7-14% of ESRGAN's multiply-adds,
-  // and the output's error from fp32 falls from 1.03-1.25 to 0.52-0.70 levels (0..255; a PyTorch
-  // emulation on the peer benchmark's face crop), under the catalogue's 1.0.
-  int tail = 0;
-  std::vector<bool> fp32_tail(n, false);
-  for (int i = n - 1; i >= 0 && tail < 2; --i) {
-    if (layers_[i]->op == Op::kConv) fp32_tail[i] = ++tail > 0;
-  }
-  // A conv whose only reader is an Activation(relu) takes the ReLU as its post-op.
-  std::vector<bool> relu_after(n, false);
-  for (int i = 0; i < n; ++i) {
-    const Layer& l = *layers_[i];
-    relu_after[i] = l.op == Op::kConv && !l.relu && readers[i].size() == 1 && layers_[readers[i][0]]->op == Op::kRelu;
-  }
-  // A nearest upsample by f whose only reader is a stride-1 "same" conv (ESRGAN's SR: 3x3, 48 ->
-  // 3 channels at 4x the side, 0.4-0.6 of slim-x4's time in a kernel made for more outputs) runs
-  // as one conv on the low-resolution side with f*f times the output channels, then a
-  // depthToSpace (upsampled_conv[i] = f): output pixel (f*y+i2, f*x+j2) reads upsampled rows
-  // f*y+i2-r .. f*y+i2+r, i.e. low-resolution rows y + floor((i2+t)/f), t in [-r, r]; the
-  // weights of taps landing on the same low-resolution pixel are summed at load (exact up to
-  // fp32 summation order; zero padding maps to zero padding). The layer keeps its plain weight
-  // (a few KB) for the at:: path (PlainWeights() holds the fused one, under name + "/upsampled").
-  std::vector<int> upsampled_conv(n, 0);
   std::vector<bool> keep_weight(n, false);
-  for (int i = 0; i < n; ++i) {
-    const Layer& u = *layers_[i];
-    if (u.op != Op::kUpsample || u.factor < 2 || readers[i].size() != 1) continue;
-    const int j = readers[i][0];
-    const Layer& c = *layers_[j];
-    const bool adds = std::any_of(readers[j].begin(), readers[j].end(), [&](int r) { return layers_[r]->op == Op::kAdd; });
-    if (c.op == Op::kConv && c.stride == 1 && c.kernel % 2 == 1 && (c.same || c.kernel == 1) && c.inputs.size() == 1 &&
-        !adds) {
-      upsampled_conv[j] = u.factor;
-    }
-  }
   onednn::Program::Builder b;
   b.SetPrecision(onednn::PrecisionFor(CatalogueName(origin_), bf16 ? onednn::Precision::kBf16 : onednn::Precision::kF32));
   for (int i = 0; i < n; ++i) {
@@ -227,65 +322,21 @@ absl::Status KerasModel::Compile(bool bf16) {
     for (int k : l.inputs) in.push_back(value[k]);
     switch (l.op) {
       case Op::kInput: value[i] = b.input(); break;
-      case Op::kConv: {
-        if (upsampled_conv[i] > 0) {
-          const int64_t f = upsampled_conv[i], r = (l.kernel - 1) / 2, reach = (r + f - 1) / f, k = 2 * reach + 1;
-          const at::Tensor& w = layers_[i]->weight;  // OIHW (a view)
-          const int64_t o = w.size(0);
-          at::Tensor fused = at::zeros({f * f * o, w.size(1), k, k}, w.options());
-          auto floor_div = [](int64_t a, int64_t d) { return a >= 0 ? a / d : -((-a + d - 1) / d); };
-          for (int64_t i2 = 0; i2 < f; ++i2) {
-            for (int64_t j2 = 0; j2 < f; ++j2) {
-              for (int64_t ky = 0; ky < l.kernel; ++ky) {
-                for (int64_t kx = 0; kx < l.kernel; ++kx) {
-                  const int64_t dy = floor_div(i2 + ky - r, f) + reach, dx = floor_div(j2 + kx - r, f) + reach;
-                  fused.slice(0, (i2 * f + j2) * o, (i2 * f + j2 + 1) * o).select(2, dy).select(2, dx) +=
-                      w.select(2, ky).select(2, kx);
-                }
-              }
-            }
-          }
+      case Op::kConv:
+        if (fu.upsampled_conv[i] > 0) {
           keep_weight[i] = true;
-          const at::Tensor fused_bias = l.bias.defined() ? l.bias.repeat({f * f}) : at::Tensor();
-          if (fused_bias.defined()) fused_bytes_ += fused_bias.nbytes();  // held by the program
-          onednn::ConvSpec c{.name = l.name + "/upsampled", .weight = std::move(fused),
-                             .bias = fused_bias, .stride = 1,
-                             .padding = k > 1 ? onednn::Padding::kSame : onednn::Padding::kValid,
-                             .act = l.relu || relu_after[i] ? onednn::Activation::kRelu : onednn::Activation::kNone,
-                             .fp32 = fp32_tail[i]};
-          value[i] = b.DepthToSpace(b.Conv(in[0], std::move(c)), static_cast<int>(f));
-          break;
+          value[i] = AddUpsampledConv(b, l, i, in[0], fu, fused_bytes_);
+        } else {
+          AddConv(b, layers_, i, in[0], fu, output_layer_, value);
         }
-        // The spec takes the only reference: each plain weight is freed once packed (Build).
-        onednn::ConvSpec c{.name = l.name, .weight = std::move(layers_[i]->weight), .bias = l.bias, .stride = l.stride,
-                           .padding = l.same && l.kernel > 1 ? onednn::Padding::kSame : onednn::Padding::kValid,
-                           .act = l.relu || relu_after[i] ? onednn::Activation::kRelu : onednn::Activation::kNone,
-                           .fp32 = fp32_tail[i]};
-        // conv + other -> one conv that adds `other` in its buffer, when the Add is the conv's
-        // only reader and the last of `other`'s (and nothing reads `other` in between).
-        int add = -1;
-        if (!l.relu && readers[i].size() == 1 && i != output_layer_) {
-          const int j = readers[i][0];
-          const Layer& a = *layers_[j];
-          const int other = a.inputs.size() == 2 ? (a.inputs[0] == i ? a.inputs[1] : a.inputs[0]) : -1;
-          if (a.op == Op::kAdd && other >= 0 && other != i && other < i && layers_[other]->op != Op::kInput &&
-              other != output_layer_ &&
-              std::all_of(readers[other].begin(), readers[other].end(), [&](int r) { return r < i || r == j; })) {
-            c.sum = value[other];
-            add = j;
-          }
-        }
-        value[i] = b.Conv(in[0], std::move(c));
-        if (add >= 0) value[add] = value[i];
         break;
-      }
-      case Op::kRelu: value[i] = relu_after[l.inputs[0]] ? in[0] : b.Relu(in[0]); break;
+      case Op::kRelu: value[i] = fu.relu_after[l.inputs[0]] ? in[0] : b.Relu(in[0]); break;
       case Op::kConcat: value[i] = b.Concat(in); break;
       case Op::kAdd:
         if (value[i] < 0) value[i] = b.Add(in);
         break;
       case Op::kUpsample:
-        value[i] = readers[i].size() == 1 && upsampled_conv[readers[i][0]] > 0 ? in[0] : b.Upsample(in[0], l.factor);
+        value[i] = readers[i].size() == 1 && fu.upsampled_conv[readers[i][0]] > 0 ? in[0] : b.Upsample(in[0], l.factor);
         break;
       default: return absl::UnimplementedError(absl::StrCat(origin_, ": layer '", l.name, "' has no oneDNN form"));
     }

@@ -232,12 +232,12 @@ struct Plan {
   std::vector<std::string> impls;
 };
 
-// Small steps on one thread (issue 12's 2-thread gap): each oneDNN primitive is an OpenMP
-// parallel region with a barrier, and on a shared 2-core machine the second thread's wake-up
-// (and its wait for a core) costs more than a small layer's work. A step under this many
+// Small steps on one thread: each oneDNN primitive is an OpenMP parallel region with a
+// barrier, and on a shared 2-core machine the second thread's wake-up (and its wait for a
+// core) costs more than a small layer's work. A step under this many
 // multiply-adds (convolutions) or 32x this many elements (other steps) is made and run with a
 // team of one (oneDNN then calls it inline, no parallel region): 4M MACs, ~0.1 ms on one core.
-// FUSION_ONEDNN_ONE_THREAD_BELOW sets it (0: every step on the caller's team, as before).
+// FUSION_ONEDNN_ONE_THREAD_BELOW sets it (0: every step on the caller's team).
 int64_t OneThreadBelow() {
   static const int64_t v = [] {
     const char* e = std::getenv("FUSION_ONEDNN_ONE_THREAD_BELOW");
@@ -283,6 +283,9 @@ struct Program::Impl {
 
   std::shared_ptr<const Plan> MakePlan(const Dims& input, bool any_weights) const;
   std::shared_ptr<const Plan> PlanFor(const Dims& input) const;
+
+ private:
+  class PlanMaker;  // MakePlan's steps
 };
 
 namespace {
@@ -321,307 +324,452 @@ int64_t LayOut(const std::vector<std::pair<int, int>>& life, const std::vector<i
   return top;
 }
 
+// The post-ops a conv carries: the per-channel affine (mul, add), the in-place sum, the activation.
+dnnl::post_ops ConvPostOps(const ConvSpec& c, const memory::desc& cmd) {
+  dnnl::post_ops po;
+  const bool affine = c.scale.defined() || c.affine_arg >= 0;
+  if (affine) {
+    po.append_binary(dnnl::algorithm::binary_mul, cmd);
+    po.append_binary(dnnl::algorithm::binary_add, cmd);
+  }
+  if (c.sum >= 0) po.append_sum(1.f);
+  if (c.act == Activation::kRelu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+  if (c.act == Activation::kLeakyRelu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, c.alpha, 0.f);
+  if (c.act == Activation::kClip) po.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, 0.f, c.alpha);
+  return po;
+}
+
+bool IsRef(std::string_view impl) { return impl.substr(0, 4) == "ref:"; }
+
+// One conv's descriptors, as MakePlan derives them from the op and its source.
+struct ConvDescs {
+  memory::data_type dt;        // this conv's (a bf16 program's fp32 conv: f32)
+  Dims sd;                     // the source's dims
+  Geometry gh, gw;
+  memory::desc wmd, bmd, dst;  // weights (any or packed), bias (or none), destination
+  memory::desc cmd;            // the affine post-ops' per-channel operand
+  dnnl::primitive_attr attr;
+  int team;                    // the OpenMP team its steps are made for and run on
+};
+
+// A conv's primitive and whether its weights are reordered per run from the packed layout.
+struct ConvChoice {
+  dnnl::convolution_forward::primitive_desc pd;
+  bool repack = false;
+};
+
 }  // namespace
 
-std::shared_ptr<const Plan> Program::Impl::MakePlan(const Dims& key, bool any_weights) const {
-  auto plan = std::make_shared<Plan>();
-  Plan& p = *plan;
-  const size_t nv = ops.size() + 1;
-  p.value_md.resize(nv);
-  const Dims input(key.begin(), key.begin() + 4);  // key[4]: 1 = channels-last input; key[5]: threads
-  p.value_md[0] = memory::desc(input, kF32, key[4] ? Tag::nhwc : Tag::nchw);
-  std::vector<int> buffer_of(nv);  // values sharing a buffer (a conv summed in place)
-  for (size_t v = 0; v < nv; ++v) buffer_of[v] = static_cast<int>(v);
-  std::vector<std::pair<int, int>> temp_life;
-  int64_t scratch = 0;
-  auto note = [&](const auto& pd) {
-    scratch = std::max<int64_t>(scratch, pd.scratchpad_desc().get_size());
-    p.impls.push_back(pd.impl_info_str());
-  };
-  p.threads = static_cast<int>(key[5]);
-  TeamSize team(p.threads);
-  for (size_t i = 0; i < ops.size(); ++i) {
-    const Op& op = *ops[i];
-    const int v = static_cast<int>(i + 1);
-    const memory::desc& src = p.value_md[op.in[0]];
-    const Dims sd = src.dims();
-    const size_t first_step = p.steps.size();
-    int op_team = TeamFor(p.threads, 32 * (sd[0] * sd[1] * sd[2] * sd[3]));
-    team.Set(op_team);
-    if (op.kind == Kind::kConv) {
-      const ConvSpec& c = op.conv;
-      const memory::data_type dt = this->dt == kBf16 && !op.f32 ? kBf16 : kF32;  // this conv's
-      const int64_t out_c = c.depthwise ? sd[1] : op.plain_md.dims()[0];
-      const int k = static_cast<int>(op.plain_md.dims()[c.depthwise ? 3 : 2]);
-      const Geometry gh = ConvGeometry(sd[2], k, c.stride, c.padding, c.pad);
-      const Geometry gw = ConvGeometry(sd[3], k, c.stride, c.padding, c.pad);
-      const Dims dd = {sd[0], out_c, gh.out, gw.out};
-      op_team = TeamFor(p.threads, dd[0] * dd[1] * dd[2] * dd[3] * k * k * (c.depthwise ? 1 : sd[1]));
-      team.Set(op_team);
-      memory::desc dst(dd, dt, Tag::nhwc);
-      if (c.sum >= 0) {
-        dst = p.value_md[c.sum];
-        if (dst.dims() != dd) throw std::runtime_error(absl::StrCat("onednn::Program: conv '", c.name, "' sums a value of another shape"));
-        buffer_of[v] = buffer_of[c.sum];
-      }
-      const memory::desc wmd = any_weights ? memory::desc(op.plain_md.dims(), dt, Tag::any) : op.packed_md;
-      const memory::desc bmd = c.bias.defined() ? memory::desc({out_c}, kF32, Tag::a) : memory::desc();
-      dnnl::post_ops po;
-      const memory::desc cmd({1, out_c, 1, 1}, kF32, Tag::nchw);
-      const bool affine = c.scale.defined() || c.affine_arg >= 0;
-      if (affine) {
-        po.append_binary(dnnl::algorithm::binary_mul, cmd);
-        po.append_binary(dnnl::algorithm::binary_add, cmd);
-      }
-      if (c.sum >= 0) po.append_sum(1.f);
-      if (c.act == Activation::kRelu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
-      if (c.act == Activation::kLeakyRelu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, c.alpha, 0.f);
-      if (c.act == Activation::kClip) po.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, 0.f, c.alpha);
-      dnnl::primitive_attr attr = UserScratch();
-      attr.set_post_ops(po);
-      // Activations are NHWC: oneDNN 2.6's AVX-512 brgemm kernels want it, and take binary
-      // post-ops only there (measured: nChw16c + binary post-ops falls to ref:any). Should a
-      // JIT kernel refuse it anyway, the layout oneDNN wants, reordered into.
-      const memory::desc nhwc(sd, dt, Tag::nhwc);
-      memory::desc conv_src = nhwc;
-      auto make = [&](const memory::desc& w) {
-        dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                          conv_src, w, bmd, dst, {c.stride, c.stride}, {gh.before, gw.before},
-                                          {gh.after, gw.after});
-        dnnl::convolution_forward::primitive_desc pd(d, attr, Engine());
-        if (conv_src == nhwc && std::string_view(pd.impl_info_str()).substr(0, 4) == "ref:") {
-          conv_src = memory::desc(sd, dt, Tag::any);
-          dnnl::convolution_forward::desc any(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                              conv_src, w, bmd, dst, {c.stride, c.stride}, {gh.before, gw.before},
-                                              {gh.after, gw.after});
-          pd = dnnl::convolution_forward::primitive_desc(any, attr, Engine());
-          conv_src = pd.src_desc();
-        }
-        return pd;
-      };
-      dnnl::convolution_forward::primitive_desc pd;
-      int weight_temp = -1;
-      auto is_ref = [](const auto& d) { return std::string_view(d.impl_info_str()).substr(0, 4) == "ref:"; };
-      bool repack = false;  // the packed layout has no JIT kernel at this shape
-      try {
-        pd = make(wmd);
-        // bf16: padding is kept while the packed bytes stay within the fp32 parameters' (the
-        // first convs' 3 input channels padded to the kernel's pairs; oneDNN 2.6's bf16 GEMM
-        // convolution is 30x slower than its brgemm there).
-        const size_t allowance = dt == kBf16 ? op.plain_md.get_size() : PaddingAllowance(op.plain_md.get_size());
-        if (any_weights && !allow_padding && pd.weights_desc().get_size() > allowance &&
-            !c.depthwise) {
-          // Padded well beyond the parameters (output channels below the vector width): HWIO
-          // through oneDNN's JIT GEMM instead, when it has a kernel, so the packed bytes stay
-          // the parameters'. A little padding is kept: brgemm blocks 512 output channels by 48
-          // at 32x32 (528 rows, +3%), and its kernel is 1.7x the GEMM's speed there.
-          const memory::desc hwio(op.plain_md.dims(), dt, Tag::hwio);
-          try {
-            dnnl::convolution_forward::primitive_desc alt = make(hwio);
-            if (!is_ref(alt)) pd = alt;
-          } catch (const dnnl::error&) {
-          }
-        }
-        repack = !any_weights && is_ref(pd);
-      } catch (const dnnl::error&) {
-        if (any_weights && dt == kBf16) throw KeepF32{i};
-        repack = true;
-      }
-      if (any_weights && dt == kBf16 && is_ref(pd)) throw KeepF32{i};  // Build retries it in fp32
-      if (repack) {
-        // oneDNN's brgemm kernels block the weights by shape (e.g. Acdb64a at 13x13, Acdb32a at
-        // 32x32) and fall to ref:any (100-1000x slower) for another blocking: reorder the
-        // packed weights per run into the layout this shape's kernel wants (a temp).
-        pd = make(memory::desc(op.plain_md.dims(), dt, Tag::any));
-        weight_temp = static_cast<int>(p.temp_md.size());
-        p.temp_md.push_back(pd.weights_desc());
-        temp_life.push_back({v, v});
-        Step r{dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), op.packed_md, Engine(), pd.weights_desc())),
-               {{Arg::kConst, DNNL_ARG_FROM, 0, op.packed.data_ptr(), op.packed_md},
-                {Arg::kTemp, DNNL_ARG_TO, weight_temp, nullptr, pd.weights_desc()}}};
-        p.steps.push_back(std::move(r));
-        p.impls.push_back("reorder(weights)");
-      }
-      note(pd);
-      Arg src_arg{Arg::kValue, DNNL_ARG_SRC, op.in[0], nullptr, pd.src_desc()};
-      if (pd.src_desc() != src) {  // reorder the source into a temp first
-        const int t = static_cast<int>(p.temp_md.size());
-        p.temp_md.push_back(pd.src_desc());
-        temp_life.push_back({v, v});
-        p.steps.push_back({dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), src, Engine(), pd.src_desc())),
-                           {{Arg::kValue, DNNL_ARG_FROM, op.in[0], nullptr, src},
-                            {Arg::kTemp, DNNL_ARG_TO, t, nullptr, pd.src_desc()}}});
-        p.impls.push_back("reorder");
-        src_arg = {Arg::kTemp, DNNL_ARG_SRC, t, nullptr, pd.src_desc()};
-      }
-      p.value_md[v] = pd.dst_desc();
-      Step s{dnnl::convolution_forward(pd), {}};
-      s.args.push_back(src_arg);
-      if (weight_temp >= 0) {
-        s.args.push_back({Arg::kTemp, DNNL_ARG_WEIGHTS, weight_temp, nullptr, pd.weights_desc()});
-      } else {
-        s.args.push_back({Arg::kConst, DNNL_ARG_WEIGHTS, 0, any_weights ? nullptr : op.packed.data_ptr(), pd.weights_desc()});
-      }
-      if (c.bias.defined()) s.args.push_back({Arg::kConst, DNNL_ARG_BIAS, 0, c.bias.data_ptr(), bmd});
-      if (c.scale.defined()) {
-        s.args.push_back({Arg::kConst, DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, 0, c.scale.data_ptr(), cmd});
-        s.args.push_back({Arg::kConst, DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1, 0, c.shift.data_ptr(), cmd});
-      } else if (c.affine_arg >= 0) {
-        s.args.push_back({Arg::kRuntime, DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, c.affine_arg, nullptr, cmd});
-        s.args.push_back({Arg::kRuntime, DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1, c.affine_arg + 1, nullptr, cmd});
-      }
-      s.args.push_back({Arg::kValue, DNNL_ARG_DST, v, nullptr, pd.dst_desc()});
-      s.args.push_back({Arg::kScratch, DNNL_ARG_SCRATCHPAD, 0, nullptr, pd.scratchpad_desc()});
-      p.steps.push_back(std::move(s));
-    } else if (op.kind == Kind::kPool) {
-      const PoolSpec& ps = op.pool;
-      const Geometry gh = PoolGeometry(sd[2], ps), gw = PoolGeometry(sd[3], ps);
-      const memory::desc dst({sd[0], sd[1], gh.out, gw.out}, src.data_type(), Tag::nhwc);
-      dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference,
-                                    ps.max ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding,
-                                    src, dst, {ps.stride, ps.stride}, {ps.k, ps.k}, {gh.before, gw.before},
-                                    {gh.after, gw.after});
-      dnnl::pooling_forward::primitive_desc pd(d, UserScratch(), Engine());
-      note(pd);
-      p.value_md[v] = pd.dst_desc();
-      p.steps.push_back({dnnl::pooling_forward(pd),
-                         {{Arg::kValue, DNNL_ARG_SRC, op.in[0], nullptr, pd.src_desc()},
-                          {Arg::kValue, DNNL_ARG_DST, v, nullptr, pd.dst_desc()},
-                          {Arg::kScratch, DNNL_ARG_SCRATCHPAD, 0, nullptr, pd.scratchpad_desc()}}});
-    } else if (op.kind == Kind::kNormalize) {
-      // binary_sub then a binary_div post-op, NCHW or NHWC as the input comes (oneDNN 2.6 has a
-      // JIT kernel only for a destination in the source's layout; the next conv reorders).
-      if (op.mean.size(1) != sd[1]) throw std::runtime_error("onednn::Program: Normalize's mean has another channel count");
-      const memory::desc mmd({1, sd[1], 1, 1}, kF32, Tag::nchw), dmd({1, 1, 1, 1}, kF32, Tag::nchw);
-      dnnl::post_ops po;
-      po.append_binary(dnnl::algorithm::binary_div, dmd);
-      dnnl::primitive_attr attr = UserScratch();
-      attr.set_post_ops(po);
-      dnnl::binary::desc d(dnnl::algorithm::binary_sub, src, mmd, src);
-      dnnl::binary::primitive_desc pd(d, attr, Engine());
-      note(pd);
-      p.value_md[v] = pd.dst_desc();
-      p.steps.push_back({dnnl::binary(pd),
-                         {{Arg::kValue, DNNL_ARG_SRC_0, op.in[0], nullptr, src},
-                          {Arg::kConst, DNNL_ARG_SRC_1, 0, op.mean.data_ptr(), mmd},
-                          {Arg::kConst, DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, 0, op.divisor.data_ptr(), dmd},
-                          {Arg::kValue, DNNL_ARG_DST, v, nullptr, pd.dst_desc()},
-                          {Arg::kScratch, DNNL_ARG_SCRATCHPAD, 0, nullptr, pd.scratchpad_desc()}}});
-    } else if (op.kind == Kind::kRelu) {
-      dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::eltwise_relu, src, 0.f, 0.f);
-      dnnl::eltwise_forward::primitive_desc pd(d, UserScratch(), Engine());
-      note(pd);
-      p.value_md[v] = pd.dst_desc();
-      p.steps.push_back({dnnl::eltwise_forward(pd),
-                         {{Arg::kValue, DNNL_ARG_SRC, op.in[0], nullptr, pd.src_desc()},
-                          {Arg::kValue, DNNL_ARG_DST, v, nullptr, pd.dst_desc()},
-                          {Arg::kScratch, DNNL_ARG_SCRATCHPAD, 0, nullptr, pd.scratchpad_desc()}}});
-    } else if (op.kind == Kind::kConcat || op.kind == Kind::kAdd) {
-      std::vector<memory::desc> srcs;
-      int64_t channels = 0;
-      for (int r : op.in) {
-        srcs.push_back(p.value_md[r]);
-        channels += p.value_md[r].dims()[1];
-      }
-      Dims dd = sd;
-      if (op.kind == Kind::kConcat) dd[1] = channels;
-      const memory::desc dst(dd, srcs[0].data_type(), Tag::nhwc);
-      Step s;
-      if (op.kind == Kind::kConcat) {
-        dnnl::concat::primitive_desc pd(dst, 1, srcs, Engine(), UserScratch());
-        note(pd);
-        s.prim = dnnl::concat(pd);
-        s.args.push_back({Arg::kScratch, DNNL_ARG_SCRATCHPAD, 0, nullptr, pd.scratchpad_desc()});
-      } else {
-        dnnl::sum::primitive_desc pd(dst, std::vector<float>(srcs.size(), 1.f), srcs, Engine(), UserScratch());
-        note(pd);
-        s.prim = dnnl::sum(pd);
-        s.args.push_back({Arg::kScratch, DNNL_ARG_SCRATCHPAD, 0, nullptr, pd.scratchpad_desc()});
-      }
-      for (size_t k = 0; k < op.in.size(); ++k) {
-        s.args.push_back({Arg::kValue, static_cast<int>(DNNL_ARG_MULTIPLE_SRC + k), op.in[k], nullptr, srcs[k]});
-      }
-      p.value_md[v] = dst;
-      s.args.push_back({Arg::kValue, DNNL_ARG_DST, v, nullptr, dst});
-      p.steps.push_back(std::move(s));
-    } else if (op.kind == Kind::kUpsample) {
-      const memory::desc dst({sd[0], sd[1], sd[2] * op.factor, sd[3] * op.factor}, src.data_type(), Tag::nhwc);
-      const float f = static_cast<float>(op.factor);
-      dnnl::resampling_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::resampling_nearest,
-                                       {f, f}, src, dst);
-      dnnl::resampling_forward::primitive_desc pd(d, UserScratch(), Engine());
-      note(pd);
-      p.value_md[v] = dst;
-      p.steps.push_back({dnnl::resampling_forward(pd),
-                         {{Arg::kValue, DNNL_ARG_SRC, op.in[0], nullptr, src},
-                          {Arg::kValue, DNNL_ARG_DST, v, nullptr, dst},
-                          {Arg::kScratch, DNNL_ARG_SCRATCHPAD, 0, nullptr, pd.scratchpad_desc()}}});
-    } else if (op.kind == Kind::kDepthToSpace) {
-      const int64_t f = op.factor;
-      if (f < 1 || sd[1] % (f * f) != 0) throw std::runtime_error("onednn::Program: DepthToSpace of a channel count not divisible by s*s");
-      if (src != memory::desc(sd, src.data_type(), Tag::nhwc)) throw std::runtime_error("onednn::Program: DepthToSpace wants an NHWC input");
-      p.value_md[v] = memory::desc({sd[0], sd[1] / (f * f), sd[2] * f, sd[3] * f}, src.data_type(), Tag::nhwc);
-      Step s;
-      s.depth_to_space = op.factor;
-      s.args = {{Arg::kValue, 0, op.in[0], nullptr, src}, {Arg::kValue, 0, v, nullptr, p.value_md[v]}};
-      p.steps.push_back(std::move(s));
-      p.impls.push_back("depth_to_space:native");
-    } else {  // kResidualDown
-      const Dims od = src.dims(), pdims = p.value_md[op.in[1]].dims();
-      if (od[1] < pdims[1] || od[2] > pdims[2] || od[3] > pdims[3]) {
-        throw std::runtime_error("onednn::Program: ResidualDown shapes do not nest");
-      }
-      p.value_md[v] = memory::desc({od[0], od[1], pdims[2], pdims[3]}, src.data_type(), LayoutOf(src));
-      LayoutOf(p.value_md[op.in[1]]);  // checks the layout is one Indexer reads
-      Step s;
-      s.residual_down = true;
-      s.args = {{Arg::kValue, 0, op.in[0], nullptr, src},
-                {Arg::kValue, 0, op.in[1], nullptr, p.value_md[op.in[1]]},
-                {Arg::kValue, 0, v, nullptr, p.value_md[v]}};
-      p.steps.push_back(std::move(s));
-      p.impls.push_back("residual_down:native");
-    }
-    for (size_t k = first_step; k < p.steps.size(); ++k) p.steps[k].threads = op_team;
+// Builds one plan (MakePlan): its steps op by op, then the arena's layout and the outputs'
+// reorders. Lives for one MakePlan; its TeamSize restores the caller's OpenMP team after.
+class Program::Impl::PlanMaker {
+ public:
+  PlanMaker(const Impl& impl, const Dims& key, bool any_weights);
+  std::shared_ptr<const Plan> Make();
+
+ private:
+  void AddOp(size_t i);
+  // Each appends ops[i]'s steps and defines value v = i + 1; AddConv returns its steps' team.
+  int AddConv(size_t i, const memory::desc& src);
+  void AddPool(const Op& op, int v, const memory::desc& src);
+  void AddNormalize(const Op& op, int v, const memory::desc& src);
+  void AddRelu(const Op& op, int v, const memory::desc& src);
+  void AddJoin(const Op& op, int v);  // kConcat, kAdd
+  void AddUpsample(const Op& op, int v, const memory::desc& src);
+  void AddDepthToSpace(const Op& op, int v, const memory::desc& src);
+  void AddResidualDown(const Op& op, int v, const memory::desc& src);
+
+  ConvDescs DescribeConv(const Op& op, int v, const memory::desc& src);
+  ConvChoice ChooseConv(size_t i, const Op& op, const ConvDescs& cd) const;
+  int AddTemp(int v, const memory::desc& md);  // a temp that lives during step v; its index
+  Arg ConvSource(const Op& op, int v, const memory::desc& src, const memory::desc& want);
+  void AddConvStep(const Op& op, int v, const ConvDescs& cd, const dnnl::convolution_forward::primitive_desc& pd,
+                   const Arg& src_arg, int weight_temp);
+  template <typename Pd>
+  void Note(const Pd& pd) {
+    scratch_ = std::max<int64_t>(scratch_, pd.scratchpad_desc().get_size());
+    p_.impls.push_back(pd.impl_info_str());
   }
-  // Buffers: live from their first definition to their last read (outputs to the end).
+  void LayOutArena();
+  void AddOutputReorders();
+
+  const Impl& impl_;
+  const bool any_weights_;
+  std::shared_ptr<Plan> plan_ = std::make_shared<Plan>();
+  Plan& p_ = *plan_;
+  const size_t nv_;                // values: the input and one per op
+  std::vector<int> buffer_of_;     // values sharing a buffer (a conv summed in place)
+  std::vector<std::pair<int, int>> temp_life_;
+  int64_t scratch_ = 0;
+  TeamSize team_;
+};
+
+Program::Impl::PlanMaker::PlanMaker(const Impl& impl, const Dims& key, bool any_weights)
+    : impl_(impl), any_weights_(any_weights), nv_(impl.ops.size() + 1), team_(static_cast<int>(key[5])) {
+  p_.value_md.resize(nv_);
+  const Dims input(key.begin(), key.begin() + 4);  // key[4]: 1 = channels-last input; key[5]: threads
+  p_.value_md[0] = memory::desc(input, kF32, key[4] ? Tag::nhwc : Tag::nchw);
+  buffer_of_.resize(nv_);
+  for (size_t v = 0; v < nv_; ++v) buffer_of_[v] = static_cast<int>(v);
+  p_.threads = static_cast<int>(key[5]);
+}
+
+std::shared_ptr<const Plan> Program::Impl::PlanMaker::Make() {
+  for (size_t i = 0; i < impl_.ops.size(); ++i) AddOp(i);
+  LayOutArena();
+  AddOutputReorders();
+  return plan_;
+}
+
+void Program::Impl::PlanMaker::AddOp(size_t i) {
+  const Op& op = *impl_.ops[i];
+  const int v = static_cast<int>(i + 1);
+  const memory::desc& src = p_.value_md[op.in[0]];
+  const Dims sd = src.dims();
+  const size_t first_step = p_.steps.size();
+  int op_team = TeamFor(p_.threads, 32 * (sd[0] * sd[1] * sd[2] * sd[3]));
+  team_.Set(op_team);
+  switch (op.kind) {
+    case Kind::kConv: op_team = AddConv(i, src); break;
+    case Kind::kPool: AddPool(op, v, src); break;
+    case Kind::kNormalize: AddNormalize(op, v, src); break;
+    case Kind::kRelu: AddRelu(op, v, src); break;
+    case Kind::kConcat:
+    case Kind::kAdd: AddJoin(op, v); break;
+    case Kind::kUpsample: AddUpsample(op, v, src); break;
+    case Kind::kDepthToSpace: AddDepthToSpace(op, v, src); break;
+    case Kind::kResidualDown: AddResidualDown(op, v, src); break;
+  }
+  for (size_t k = first_step; k < p_.steps.size(); ++k) p_.steps[k].threads = op_team;
+}
+
+// Sets the conv's own team (by its multiply-adds) before any of its primitives is made.
+ConvDescs Program::Impl::PlanMaker::DescribeConv(const Op& op, int v, const memory::desc& src) {
+  const ConvSpec& c = op.conv;
+  ConvDescs cd;
+  cd.dt = impl_.dt == kBf16 && !op.f32 ? kBf16 : kF32;
+  cd.sd = src.dims();
+  const Dims& sd = cd.sd;
+  const int64_t out_c = c.depthwise ? sd[1] : op.plain_md.dims()[0];
+  const int k = static_cast<int>(op.plain_md.dims()[c.depthwise ? 3 : 2]);
+  cd.gh = ConvGeometry(sd[2], k, c.stride, c.padding, c.pad);
+  cd.gw = ConvGeometry(sd[3], k, c.stride, c.padding, c.pad);
+  const Dims dd = {sd[0], out_c, cd.gh.out, cd.gw.out};
+  cd.team = TeamFor(p_.threads, dd[0] * dd[1] * dd[2] * dd[3] * k * k * (c.depthwise ? 1 : sd[1]));
+  team_.Set(cd.team);
+  cd.dst = memory::desc(dd, cd.dt, Tag::nhwc);
+  if (c.sum >= 0) {
+    cd.dst = p_.value_md[c.sum];
+    if (cd.dst.dims() != dd) throw std::runtime_error(absl::StrCat("onednn::Program: conv '", c.name, "' sums a value of another shape"));
+    buffer_of_[v] = buffer_of_[c.sum];
+  }
+  cd.wmd = any_weights_ ? memory::desc(op.plain_md.dims(), cd.dt, Tag::any) : op.packed_md;
+  cd.bmd = c.bias.defined() ? memory::desc({out_c}, kF32, Tag::a) : memory::desc();
+  cd.cmd = memory::desc({1, out_c, 1, 1}, kF32, Tag::nchw);
+  cd.attr = UserScratch();
+  cd.attr.set_post_ops(ConvPostOps(c, cd.cmd));
+  return cd;
+}
+
+// The conv's primitive: packed weights, HWIO where the packing pads too much, or a per-run
+// reorder of the weights where the packed layout has no JIT kernel at this shape. Throws
+// KeepF32 for a bf16 conv with only the reference kernel (Build retries it in fp32).
+ConvChoice Program::Impl::PlanMaker::ChooseConv(size_t i, const Op& op, const ConvDescs& cd) const {
+  const ConvSpec& c = op.conv;
+  const memory::data_type dt = cd.dt;
+  const Dims& sd = cd.sd;
+  const Geometry gh = cd.gh, gw = cd.gw;
+  // Activations are NHWC: oneDNN 2.6's AVX-512 brgemm kernels want it, and take binary
+  // post-ops only there (measured: nChw16c + binary post-ops falls to ref:any). Should a
+  // JIT kernel refuse it anyway, the layout oneDNN wants, reordered into.
+  const memory::desc nhwc(sd, dt, Tag::nhwc);
+  memory::desc conv_src = nhwc;
+  auto make = [&](const memory::desc& w) {
+    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                      conv_src, w, cd.bmd, cd.dst, {c.stride, c.stride}, {gh.before, gw.before},
+                                      {gh.after, gw.after});
+    dnnl::convolution_forward::primitive_desc pd(d, cd.attr, Engine());
+    if (conv_src == nhwc && IsRef(pd.impl_info_str())) {
+      conv_src = memory::desc(sd, dt, Tag::any);
+      dnnl::convolution_forward::desc any(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                          conv_src, w, cd.bmd, cd.dst, {c.stride, c.stride}, {gh.before, gw.before},
+                                          {gh.after, gw.after});
+      pd = dnnl::convolution_forward::primitive_desc(any, cd.attr, Engine());
+      conv_src = pd.src_desc();
+    }
+    return pd;
+  };
+  ConvChoice ch;
+  auto& pd = ch.pd;
+  try {
+    pd = make(cd.wmd);
+    // bf16: padding is kept while the packed bytes stay within the fp32 parameters' (the
+    // first convs' 3 input channels padded to the kernel's pairs; oneDNN 2.6's bf16 GEMM
+    // convolution is 30x slower than its brgemm there).
+    const size_t allowance = dt == kBf16 ? op.plain_md.get_size() : PaddingAllowance(op.plain_md.get_size());
+    if (any_weights_ && !impl_.allow_padding && pd.weights_desc().get_size() > allowance && !c.depthwise) {
+      // Padded well beyond the parameters (output channels below the vector width): HWIO
+      // through oneDNN's JIT GEMM instead, when it has a kernel, so the packed bytes stay
+      // the parameters'. A little padding is kept: brgemm blocks 512 output channels by 48
+      // at 32x32 (528 rows, +3%), and its kernel is 1.7x the GEMM's speed there.
+      const memory::desc hwio(op.plain_md.dims(), dt, Tag::hwio);
+      try {
+        dnnl::convolution_forward::primitive_desc alt = make(hwio);
+        if (!IsRef(alt.impl_info_str())) pd = alt;
+      } catch (const dnnl::error&) {
+      }
+    }
+    ch.repack = !any_weights_ && IsRef(pd.impl_info_str());
+  } catch (const dnnl::error&) {
+    if (any_weights_ && dt == kBf16) throw KeepF32{i};
+    ch.repack = true;
+  }
+  if (any_weights_ && dt == kBf16 && IsRef(pd.impl_info_str())) throw KeepF32{i};
+  // oneDNN's brgemm kernels block the weights by shape (e.g. Acdb64a at 13x13, Acdb32a at
+  // 32x32) and fall to ref:any (100-1000x slower) for another blocking: the layout this
+  // shape's kernel wants, the packed weights reordered into it per run (AddConv).
+  if (ch.repack) pd = make(memory::desc(op.plain_md.dims(), dt, Tag::any));
+  return ch;
+}
+
+int Program::Impl::PlanMaker::AddTemp(int v, const memory::desc& md) {
+  const int t = static_cast<int>(p_.temp_md.size());
+  p_.temp_md.push_back(md);
+  temp_life_.push_back({v, v});
+  return t;
+}
+
+// The conv's source argument: the value itself, or a temp it is reordered into first.
+Arg Program::Impl::PlanMaker::ConvSource(const Op& op, int v, const memory::desc& src, const memory::desc& want) {
+  if (want == src) return {Arg::kValue, DNNL_ARG_SRC, op.in[0], nullptr, want};
+  const int t = AddTemp(v, want);
+  p_.steps.push_back({dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), src, Engine(), want)),
+                      {{Arg::kValue, DNNL_ARG_FROM, op.in[0], nullptr, src},
+                       {Arg::kTemp, DNNL_ARG_TO, t, nullptr, want}}});
+  p_.impls.push_back("reorder");
+  return {Arg::kTemp, DNNL_ARG_SRC, t, nullptr, want};
+}
+
+int Program::Impl::PlanMaker::AddConv(size_t i, const memory::desc& src) {
+  const Op& op = *impl_.ops[i];
+  const int v = static_cast<int>(i + 1);
+  const ConvDescs cd = DescribeConv(op, v, src);
+  const ConvChoice ch = ChooseConv(i, op, cd);
+  const dnnl::convolution_forward::primitive_desc& pd = ch.pd;
+  int weight_temp = -1;
+  if (ch.repack) {
+    weight_temp = AddTemp(v, pd.weights_desc());
+    Step r{dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), op.packed_md, Engine(), pd.weights_desc())),
+           {{Arg::kConst, DNNL_ARG_FROM, 0, op.packed.data_ptr(), op.packed_md},
+            {Arg::kTemp, DNNL_ARG_TO, weight_temp, nullptr, pd.weights_desc()}}};
+    p_.steps.push_back(std::move(r));
+    p_.impls.push_back("reorder(weights)");
+  }
+  Note(pd);
+  const Arg src_arg = ConvSource(op, v, src, pd.src_desc());
+  p_.value_md[v] = pd.dst_desc();
+  AddConvStep(op, v, cd, pd, src_arg, weight_temp);
+  return cd.team;
+}
+
+void Program::Impl::PlanMaker::AddConvStep(const Op& op, int v, const ConvDescs& cd,
+                                           const dnnl::convolution_forward::primitive_desc& pd, const Arg& src_arg,
+                                           int weight_temp) {
+  const ConvSpec& c = op.conv;
+  Step s{dnnl::convolution_forward(pd), {}};
+  s.args.push_back(src_arg);
+  if (weight_temp >= 0) {
+    s.args.push_back({Arg::kTemp, DNNL_ARG_WEIGHTS, weight_temp, nullptr, pd.weights_desc()});
+  } else {
+    s.args.push_back({Arg::kConst, DNNL_ARG_WEIGHTS, 0, any_weights_ ? nullptr : op.packed.data_ptr(), pd.weights_desc()});
+  }
+  if (c.bias.defined()) s.args.push_back({Arg::kConst, DNNL_ARG_BIAS, 0, c.bias.data_ptr(), cd.bmd});
+  if (c.scale.defined()) {
+    s.args.push_back({Arg::kConst, DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, 0, c.scale.data_ptr(), cd.cmd});
+    s.args.push_back({Arg::kConst, DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1, 0, c.shift.data_ptr(), cd.cmd});
+  } else if (c.affine_arg >= 0) {
+    s.args.push_back({Arg::kRuntime, DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, c.affine_arg, nullptr, cd.cmd});
+    s.args.push_back({Arg::kRuntime, DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1, c.affine_arg + 1, nullptr, cd.cmd});
+  }
+  s.args.push_back({Arg::kValue, DNNL_ARG_DST, v, nullptr, pd.dst_desc()});
+  s.args.push_back({Arg::kScratch, DNNL_ARG_SCRATCHPAD, 0, nullptr, pd.scratchpad_desc()});
+  p_.steps.push_back(std::move(s));
+}
+
+void Program::Impl::PlanMaker::AddPool(const Op& op, int v, const memory::desc& src) {
+  const PoolSpec& ps = op.pool;
+  const Dims sd = src.dims();
+  const Geometry gh = PoolGeometry(sd[2], ps), gw = PoolGeometry(sd[3], ps);
+  const memory::desc dst({sd[0], sd[1], gh.out, gw.out}, src.data_type(), Tag::nhwc);
+  dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference,
+                                ps.max ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding,
+                                src, dst, {ps.stride, ps.stride}, {ps.k, ps.k}, {gh.before, gw.before},
+                                {gh.after, gw.after});
+  dnnl::pooling_forward::primitive_desc pd(d, UserScratch(), Engine());
+  Note(pd);
+  p_.value_md[v] = pd.dst_desc();
+  p_.steps.push_back({dnnl::pooling_forward(pd),
+                      {{Arg::kValue, DNNL_ARG_SRC, op.in[0], nullptr, pd.src_desc()},
+                       {Arg::kValue, DNNL_ARG_DST, v, nullptr, pd.dst_desc()},
+                       {Arg::kScratch, DNNL_ARG_SCRATCHPAD, 0, nullptr, pd.scratchpad_desc()}}});
+}
+
+// binary_sub then a binary_div post-op, NCHW or NHWC as the input comes (oneDNN 2.6 has a
+// JIT kernel only for a destination in the source's layout; the next conv reorders).
+void Program::Impl::PlanMaker::AddNormalize(const Op& op, int v, const memory::desc& src) {
+  const Dims sd = src.dims();
+  if (op.mean.size(1) != sd[1]) throw std::runtime_error("onednn::Program: Normalize's mean has another channel count");
+  const memory::desc mmd({1, sd[1], 1, 1}, kF32, Tag::nchw), dmd({1, 1, 1, 1}, kF32, Tag::nchw);
+  dnnl::post_ops po;
+  po.append_binary(dnnl::algorithm::binary_div, dmd);
+  dnnl::primitive_attr attr = UserScratch();
+  attr.set_post_ops(po);
+  dnnl::binary::desc d(dnnl::algorithm::binary_sub, src, mmd, src);
+  dnnl::binary::primitive_desc pd(d, attr, Engine());
+  Note(pd);
+  p_.value_md[v] = pd.dst_desc();
+  p_.steps.push_back({dnnl::binary(pd),
+                      {{Arg::kValue, DNNL_ARG_SRC_0, op.in[0], nullptr, src},
+                       {Arg::kConst, DNNL_ARG_SRC_1, 0, op.mean.data_ptr(), mmd},
+                       {Arg::kConst, DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, 0, op.divisor.data_ptr(), dmd},
+                       {Arg::kValue, DNNL_ARG_DST, v, nullptr, pd.dst_desc()},
+                       {Arg::kScratch, DNNL_ARG_SCRATCHPAD, 0, nullptr, pd.scratchpad_desc()}}});
+}
+
+void Program::Impl::PlanMaker::AddRelu(const Op& op, int v, const memory::desc& src) {
+  dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::eltwise_relu, src, 0.f, 0.f);
+  dnnl::eltwise_forward::primitive_desc pd(d, UserScratch(), Engine());
+  Note(pd);
+  p_.value_md[v] = pd.dst_desc();
+  p_.steps.push_back({dnnl::eltwise_forward(pd),
+                      {{Arg::kValue, DNNL_ARG_SRC, op.in[0], nullptr, pd.src_desc()},
+                       {Arg::kValue, DNNL_ARG_DST, v, nullptr, pd.dst_desc()},
+                       {Arg::kScratch, DNNL_ARG_SCRATCHPAD, 0, nullptr, pd.scratchpad_desc()}}});
+}
+
+// kConcat (on channels) or kAdd of op.in, into an NHWC destination.
+void Program::Impl::PlanMaker::AddJoin(const Op& op, int v) {
+  std::vector<memory::desc> srcs;
+  int64_t channels = 0;
+  for (int r : op.in) {
+    srcs.push_back(p_.value_md[r]);
+    channels += p_.value_md[r].dims()[1];
+  }
+  Dims dd = p_.value_md[op.in[0]].dims();
+  if (op.kind == Kind::kConcat) dd[1] = channels;
+  const memory::desc dst(dd, srcs[0].data_type(), Tag::nhwc);
+  Step s;
+  if (op.kind == Kind::kConcat) {
+    dnnl::concat::primitive_desc pd(dst, 1, srcs, Engine(), UserScratch());
+    Note(pd);
+    s.prim = dnnl::concat(pd);
+    s.args.push_back({Arg::kScratch, DNNL_ARG_SCRATCHPAD, 0, nullptr, pd.scratchpad_desc()});
+  } else {
+    dnnl::sum::primitive_desc pd(dst, std::vector<float>(srcs.size(), 1.f), srcs, Engine(), UserScratch());
+    Note(pd);
+    s.prim = dnnl::sum(pd);
+    s.args.push_back({Arg::kScratch, DNNL_ARG_SCRATCHPAD, 0, nullptr, pd.scratchpad_desc()});
+  }
+  for (size_t k = 0; k < op.in.size(); ++k) {
+    s.args.push_back({Arg::kValue, static_cast<int>(DNNL_ARG_MULTIPLE_SRC + k), op.in[k], nullptr, srcs[k]});
+  }
+  p_.value_md[v] = dst;
+  s.args.push_back({Arg::kValue, DNNL_ARG_DST, v, nullptr, dst});
+  p_.steps.push_back(std::move(s));
+}
+
+void Program::Impl::PlanMaker::AddUpsample(const Op& op, int v, const memory::desc& src) {
+  const Dims sd = src.dims();
+  const memory::desc dst({sd[0], sd[1], sd[2] * op.factor, sd[3] * op.factor}, src.data_type(), Tag::nhwc);
+  const float f = static_cast<float>(op.factor);
+  dnnl::resampling_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::resampling_nearest,
+                                   {f, f}, src, dst);
+  dnnl::resampling_forward::primitive_desc pd(d, UserScratch(), Engine());
+  Note(pd);
+  p_.value_md[v] = dst;
+  p_.steps.push_back({dnnl::resampling_forward(pd),
+                      {{Arg::kValue, DNNL_ARG_SRC, op.in[0], nullptr, src},
+                       {Arg::kValue, DNNL_ARG_DST, v, nullptr, dst},
+                       {Arg::kScratch, DNNL_ARG_SCRATCHPAD, 0, nullptr, pd.scratchpad_desc()}}});
+}
+
+void Program::Impl::PlanMaker::AddDepthToSpace(const Op& op, int v, const memory::desc& src) {
+  const Dims sd = src.dims();
+  const int64_t f = op.factor;
+  if (f < 1 || sd[1] % (f * f) != 0) throw std::runtime_error("onednn::Program: DepthToSpace of a channel count not divisible by s*s");
+  if (src != memory::desc(sd, src.data_type(), Tag::nhwc)) throw std::runtime_error("onednn::Program: DepthToSpace wants an NHWC input");
+  p_.value_md[v] = memory::desc({sd[0], sd[1] / (f * f), sd[2] * f, sd[3] * f}, src.data_type(), Tag::nhwc);
+  Step s;
+  s.depth_to_space = op.factor;
+  s.args = {{Arg::kValue, 0, op.in[0], nullptr, src}, {Arg::kValue, 0, v, nullptr, p_.value_md[v]}};
+  p_.steps.push_back(std::move(s));
+  p_.impls.push_back("depth_to_space:native");
+}
+
+void Program::Impl::PlanMaker::AddResidualDown(const Op& op, int v, const memory::desc& src) {
+  const Dims od = src.dims(), pdims = p_.value_md[op.in[1]].dims();
+  if (od[1] < pdims[1] || od[2] > pdims[2] || od[3] > pdims[3]) {
+    throw std::runtime_error("onednn::Program: ResidualDown shapes do not nest");
+  }
+  p_.value_md[v] = memory::desc({od[0], od[1], pdims[2], pdims[3]}, src.data_type(), LayoutOf(src));
+  LayoutOf(p_.value_md[op.in[1]]);  // checks the layout is one Indexer reads
+  Step s;
+  s.residual_down = true;
+  s.args = {{Arg::kValue, 0, op.in[0], nullptr, src},
+            {Arg::kValue, 0, op.in[1], nullptr, p_.value_md[op.in[1]]},
+            {Arg::kValue, 0, v, nullptr, p_.value_md[v]}};
+  p_.steps.push_back(std::move(s));
+  p_.impls.push_back("residual_down:native");
+}
+
+// Buffers: live from their first definition to their last read (outputs to the end); temps
+// during their step. Sets the values' and temps' offsets, the scratchpad's and the arena size.
+void Program::Impl::PlanMaker::LayOutArena() {
   std::vector<std::pair<int, int>> life;
   std::vector<int64_t> bytes;
   std::map<int, size_t> slot;  // buffer id -> index in life
-  for (size_t v = 1; v < nv; ++v) {
-    const int b = buffer_of[v];
+  for (size_t v = 1; v < nv_; ++v) {
+    const int b = buffer_of_[v];
     if (!slot.count(b)) {
       slot[b] = life.size();
       life.push_back({static_cast<int>(v), static_cast<int>(v)});
-      bytes.push_back(static_cast<int64_t>(p.value_md[b].get_size()));
+      bytes.push_back(static_cast<int64_t>(p_.value_md[b].get_size()));
     }
     life[slot[b]].second = std::max(life[slot[b]].second, static_cast<int>(v));
   }
-  for (size_t i = 0; i < ops.size(); ++i) {
-    for (int r : ops[i]->in) {
-      if (r > 0) life[slot[buffer_of[r]]].second = std::max(life[slot[buffer_of[r]]].second, static_cast<int>(i + 1));
+  for (size_t i = 0; i < impl_.ops.size(); ++i) {
+    for (int r : impl_.ops[i]->in) {
+      if (r > 0) life[slot[buffer_of_[r]]].second = std::max(life[slot[buffer_of_[r]]].second, static_cast<int>(i + 1));
     }
   }
-  for (int out : outputs) life[slot[buffer_of[out]]].second = static_cast<int>(nv);
+  for (int out : impl_.outputs) life[slot[buffer_of_[out]]].second = static_cast<int>(nv_);
   const size_t nbuf = life.size();
-  for (size_t t = 0; t < p.temp_md.size(); ++t) {
-    life.push_back(temp_life[t]);
-    bytes.push_back(static_cast<int64_t>(p.temp_md[t].get_size()));
+  for (size_t t = 0; t < p_.temp_md.size(); ++t) {
+    life.push_back(temp_life_[t]);
+    bytes.push_back(static_cast<int64_t>(p_.temp_md[t].get_size()));
   }
   std::vector<int64_t> offset;
-  p.scratch_offset = LayOut(life, bytes, offset);
-  p.arena_bytes = p.scratch_offset + (scratch + 63) / 64 * 64;
-  p.value_offset.assign(nv, -1);
-  for (size_t v = 1; v < nv; ++v) p.value_offset[v] = offset[slot[buffer_of[v]]];
-  for (size_t t = 0; t < p.temp_md.size(); ++t) p.temp_offset.push_back(offset[nbuf + t]);
-  for (int out : outputs) {
-    const memory::desc plain(p.value_md[out].dims(), kF32, Tag::nhwc);
+  p_.scratch_offset = LayOut(life, bytes, offset);
+  p_.arena_bytes = p_.scratch_offset + (scratch_ + 63) / 64 * 64;
+  p_.value_offset.assign(nv_, -1);
+  for (size_t v = 1; v < nv_; ++v) p_.value_offset[v] = offset[slot[buffer_of_[v]]];
+  for (size_t t = 0; t < p_.temp_md.size(); ++t) p_.temp_offset.push_back(offset[nbuf + t]);
+}
+
+// Each output's reorder into plain NHWC fp32, made for (and run on) its own team.
+void Program::Impl::PlanMaker::AddOutputReorders() {
+  for (int out : impl_.outputs) {
+    const memory::desc plain(p_.value_md[out].dims(), kF32, Tag::nhwc);
     const Dims od = plain.dims();
-    p.out_threads.push_back(TeamFor(p.threads, 32 * od[0] * od[1] * od[2] * od[3]));
-    team.Set(p.out_threads.back());
-    p.out_reorders.push_back(
-        {dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), p.value_md[out], Engine(), plain)), plain});
+    p_.out_threads.push_back(TeamFor(p_.threads, 32 * od[0] * od[1] * od[2] * od[3]));
+    team_.Set(p_.out_threads.back());
+    p_.out_reorders.push_back(
+        {dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), p_.value_md[out], Engine(), plain)), plain});
   }
-  return plan;
+}
+
+std::shared_ptr<const Plan> Program::Impl::MakePlan(const Dims& key, bool any_weights) const {
+  return PlanMaker(*this, key, any_weights).Make();
 }
 
 std::shared_ptr<const Plan> Program::Impl::PlanFor(const Dims& input) const {
