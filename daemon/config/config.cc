@@ -1,3 +1,5 @@
+// The readers, flags and documents of config.h, each a loop over the key table
+// (config_table.h); ParseListenAddress and ValidateConfig check what one key alone cannot.
 #include "config/config.h"
 
 #include <algorithm>
@@ -5,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
+#include <variant>
 
 #include <CLI/CLI.hpp>
 #include <toml++/toml.h>
@@ -33,7 +37,6 @@ absl::string_view UnitName(Unit unit) {
     case Unit::kNone: return "";
     case Unit::kBytes: return "bytes";
     case Unit::kMs: return "ms";
-    case Unit::kSeconds: return "s";
     case Unit::kPx: return "px";
     case Unit::kFrames: return "frames";
     case Unit::kFraction: return "fraction";

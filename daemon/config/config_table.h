@@ -36,7 +36,7 @@ enum class KeyType {
   kDuration,  // TOML absl duration string ("24h", "90m"), >= 0, kept as seconds; no flag
 };
 
-enum class Unit { kNone, kBytes, kMs, kSeconds, kPx, kFrames, kFraction };
+enum class Unit { kNone, kBytes, kMs, kPx, kFrames, kFraction };
 
 using Member =
     std::variant<std::string DaemonConfig::*, std::vector<std::string> DaemonConfig::*,

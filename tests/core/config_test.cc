@@ -483,7 +483,9 @@ TEST(ConfigTableTest, EntriesAreConsistent) {
     const std::string key(k.key);
     EXPECT_TRUE(std::regex_match(key, std::regex("[a-z][a-z0-9_]*"))) << key;
     EXPECT_EQ(++names[key], 1) << key;
-    if (k.has_flag) EXPECT_EQ(++names[k.FlagSpelling()], 1) << k.FlagSpelling();
+    if (k.has_flag) {
+      EXPECT_EQ(++names[k.FlagSpelling()], 1) << k.FlagSpelling();
+    }
     EXPECT_FALSE(k.doc.empty()) << key;
     switch (k.type) {
       case KeyType::kString: EXPECT_TRUE(std::holds_alternative<std::string DaemonConfig::*>(k.member)) << key; break;
