@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
   fusion::jobs::StoredResult stored;
   stored.image = result;
   ok = ok && Measure("journal finish", result.size(), n, [&] {
-    return (*journal)->Finish(ids[next++], fusion::jobs::JobState::kSucceeded, 0, "", stored, 2).ok();
+    return (*journal)->Finish(ids[next++], fusion::jobs::JobState::SUCCEEDED, 0, "", stored, 2).ok();
   });
   journal->reset();
   (*exchange)->Stop();

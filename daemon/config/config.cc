@@ -1,3 +1,5 @@
+// The readers, flags and documents of config.h, each a loop over the key table
+// (config_table.h); ParseListenAddress and ValidateConfig check what one key alone cannot.
 #include "config/config.h"
 
 #include <algorithm>
@@ -5,26 +7,140 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
+#include <variant>
 
 #include <CLI/CLI.hpp>
 #include <toml++/toml.h>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/time.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "base/size.h"
+#include "config/config_table.h"
 
 namespace fusion {
 namespace {
 
-absl::Status KeyError(const std::string& origin, const std::string& key, const std::string& why) {
+using config_table::ConfigKey;
+using config_table::KeyType;
+using config_table::Unit;
+
+// ---- Words the table's entries are shown and explained with ----
+
+absl::string_view UnitName(Unit unit) {
+  switch (unit) {
+    case Unit::kNone: return "";
+    case Unit::kBytes: return "bytes";
+    case Unit::kMs: return "ms";
+    case Unit::kPx: return "px";
+    case Unit::kFrames: return "frames";
+    case Unit::kFraction: return "fraction";
+  }
+  return "";
+}
+
+absl::string_view TypeName(KeyType type) {
+  switch (type) {
+    case KeyType::kString: return "string";
+    case KeyType::kStrings: return "strings";
+    case KeyType::kUids: return "uids";
+    case KeyType::kBytes: return "size";
+    case KeyType::kInteger: return "integer";
+    case KeyType::kNumber: return "number";
+    case KeyType::kDuration: return "duration";
+  }
+  return "";
+}
+
+std::string Bound(const ConfigKey& k, double v) {
+  return k.type == KeyType::kInteger ? absl::StrCat(static_cast<int64_t>(v)) : absl::StrCat(v);
+}
+
+// "[1, 64]", "(0, 1]": the bounds a TOML value must be within (kInteger, kNumber). A flag's
+// range (`for_flag`) leaves out 0, which on the command line means "not given".
+std::string RangeText(const ConfigKey& k, bool for_flag = false) {
+  const bool lo_open = k.range.lo_open || (for_flag && k.range.lo == 0);
+  return absl::StrCat(lo_open ? "(" : "[", Bound(k, k.range.lo), ", ", Bound(k, k.range.hi),
+                      k.range.hi_open ? ")" : "]");
+}
+
+bool InRange(const ConfigKey& k, double v, bool zero_allowed) {
+  const auto& r = k.range;
+  if (!zero_allowed && v == 0) return false;
+  return (r.lo_open ? v > r.lo : v >= r.lo) && (r.hi_open ? v < r.hi : v <= r.hi);
+}
+
+// `0 = never`, `"" = the process's group`, `[] = anyone ...`; "" when 0 means nothing special.
+std::string ZeroText(const ConfigKey& k) {
+  if (k.zero_means.empty()) return "";
+  absl::string_view zero = "0";
+  if (k.type == KeyType::kString) zero = "\"\"";
+  if (k.type == KeyType::kStrings || k.type == KeyType::kUids) zero = "[]";
+  return absl::StrCat(zero, " = ", k.zero_means);
+}
+
+// "(ms; 0 = never)" after a TOML range error; "" when there is nothing to add.
+std::string ErrorNote(const ConfigKey& k) {
+  std::vector<std::string> parts;
+  if (!UnitName(k.unit).empty()) parts.emplace_back(UnitName(k.unit));
+  if (!k.zero_means.empty()) parts.push_back(ZeroText(k));
+  return parts.empty() ? "" : absl::StrCat(" (", absl::StrJoin(parts, "; "), ")");
+}
+
+// 536870912 -> "512MiB"; sizes that are not whole KiB, MiB or GiB stay in bytes.
+std::string SizeText(uint64_t bytes) {
+  for (const auto& [shift, unit] : {std::pair{30, "GiB"}, std::pair{20, "MiB"}, std::pair{10, "KiB"}}) {
+    const uint64_t scale = uint64_t{1} << shift;
+    if (bytes != 0 && bytes % scale == 0) return absl::StrCat(bytes / scale, unit);
+  }
+  return absl::StrCat(bytes);
+}
+
+// The default (DaemonConfig{}'s value) as a TOML value: "cpu", "512MiB", 0, [], "24h", 0.85.
+std::string DefaultToml(const ConfigKey& k) {
+  static const DaemonConfig kDefaults;
+  return std::visit(
+      [&](auto member) -> std::string {
+        const auto& v = kDefaults.*member;
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          return absl::StrCat("\"", v, "\"");
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          return v.empty() ? "[]" : absl::StrCat("[\"", absl::StrJoin(v, "\", \""), "\"]");
+        } else if constexpr (std::is_same_v<T, std::vector<uid_t>>) {
+          return absl::StrCat("[", absl::StrJoin(v, ", "), "]");
+        } else if constexpr (std::is_same_v<T, int64_t>) {
+          return absl::StrCat("\"", absl::FormatDuration(absl::Seconds(v)), "\"");
+        } else if constexpr (std::is_same_v<T, uint64_t>) {
+          return k.type == KeyType::kBytes && v != 0 ? absl::StrCat("\"", SizeText(v), "\"") : absl::StrCat(v);
+        } else {
+          return absl::StrCat(v);
+        }
+      },
+      k.member);
+}
+
+const ConfigKey* FindKey(absl::string_view name) {
+  for (const ConfigKey& k : config_table::Keys()) {
+    if (k.key == name) return &k;
+  }
+  return nullptr;
+}
+
+// ---- TOML values ----
+
+absl::Status KeyError(const std::string& origin, absl::string_view key, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat(origin, ": key '", key, "': ", why));
 }
 
-absl::Status ReadString(const toml::node& node, const std::string& origin, const std::string& key,
+absl::Status ReadString(const toml::node& node, const std::string& origin, absl::string_view key,
                         std::string& out) {
   auto v = node.value<std::string>();
   if (!v) return KeyError(origin, key, "must be a string");
@@ -32,7 +148,7 @@ absl::Status ReadString(const toml::node& node, const std::string& origin, const
   return absl::OkStatus();
 }
 
-absl::Status ReadSize(const toml::node& node, const std::string& origin, const std::string& key,
+absl::Status ReadSize(const toml::node& node, const std::string& origin, absl::string_view key,
                       uint64_t& out) {
   if (node.is_boolean()) return KeyError(origin, key, "must be a size string like \"512MiB\" or an integer");
   if (auto i = node.value_exact<int64_t>()) {
@@ -48,7 +164,7 @@ absl::Status ReadSize(const toml::node& node, const std::string& origin, const s
   return absl::OkStatus();
 }
 
-absl::Status ReadUids(const toml::node& node, const std::string& origin, const std::string& key,
+absl::Status ReadUids(const toml::node& node, const std::string& origin, absl::string_view key,
                       std::vector<uid_t>& out) {
   const toml::array* arr = node.as_array();
   if (arr == nullptr) return KeyError(origin, key, "must be an array of uids");
@@ -63,17 +179,7 @@ absl::Status ReadUids(const toml::node& node, const std::string& origin, const s
   return absl::OkStatus();
 }
 
-absl::Status ReadCount(const toml::node& node, const std::string& origin, const std::string& key,
-                       int64_t lo, int64_t hi, uint32_t& out) {
-  auto i = node.value_exact<int64_t>();
-  if (!i || *i < lo || *i > hi) {
-    return KeyError(origin, key, absl::StrCat("must be an integer in [", lo, ", ", hi, "]"));
-  }
-  out = static_cast<uint32_t>(*i);
-  return absl::OkStatus();
-}
-
-absl::Status ReadStrings(const toml::node& node, const std::string& origin, const std::string& key,
+absl::Status ReadStrings(const toml::node& node, const std::string& origin, absl::string_view key,
                          std::vector<std::string>& out) {
   const toml::array* arr = node.as_array();
   if (arr == nullptr) return KeyError(origin, key, "must be an array of strings");
@@ -86,88 +192,194 @@ absl::Status ReadStrings(const toml::node& node, const std::string& origin, cons
   return absl::OkStatus();
 }
 
-absl::Status SizeFlag(const std::string& flag, const std::string& text, uint64_t& out) {
-  auto parsed = ParseSize(text);
-  if (!parsed.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", parsed.status().message()));
+// Stores an integer already checked against the key's range into its uint32_t or uint64_t member.
+void StoreInteger(const ConfigKey& k, uint64_t value, DaemonConfig& config) {
+  if (auto m = std::get_if<uint32_t DaemonConfig::*>(&k.member)) config.**m = static_cast<uint32_t>(value);
+  if (auto m = std::get_if<uint64_t DaemonConfig::*>(&k.member)) config.**m = value;
+}
+
+absl::Status ReadInteger(const toml::node& node, const std::string& origin, const ConfigKey& k,
+                         DaemonConfig& config) {
+  auto i = node.value_exact<int64_t>();
+  if (!i || !InRange(k, static_cast<double>(*i), true)) {
+    return KeyError(origin, k.key, absl::StrCat("must be an integer in ", RangeText(k), ErrorNote(k)));
   }
-  out = *parsed;
+  StoreInteger(k, static_cast<uint64_t>(*i), config);
   return absl::OkStatus();
+}
+
+absl::Status ReadNumber(const toml::node& node, const std::string& origin, const ConfigKey& k,
+                        double& out) {
+  auto d = node.value<double>();
+  if (!d || !InRange(k, *d, true)) {
+    return KeyError(origin, k.key, absl::StrCat("must be a number in ", RangeText(k), ErrorNote(k)));
+  }
+  out = *d;
+  return absl::OkStatus();
+}
+
+absl::Status ReadDuration(const toml::node& node, const std::string& origin, absl::string_view key,
+                          int64_t& seconds) {
+  absl::Duration d;
+  auto text = node.value<std::string>();
+  if (!text || !absl::ParseDuration(*text, &d) || d < absl::ZeroDuration()) {
+    return KeyError(origin, key, "must be a duration string like \"24h\" or \"90m\"");
+  }
+  seconds = absl::ToInt64Seconds(d);
+  return absl::OkStatus();
+}
+
+absl::Status ReadKey(const ConfigKey& k, const toml::node& node, const std::string& origin,
+                     DaemonConfig& config) {
+  using C = DaemonConfig;
+  switch (k.type) {
+    case KeyType::kString: return ReadString(node, origin, k.key, config.*std::get<std::string C::*>(k.member));
+    case KeyType::kStrings:
+      return ReadStrings(node, origin, k.key, config.*std::get<std::vector<std::string> C::*>(k.member));
+    case KeyType::kUids: return ReadUids(node, origin, k.key, config.*std::get<std::vector<uid_t> C::*>(k.member));
+    case KeyType::kBytes: return ReadSize(node, origin, k.key, config.*std::get<uint64_t C::*>(k.member));
+    case KeyType::kInteger: return ReadInteger(node, origin, k, config);
+    case KeyType::kNumber: return ReadNumber(node, origin, k, config.*std::get<double C::*>(k.member));
+    case KeyType::kDuration: return ReadDuration(node, origin, k.key, config.*std::get<int64_t C::*>(k.member));
+  }
+  return KeyError(origin, k.key, "unknown key");
+}
+
+// ---- Command-line flags ----
+
+// One table key's flag: where CLI11 leaves its value until ApplyFlag copies it into the config.
+struct FlagSlot {
+  const ConfigKey* key = nullptr;
+  std::string text;                // kString, kBytes
+  std::vector<std::string> texts;  // kStrings
+  uint64_t integer = 0;            // kInteger
+  double number = 0;               // kNumber
+};
+
+// "where models run: cpu, cuda:N (default "cpu")" for --help.
+std::string HelpLine(const ConfigKey& k) {
+  std::string line(k.doc);
+  if (!k.values.empty()) absl::StrAppend(&line, ": ", k.values);
+  if (k.type == KeyType::kNumber) absl::StrAppend(&line, " in ", RangeText(k, /*for_flag=*/true));
+  if (!k.zero_means.empty()) absl::StrAppend(&line, "; ", ZeroText(k));
+  if (k.type == KeyType::kStrings) absl::StrAppend(&line, "; repeatable");
+  return absl::StrCat(line, " (default ", DefaultToml(k), ")");
+}
+
+void AddFlag(CLI::App& app, FlagSlot& slot) {
+  const ConfigKey& k = *slot.key;
+  const std::string name = k.FlagSpelling(), help = HelpLine(k);
+  switch (k.type) {
+    case KeyType::kStrings: app.add_option(name, slot.texts, help); break;
+    case KeyType::kNumber: app.add_option(name, slot.number, help); break;
+    case KeyType::kInteger:
+      app.add_option(name, slot.integer, help)
+          ->check(CLI::Range(static_cast<uint64_t>(std::max(k.range.lo, 1.0)), static_cast<uint64_t>(k.range.hi)));
+      break;
+    default: app.add_option(name, slot.text, help); break;
+  }
+}
+
+// Copies a given flag into `config`: a flag left empty or 0 is not given and changes nothing.
+absl::Status ApplyFlag(const FlagSlot& slot, DaemonConfig& config) {
+  using C = DaemonConfig;
+  const ConfigKey& k = *slot.key;
+  switch (k.type) {
+    case KeyType::kString:
+      if (!slot.text.empty()) config.*std::get<std::string C::*>(k.member) = slot.text;
+      break;
+    case KeyType::kStrings:
+      if (!slot.texts.empty()) config.*std::get<std::vector<std::string> C::*>(k.member) = slot.texts;
+      break;
+    case KeyType::kBytes:
+      if (!slot.text.empty()) {
+        auto parsed = ParseSize(slot.text);
+        if (!parsed.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat(k.FlagSpelling(), ": ", parsed.status().message()));
+        }
+        config.*std::get<uint64_t C::*>(k.member) = *parsed;
+      }
+      break;
+    case KeyType::kInteger:
+      if (slot.integer != 0) StoreInteger(k, slot.integer, config);  // CLI11 checked the range
+      break;
+    case KeyType::kNumber:
+      if (slot.number != 0) {
+        if (!InRange(k, slot.number, false)) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(k.FlagSpelling(), ": ", slot.number, " is not in ", RangeText(k, /*for_flag=*/true)));
+        }
+        config.*std::get<double C::*>(k.member) = slot.number;
+      }
+      break;
+    default: break;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ApplyTomlFile(const std::string& path, DaemonConfig& config) {
+  if (std::filesystem::is_directory(path)) {
+    return absl::InvalidArgumentError(absl::StrCat("--config: '", path, "' is a directory"));
+  }
+  std::ifstream in(path);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("--config: cannot read '", path, "'"));
+  std::stringstream text;
+  text << in.rdbuf();
+  return ApplyToml(text.str(), path, config);
+}
+
+// Clients address the socket as unix://<absolute path>; log and serve that.
+void NormalizeSocket(std::string& socket) {
+  if (absl::StartsWith(socket, "unix://")) socket = socket.substr(7);
+  if (std::error_code ec; !socket.empty()) {
+    const std::filesystem::path absolute = std::filesystem::absolute(socket, ec);
+    if (!ec) socket = absolute.lexically_normal().string();
+  }
+}
+
+std::string MarkdownCell(absl::string_view text) { return absl::StrReplaceAll(text, {{"|", "\\|"}}); }
+
+std::string MarkdownRow(const ConfigKey& k) {
+  std::string name = absl::StrCat("`", k.key, "`");
+  if (k.has_flag) absl::StrAppend(&name, " / `", k.FlagSpelling(), "`");
+  std::string range(k.values);
+  if (k.type == KeyType::kInteger || k.type == KeyType::kNumber) range = RangeText(k);
+  std::string doc(k.doc);
+  if (!k.zero_means.empty()) absl::StrAppend(&doc, "; ", ZeroText(k));
+  return absl::StrCat("| ", name, " | ", TypeName(k.type), " | ", MarkdownCell(range), " | ", UnitName(k.unit),
+                      " | `", DefaultToml(k), "` | ", k.reloadable ? "yes" : "no", " | ", MarkdownCell(doc),
+                      " |\n");
 }
 
 }  // namespace
 
 const std::vector<std::string>& DaemonConfigKeys() {
-  static const std::vector<std::string> kKeys = {
-      "socket", "socket_group", "allowed_uids", "admin_uids", "admin_group",
-      "max_connections_per_uid", "max_connections", "fd_max_connections_per_uid",
-      "fd_max_connections", "max_queued_jobs_per_uid", "max_watch_streams_per_uid",
-      "grpc_memory_quota", "max_message_bytes", "stalled_connection_timeout_ms",
-      "device", "device_memory_limit", "device_memory_reserve", "host_memory_limit",
-      "one_shot_pressure", "one_shot_min_free", "models_dir", "manifest", "generator", "pin_models",
-      "max_concurrent_jobs", "job_threads", "max_pixels", "video_chunk_frames", "min_face_px", "min_face_score", "result_retention",
-      "result_retention_bytes", "face_cache_bytes", "state_dir", "log_level", "drain_ms", "watchdog_stall_ms",
-      "metrics_listen"};
-  return kKeys;
+  static const std::vector<std::string>* kKeys = [] {
+    auto* keys = new std::vector<std::string>;
+    for (const ConfigKey& k : config_table::Keys()) keys->emplace_back(k.key);
+    return keys;
+  }();
+  return *kKeys;
 }
-
-namespace {
-
-using FieldEqual = bool (*)(const DaemonConfig&, const DaemonConfig&);
-#define FUSION_FIELD(key, field) \
-  { key, [](const DaemonConfig& x, const DaemonConfig& y) { return x.field == y.field; } }
-
-// One comparison per TOML key (config_test checks that every key has one).
-const std::vector<std::pair<std::string, FieldEqual>>& FieldComparisons() {
-  static const std::vector<std::pair<std::string, FieldEqual>> kFields = {
-      FUSION_FIELD("socket", socket), FUSION_FIELD("socket_group", socket_group),
-      FUSION_FIELD("allowed_uids", allowed_uids), FUSION_FIELD("admin_uids", admin_uids),
-      FUSION_FIELD("admin_group", admin_group),
-      FUSION_FIELD("max_connections_per_uid", max_connections_per_uid),
-      FUSION_FIELD("max_connections", max_connections),
-      FUSION_FIELD("fd_max_connections_per_uid", fd_max_connections_per_uid),
-      FUSION_FIELD("fd_max_connections", fd_max_connections),
-      FUSION_FIELD("max_queued_jobs_per_uid", max_queued_jobs_per_uid),
-      FUSION_FIELD("max_watch_streams_per_uid", max_watch_streams_per_uid),
-      FUSION_FIELD("grpc_memory_quota", grpc_memory_quota),
-      FUSION_FIELD("max_message_bytes", max_message_bytes),
-      FUSION_FIELD("stalled_connection_timeout_ms", stalled_connection_timeout_ms),
-      FUSION_FIELD("device", device), FUSION_FIELD("device_memory_limit", device_memory_limit),
-      FUSION_FIELD("device_memory_reserve", device_memory_reserve),
-      FUSION_FIELD("host_memory_limit", host_memory_limit),
-      FUSION_FIELD("one_shot_pressure", one_shot_pressure),
-      FUSION_FIELD("one_shot_min_free", one_shot_min_free), FUSION_FIELD("models_dir", models_dir),
-      FUSION_FIELD("manifest", manifest), FUSION_FIELD("generator", generator),
-      FUSION_FIELD("pin_models", pin_models),
-      FUSION_FIELD("max_concurrent_jobs", max_concurrent_jobs), FUSION_FIELD("job_threads", job_threads),
-      FUSION_FIELD("max_pixels", max_pixels),
-      FUSION_FIELD("video_chunk_frames", video_chunk_frames),
-      FUSION_FIELD("min_face_px", min_face_px), FUSION_FIELD("min_face_score", min_face_score),
-      FUSION_FIELD("result_retention", result_retention_s),
-      FUSION_FIELD("result_retention_bytes", result_retention_bytes),
-      FUSION_FIELD("face_cache_bytes", face_cache_bytes),
-      FUSION_FIELD("state_dir", state_dir), FUSION_FIELD("log_level", log_level),
-      FUSION_FIELD("drain_ms", drain_ms), FUSION_FIELD("watchdog_stall_ms", watchdog_stall_ms),
-      FUSION_FIELD("metrics_listen", metrics_listen)};
-  return kFields;
-}
-#undef FUSION_FIELD
-
-}  // namespace
 
 std::vector<std::string> ChangedKeys(const DaemonConfig& a, const DaemonConfig& b) {
   std::vector<std::string> changed;
-  for (const std::string& key : DaemonConfigKeys()) {
-    for (const auto& [name, equal] : FieldComparisons()) {
-      if (name == key && !equal(a, b)) changed.push_back(key);
-    }
+  for (const ConfigKey& k : config_table::Keys()) {
+    const bool differ = std::visit([&](auto member) { return !(a.*member == b.*member); }, k.member);
+    if (differ) changed.emplace_back(k.key);
   }
   return changed;
 }
 
 const std::vector<std::string>& LiveReloadKeys() {
-  static const std::vector<std::string> kLive = {"log_level"};
-  return kLive;
+  static const std::vector<std::string>* kLive = [] {
+    auto* keys = new std::vector<std::string>;
+    for (const ConfigKey& k : config_table::Keys()) {
+      if (k.reloadable) keys->emplace_back(k.key);
+    }
+    return keys;
+  }();
+  return *kLive;
 }
 
 absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
@@ -180,102 +392,68 @@ absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
     msg << origin << ": " << e.description() << " (line " << e.source().begin.line << ")";
     return absl::InvalidArgumentError(msg.str());
   }
-  for (const auto& [k, node] : table) {
-    const std::string key(k.str());
-    const auto& keys = DaemonConfigKeys();
-    if (std::find(keys.begin(), keys.end(), key) == keys.end()) return KeyError(origin, key, "unknown key");
-    absl::Status st;
-    if (key == "socket") st = ReadString(node, origin, key, config.socket);
-    else if (key == "device") st = ReadString(node, origin, key, config.device);
-    else if (key == "device_memory_limit") st = ReadSize(node, origin, key, config.device_memory_limit);
-    else if (key == "host_memory_limit") st = ReadSize(node, origin, key, config.host_memory_limit);
-    else if (key == "device_memory_reserve") st = ReadSize(node, origin, key, config.device_memory_reserve);
-    else if (key == "max_message_bytes") st = ReadSize(node, origin, key, config.max_message_bytes);
-    else if (key == "models_dir") st = ReadString(node, origin, key, config.models_dir);
-    else if (key == "manifest") st = ReadString(node, origin, key, config.manifest);
-    else if (key == "generator") st = ReadString(node, origin, key, config.generator);
-    else if (key == "state_dir") st = ReadString(node, origin, key, config.state_dir);
-    else if (key == "socket_group") st = ReadString(node, origin, key, config.socket_group);
-    else if (key == "metrics_listen") st = ReadString(node, origin, key, config.metrics_listen);
-    else if (key == "log_level") st = ReadString(node, origin, key, config.log_level);
-    else if (key == "allowed_uids") st = ReadUids(node, origin, key, config.allowed_uids);
-    else if (key == "admin_uids") st = ReadUids(node, origin, key, config.admin_uids);
-    else if (key == "admin_group") st = ReadString(node, origin, key, config.admin_group);
-    else if (key == "max_connections_per_uid") st = ReadCount(node, origin, key, 1, 4096, config.max_connections_per_uid);
-    else if (key == "max_connections") st = ReadCount(node, origin, key, 1, 65536, config.max_connections);
-    else if (key == "fd_max_connections_per_uid") st = ReadCount(node, origin, key, 1, 1024, config.fd_max_connections_per_uid);
-    else if (key == "fd_max_connections") st = ReadCount(node, origin, key, 1, 4096, config.fd_max_connections);
-    else if (key == "max_queued_jobs_per_uid") st = ReadCount(node, origin, key, 1, 100000, config.max_queued_jobs_per_uid);
-    else if (key == "max_watch_streams_per_uid") st = ReadCount(node, origin, key, 1, 1024, config.max_watch_streams_per_uid);
-    else if (key == "grpc_memory_quota") st = ReadSize(node, origin, key, config.grpc_memory_quota);
-    else if (key == "pin_models") st = ReadStrings(node, origin, key, config.pin_models);
-    else if (key == "one_shot_min_free") st = ReadSize(node, origin, key, config.one_shot_min_free);
-    else if (key == "one_shot_pressure") {
-      auto d = node.value<double>();
-      if (!d || !(*d > 0 && *d <= 1)) st = KeyError(origin, key, "must be a number in (0, 1] (fraction of the budget)");
-      else config.one_shot_pressure = *d;
-    }
-    else if (key == "result_retention_bytes") st = ReadSize(node, origin, key, config.result_retention_bytes);
-    else if (key == "face_cache_bytes") st = ReadSize(node, origin, key, config.face_cache_bytes);
-    else if (key == "result_retention") {
-      absl::Duration d;
-      auto text = node.value<std::string>();
-      if (!text || !absl::ParseDuration(*text, &d) || d < absl::ZeroDuration()) {
-        st = KeyError(origin, key, "must be a duration string like \"24h\" or \"90m\"");
-      } else {
-        config.result_retention_s = absl::ToInt64Seconds(d);
-      }
-    }
-    else if (key == "max_pixels") {
-      auto i = node.value_exact<int64_t>();
-      if (!i || *i < 1 || *i > (int64_t{1} << 30)) st = KeyError(origin, key, "must be an integer in [1, 2^30] (pixels)");
-      else config.max_pixels = static_cast<uint64_t>(*i);
-    }
-    else if (key == "video_chunk_frames") {
-      auto i = node.value_exact<int64_t>();
-      if (!i || *i < 1 || *i > 100000) st = KeyError(origin, key, "must be an integer in [1, 100000] (frames)");
-      else config.video_chunk_frames = static_cast<uint32_t>(*i);
-    }
-    else if (key == "max_concurrent_jobs") {
-      auto i = node.value_exact<int64_t>();
-      if (!i || *i < 1 || *i > 64) st = KeyError(origin, key, "must be an integer in [1, 64]");
-      else config.max_concurrent_jobs = static_cast<uint32_t>(*i);
-    }
-    else if (key == "job_threads") {
-      auto i = node.value_exact<int64_t>();
-      if (!i || *i < 0 || *i > 64) st = KeyError(origin, key, "must be an integer in [0, 64] (0 = the hardware threads)");
-      else config.job_threads = static_cast<uint32_t>(*i);
-    }
-    else if (key == "stalled_connection_timeout_ms") {
-      auto i = node.value_exact<int64_t>();
-      if (!i || *i < 0 || *i > 600000) st = KeyError(origin, key, "must be an integer in [0, 600000] (ms; 0 = never)");
-      else config.stalled_connection_timeout_ms = static_cast<uint64_t>(*i);
-    }
-    else if (key == "min_face_px") {
-      auto i = node.value_exact<int64_t>();
-      if (!i || *i < 8 || *i > 100000) st = KeyError(origin, key, "must be an integer in [8, 100000] (pixels)");
-      else config.min_face_px = static_cast<uint32_t>(*i);
-    }
-    else if (key == "min_face_score") {
-      auto d = node.value<double>();
-      if (!d || !(*d >= 0 && *d < 1)) st = KeyError(origin, key, "must be a number in [0, 1) (0 = the detector's own)");
-      else config.min_face_score = *d;
-    }
-    else if (key == "drain_ms") {
-      auto i = node.value_exact<int64_t>();
-      if (!i || *i < 0 || *i > 600000) st = KeyError(origin, key, "must be an integer in [0, 600000] (ms)");
-      else config.drain_ms = static_cast<uint64_t>(*i);
-    }
-    else if (key == "watchdog_stall_ms") {
-      auto i = node.value_exact<int64_t>();
-      if (!i || *i < 1000 || *i > 86400000) st = KeyError(origin, key, "must be an integer in [1000, 86400000] (ms)");
-      else config.watchdog_stall_ms = static_cast<uint64_t>(*i);
-    } else {
-      st = KeyError(origin, key, "unknown key");
-    }
-    if (!st.ok()) return st;
+  for (const auto& [name, node] : table) {
+    const ConfigKey* key = FindKey(std::string(name.str()));
+    if (key == nullptr) return KeyError(origin, std::string(name.str()), "unknown key");
+    if (absl::Status st = ReadKey(*key, node, origin, config); !st.ok()) return st;
   }
   return ValidateConfig(config);
+}
+
+std::string ConfigReferenceMarkdown() {
+  std::string out =
+      "# fusiond configuration reference\n\n"
+      "<!-- Generated from daemon/config/config_table.cc by `fusiond --config-reference > docs/CONFIG.md`;\n"
+      "     do not edit: core_tests (ConfigReferenceTest) fails when this file and the table differ. -->\n\n"
+      "Each key is read from the TOML file given with `--config` (packaging/fusiond.toml lists them all\n"
+      "with their defaults); a key with a flag can also be given on the command line. Later wins:\n"
+      "defaults, the file, `FUSIOND_SOCKET` (for `socket`), flags. Sizes are strings such as `\"512MiB\"`,\n"
+      "`\"6GiB\"`, `\"1.5GB\"` or integers (bytes); durations are strings such as `\"24h\"`, `\"90m\"`.\n"
+      "A flag given as 0 or empty is not given. On SIGHUP the file and flags are read again: keys marked\n"
+      "reloadable take effect, a change to any other is logged as needing a restart.\n\n"
+      "| key / flag | type | range | unit | default | reloadable | description |\n"
+      "|---|---|---|---|---|---|---|\n";
+  for (const ConfigKey& k : config_table::Keys()) out += MarkdownRow(k);
+  return out;
+}
+
+absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const* argv) {
+  CLI::App app{"fusiond: owns a GPU and runs face-fusion jobs for local programs over gRPC."};
+  std::string config_path;
+  app.add_option("--config", config_path, "TOML configuration file (flags override it)");
+  std::vector<FlagSlot> flags;
+  for (const ConfigKey& k : config_table::Keys()) {
+    if (k.has_flag) flags.push_back(FlagSlot{&k});
+  }
+  for (FlagSlot& slot : flags) AddFlag(app, slot);  // `flags` no longer grows: the slots stay put
+  // Answered by main() before any parsing (it knows what the binary was built against).
+  bool version = false, reference = false;
+  app.add_flag("--version", version, "print fusiond's version, its LibTorch and CUDA, and exit");
+  app.add_flag("--config-reference", reference, "print docs/CONFIG.md")->group("");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    return absl::CancelledError(app.help());
+  } catch (const CLI::ParseError& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
+  if (reference) return absl::CancelledError(ConfigReferenceMarkdown());
+
+  if (app.count("--config") > 0 && config_path.empty()) return absl::InvalidArgumentError("--config: empty path");
+  if (app.count("--socket") > 0 && app["--socket"]->as<std::string>().empty()) {
+    return absl::InvalidArgumentError("--socket: empty path");
+  }
+  DaemonConfig config;
+  if (!config_path.empty()) {
+    if (absl::Status st = ApplyTomlFile(config_path, config); !st.ok()) return st;
+  }
+  if (const char* env = std::getenv(kSocketEnv); env != nullptr && *env != '\0') config.socket = env;
+  for (const FlagSlot& slot : flags) {
+    if (absl::Status st = ApplyFlag(slot, config); !st.ok()) return st;
+  }
+  NormalizeSocket(config.socket);
+  if (auto st = ValidateConfig(config); !st.ok()) return st;
+  return config;
 }
 
 absl::StatusOr<std::pair<std::string, int>> ParseListenAddress(const std::string& listen) {
@@ -342,133 +520,6 @@ absl::Status ValidateConfig(const DaemonConfig& config) {
                                                    2 * config.max_message_bytes, "), 1 TiB]"));
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const* argv) {
-  CLI::App app{"fusiond: owns a GPU and runs face-fusion jobs for local programs over gRPC."};
-  std::string config_path, socket, device, device_limit, host_limit, reserve, models_dir, manifest,
-      generator, state_dir, log_level;
-  app.add_option("--config", config_path, "TOML configuration file (flags override it)");
-  app.add_option("--socket", socket, "Unix socket path (env FUSIOND_SOCKET; default /run/fusiond/fusiond.sock)");
-  app.add_option("--device", device, "cpu | cuda:N (default cpu)");
-  app.add_option("--device-memory-limit", device_limit, "device-tier cap: 512MiB, 6GiB, 1.5GB, bytes");
-  app.add_option("--host-memory-limit", host_limit, "host-tier cap (weights in RAM)");
-  app.add_option("--device-memory-reserve", reserve, "kept free for other processes (default 512MiB)");
-  app.add_option("--models-dir", models_dir, "directory of fetched model weights");
-  app.add_option("--manifest", manifest, "model catalogue (manifest.json); default: installed next to the binary");
-  app.add_option("--generator", generator,
-                 "catalogue model of stage generate for every job (default classical-fusion)");
-  std::vector<std::string> pin_models;
-  app.add_option("--pin-model", pin_models, "keep this catalogue model resident (hot); repeatable");
-  std::string one_shot_min_free;
-  double one_shot_pressure = 0;
-  app.add_option("--one-shot-min-free", one_shot_min_free,
-                 "release detect/landmark models after use when less is free (default 512MiB)");
-  app.add_option("--one-shot-pressure", one_shot_pressure,
-                 "... or when this fraction of the budget is in use (default 0.85)");
-  std::string metrics_listen;
-  app.add_option("--metrics-listen", metrics_listen,
-                 "serve Prometheus metrics at http://HOST:PORT/metrics, e.g. 127.0.0.1:9464 (default: off)");
-  uint32_t max_jobs = 0;
-  app.add_option("--max-concurrent-jobs", max_jobs, "jobs running at once (default 2)")
-      ->check(CLI::Range(1u, 64u));
-  uint32_t job_threads = 0;
-  app.add_option("--job-threads", job_threads,
-                 "CPU threads one job splits detection passes and faces over (default: the hardware threads)")
-      ->check(CLI::Range(1u, 64u));
-  uint32_t chunk_frames = 0;
-  app.add_option("--video-chunk-frames", chunk_frames,
-                 "frames per committed chunk of a video job, the resume unit after a crash (default 30)")
-      ->check(CLI::Range(1u, 100000u));
-  uint64_t max_pixels = 0;
-  app.add_option("--max-pixels", max_pixels, "largest image accepted, pixels (default 100000000)")
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
-  uint32_t min_face_px = 0;
-  double min_face_score = 0;
-  app.add_option("--min-face-px", min_face_px, "default smallest face width to find, target pixels (default 40)")
-      ->check(CLI::Range(8u, 100000u));
-  app.add_option("--min-face-score", min_face_score, "default detector score threshold in (0,1) (default: the detector's)");
-  app.add_option("--state-dir", state_dir, "directory for the job journal and results");
-  app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off");
-  // Answered by main() before any parsing (it knows what the binary was built against).
-  bool version = false;
-  app.add_flag("--version", version, "print fusiond's version, its LibTorch and CUDA, and exit");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    return absl::CancelledError(app.help());
-  } catch (const CLI::ParseError& e) {
-    return absl::InvalidArgumentError(e.what());
-  }
-
-  DaemonConfig config;
-  if (app.count("--config") > 0 && config_path.empty()) {
-    return absl::InvalidArgumentError("--config: empty path");
-  }
-  if (app.count("--socket") > 0 && socket.empty()) {
-    return absl::InvalidArgumentError("--socket: empty path");
-  }
-  if (!config_path.empty()) {
-    if (std::filesystem::is_directory(config_path)) {
-      return absl::InvalidArgumentError(absl::StrCat("--config: '", config_path, "' is a directory"));
-    }
-    std::ifstream in(config_path);
-    if (!in) {
-      return absl::InvalidArgumentError(absl::StrCat("--config: cannot read '", config_path, "'"));
-    }
-    std::stringstream text;
-    text << in.rdbuf();
-    if (auto st = ApplyToml(text.str(), config_path, config); !st.ok()) return st;
-  }
-  if (const char* env = std::getenv(kSocketEnv); env != nullptr && *env != '\0') {
-    config.socket = env;
-  }
-  if (!socket.empty()) config.socket = socket;
-  if (absl::StartsWith(config.socket, "unix://")) config.socket = config.socket.substr(7);
-  // Clients address the socket as unix://<absolute path>; log and serve that.
-  if (std::error_code ec; !config.socket.empty()) {
-    const std::filesystem::path absolute = std::filesystem::absolute(config.socket, ec);
-    if (!ec) config.socket = absolute.lexically_normal().string();
-  }
-  if (!device.empty()) config.device = device;
-  if (!models_dir.empty()) config.models_dir = models_dir;
-  if (!manifest.empty()) config.manifest = manifest;
-  if (!generator.empty()) config.generator = generator;
-  if (!pin_models.empty()) config.pin_models = pin_models;
-  if (!state_dir.empty()) config.state_dir = state_dir;
-  if (!log_level.empty()) config.log_level = log_level;
-  if (!metrics_listen.empty()) config.metrics_listen = metrics_listen;
-  if (!device_limit.empty()) {
-    if (auto st = SizeFlag("device-memory-limit", device_limit, config.device_memory_limit); !st.ok()) return st;
-  }
-  if (!host_limit.empty()) {
-    if (auto st = SizeFlag("host-memory-limit", host_limit, config.host_memory_limit); !st.ok()) return st;
-  }
-  if (max_jobs != 0) config.max_concurrent_jobs = max_jobs;
-  if (job_threads != 0) config.job_threads = job_threads;
-  if (max_pixels != 0) config.max_pixels = max_pixels;
-  if (chunk_frames != 0) config.video_chunk_frames = chunk_frames;
-  if (min_face_px != 0) config.min_face_px = min_face_px;
-  if (min_face_score != 0) {
-    if (!(min_face_score > 0 && min_face_score < 1)) {
-      return absl::InvalidArgumentError(absl::StrCat("--min-face-score: ", min_face_score, " is not in (0, 1)"));
-    }
-    config.min_face_score = min_face_score;
-  }
-  if (!one_shot_min_free.empty()) {
-    if (auto st = SizeFlag("one-shot-min-free", one_shot_min_free, config.one_shot_min_free); !st.ok()) return st;
-  }
-  if (one_shot_pressure != 0) {
-    if (!(one_shot_pressure > 0 && one_shot_pressure <= 1)) {
-      return absl::InvalidArgumentError(absl::StrCat("--one-shot-pressure: ", one_shot_pressure, " is not in (0, 1]"));
-    }
-    config.one_shot_pressure = one_shot_pressure;
-  }
-  if (!reserve.empty()) {
-    if (auto st = SizeFlag("device-memory-reserve", reserve, config.device_memory_reserve); !st.ok()) return st;
-  }
-  if (auto st = ValidateConfig(config); !st.ok()) return st;
-  return config;
 }
 
 }  // namespace fusion

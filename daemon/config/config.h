@@ -1,30 +1,15 @@
 // fusiond's configuration: defaults, then a TOML file (--config), then FUSIOND_SOCKET, then
 // command-line flags (the later wins).
 //
-// TOML keys are the flag names with '_' for '-':
-//   socket = "/run/fusiond/fusiond.sock"     device = "cpu" | "cuda:N"
-//   device_memory_limit = "6GiB"             host_memory_limit = "8GiB"
-//   device_memory_reserve = "512MiB"         models_dir = "/var/lib/fusiond/models"
-//   state_dir = "/var/lib/fusiond"           socket_group = "fusion"
-//   manifest = "/usr/share/fusiond/manifest.json"  pin_models = ["face_recognition"]
-//   generator = "classical-fusion"
-//   allowed_uids = [1000, 1001]              log_level = "info"
-//   one_shot_pressure = 0.85                 one_shot_min_free = "512MiB"
-//   admin_uids = [1000]                      admin_group = "fusion-admin"
-//   max_connections_per_uid = 64             max_connections = 512
-//   fd_max_connections_per_uid = 8           fd_max_connections = 64
-//   max_queued_jobs_per_uid = 64             max_watch_streams_per_uid = 128
-//   grpc_memory_quota = "256MiB"             stalled_connection_timeout_ms = 15000
-//   max_pixels = 100000000                   video_chunk_frames = 30
-//   job_threads = 0 (the hardware threads)  face_cache_bytes = "1MiB" (0 = off)
-//   min_face_px = 40                         min_face_score = 0 (the detector's own: 0.5)
-//   drain_ms = 5000                          watchdog_stall_ms = 300000
-//   metrics_listen = "127.0.0.1:9464"        (default: no metrics endpoint)
-// packaging/fusiond.toml (installed as /etc/fusiond/fusiond.toml) lists every key with its
-// default; config_test checks it against DaemonConfigKeys() and DaemonConfig{}.
+// Every key (its TOML name, flag, type, range, unit, default, whether SIGHUP applies it, one
+// line of doc) is one entry of the table in config/config_table.cc; the TOML reader, the flags,
+// --help, DaemonConfigKeys, ChangedKeys, LiveReloadKeys and docs/CONFIG.md are all made from it.
+// A key's default is its DaemonConfig member's initializer. packaging/fusiond.toml (installed as
+// /etc/fusiond/fusiond.toml) lists every key with its default; config_test checks it and
+// docs/CONFIG.md against the table and DaemonConfig{}.
 // Sizes are strings in ParseSize() syntax or integers (bytes). An unknown key, a wrong type or
-// a bad size is INVALID_ARGUMENT naming the key (and the file).
-// Thread-safety: plain value type.
+// a bad value is INVALID_ARGUMENT naming the key (and the file).
+// Thread-safety: DaemonConfig is a plain value type; the functions below are thread-safe.
 #pragma once
 
 #include <sys/types.h>
@@ -153,20 +138,29 @@ std::vector<std::string> ChangedKeys(const DaemonConfig& a, const DaemonConfig& 
 // other key is logged as needing a restart and not applied.
 const std::vector<std::string>& LiveReloadKeys();
 
-// Applies a TOML document to `config`. `origin` names the document in errors (a file path).
+// Applies a TOML document to `config`, then ValidateConfig. `origin` names the document in
+// errors (a file path). Keys absent from the document keep their value in `config`.
 absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
                        DaemonConfig& config);
 
 // Parses fusiond's command line (argv[0] included). Returns the merged configuration, or
 // INVALID_ARGUMENT with CLI11's or the config file's message. `--help` is reported as a
-// status with code CANCELLED and the help text as message, so main can print it and exit 0.
+// status with code CANCELLED and the help text as message, so main can print it and exit 0;
+// so is the hidden `--config-reference`, with ConfigReferenceMarkdown() as message.
 absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const* argv);
 
-// Checks cross-field constraints (device spec syntax, sizes). INVALID_ARGUMENT naming the key.
+// docs/CONFIG.md: a Markdown table of every key (key / flag, type, range, unit, default,
+// reloadable, description), made from the key table.
+std::string ConfigReferenceMarkdown();
+
 // HOST and PORT of metrics_listen's "HOST:PORT" / "[V6]:PORT" (PORT 0-65535); INVALID_ARGUMENT
 // naming the key otherwise.
 absl::StatusOr<std::pair<std::string, int>> ParseListenAddress(const std::string& listen);
 
+// Checks what one key's reader cannot: the socket path's length, the device spec's and
+// log_level's spelling, metrics_listen, max_message_bytes and the cross-field limits
+// (per-uid <= total connections, grpc_memory_quota >= 2 x max_message_bytes).
+// INVALID_ARGUMENT naming the key.
 absl::Status ValidateConfig(const DaemonConfig& config);
 
 }  // namespace fusion

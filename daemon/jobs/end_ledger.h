@@ -28,7 +28,7 @@ class EndLedger {
 
   struct Entry {
     std::string id;
-    JobState state = JobState::kFailed;
+    JobState state = JobState::FAILED;
     int32_t error_code = 0;
     int64_t finished_unix_ms = 0;
     std::string error_message;

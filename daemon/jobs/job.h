@@ -25,20 +25,18 @@
 #include <string>
 #include <vector>
 
+#include "fusion/v1/fusion.pb.h"
 #include "jobs/job_plan.h"
 
 namespace fusion::jobs {
 
-enum class JobState : int {
-  kQueued = 1,
-  kRunning = 2,
-  kSucceeded = 3,
-  kFailed = 4,
-  kCancelled = 5,
-};
+// A job's state is fusion.v1.JobState itself (proto/fusion/v1/fusion.proto): QUEUED, RUNNING,
+// SUCCEEDED, FAILED, CANCELLED; v1::JobState_Name gives its name. A JobRecord never holds
+// JOB_STATE_UNSPECIFIED. The journal and the end ledger store the numeric value, so a state's
+// number in the proto must never change.
+using JobState = v1::JobState;
 
-// "QUEUED", "RUNNING", ... (the fusion.v1.JobState names).
-const char* ToString(JobState state);
+// SUCCEEDED, FAILED or CANCELLED: the job's end, never left.
 bool IsFinal(JobState state);
 
 enum class Priority : int { kLow = 1, kNormal = 2, kHigh = 3 };
@@ -56,7 +54,7 @@ struct JobSpec {
 struct JobRecord {
   std::string id;
   uid_t owner_uid = 0;
-  JobState state = JobState::kQueued;
+  JobState state = JobState::QUEUED;
   Priority priority = Priority::kNormal;
   JobPlan plan;  // made at submit (JobRunner::Plan); result_bound_bytes is not journalled
   int64_t created_unix_ms = 0;

@@ -239,18 +239,18 @@ v1::Job JobManager::ToProto(const JobRecord& r) {
   v1::Job job;
   job.set_job_id(r.id);
   job.set_owner_uid(r.owner_uid);
-  job.set_state(static_cast<v1::JobState>(static_cast<int>(r.state)));
+  job.set_state(r.state);
   job.set_created_unix_ms(r.created_unix_ms);
   job.set_started_unix_ms(r.started_unix_ms);
   job.set_finished_unix_ms(r.finished_unix_ms);
   *job.mutable_options() = r.plan.options;
   job.set_error_code(r.error_code);
   job.set_error_message(r.error_message);
-  if (r.state == JobState::kQueued) {
+  if (r.state == JobState::QUEUED) {
     if (auto pos = queue_.Position(r.id)) job.set_queue_position(static_cast<uint32_t>(*pos));
   }
-  if (r.state == JobState::kSucceeded) job.set_progress(1);
-  if (r.state != JobState::kQueued && r.state != JobState::kRunning) return job;  // ended: no live figures
+  if (r.state == JobState::SUCCEEDED) job.set_progress(1);
+  if (r.state != JobState::QUEUED && r.state != JobState::RUNNING) return job;  // ended: no live figures
   MutexLock lock(&mu_);
   if (auto it = running_.find(r.id); it != running_.end()) {
     job.set_stage(it->second->stage);
@@ -293,7 +293,7 @@ absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& id, uid_t caller, 
   caller = record->owner_uid;  // the owner's view from here on
   if (IsFinal(record->state)) {
     return absl::FailedPreconditionError(
-        absl::StrCat("job '", id, "' is already ", ToString(record->state)));
+        absl::StrCat("job '", id, "' is already ", v1::JobState_Name(record->state)));
   }
   bool was_queued = false;
   {
@@ -307,7 +307,7 @@ absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& id, uid_t caller, 
   if (was_queued) {
     // Out of the queue now: its end must be recorded (a full disk's goes to the journal's
     // EndLedger), or the job would wait, QUEUED, for nothing.
-    absl::Status st = journal_->Finish(id, JobState::kCancelled,
+    absl::Status st = journal_->Finish(id, JobState::CANCELLED,
                                        static_cast<int32_t>(absl::StatusCode::kCancelled),
                                        "cancelled while queued", {}, NowMs());
     ReleaseDisk(id);
@@ -329,9 +329,9 @@ absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& id, uid_t caller, 
 absl::StatusOr<StoredResult> JobManager::Result(const std::string& id, uid_t caller) {
   auto record = Owned(id, caller);
   if (!record.ok()) return record.status();
-  if (record->state != JobState::kSucceeded) {
+  if (record->state != JobState::SUCCEEDED) {
     // A failed or cancelled job's own error says why there is no result.
-    return absl::FailedPreconditionError(absl::StrCat("job '", id, "' is ", ToString(record->state), ", not SUCCEEDED",
+    return absl::FailedPreconditionError(absl::StrCat("job '", id, "' is ", v1::JobState_Name(record->state), ", not SUCCEEDED",
                                                       record->error_message.empty() ? "" : ": ",
                                                       record->error_message));
   }
@@ -485,7 +485,7 @@ void JobManager::RunOne(const FairQueue::Entry& entry) {
   absl::Status marked = record.ok() ? journal_->MarkRunning(entry.id, NowMs()) : record.status();
   auto inputs = marked.ok() ? journal_->LoadInputs(entry.id) : absl::StatusOr<JobInputs>(marked);
   if (inputs.ok()) {
-    record->state = JobState::kRunning;
+    record->state = JobState::RUNNING;
     {
       MutexLock lock(&mu_);
       running->record = *record;
@@ -502,7 +502,7 @@ void JobManager::RunOne(const FairQueue::Entry& entry) {
     changed_.SignalAll();
     return;
   }
-  JobState state = JobState::kSucceeded;
+  JobState state = JobState::SUCCEEDED;
   StoredResult stored;
   absl::Status status = output.status();
   if (output.ok()) {
@@ -516,7 +516,7 @@ void JobManager::RunOne(const FairQueue::Entry& entry) {
       stored.file_bytes = std::filesystem::file_size(stored.file, ec);
     }
   } else {
-    state = (running->cancel && absl::IsCancelled(status)) ? JobState::kCancelled : JobState::kFailed;
+    state = (running->cancel && absl::IsCancelled(status)) ? JobState::CANCELLED : JobState::FAILED;
   }
   v1::JobEvent done;
   // The end is journalled (and fsynced) with no lock of the manager held: Get, Watch and the
@@ -526,9 +526,9 @@ void JobManager::RunOne(const FairQueue::Entry& entry) {
   if (!st.ok()) {
     // Its result did not fit (a full state directory): the job ends FAILED with that error,
     // which needs no room (jobs/journal.h: the EndLedger).
-    spdlog::error("job {}: cannot record its {} end, recording it FAILED: {}", entry.id, ToString(state),
+    spdlog::error("job {}: cannot record its {} end, recording it FAILED: {}", entry.id, v1::JobState_Name(state),
                   st.ToString());
-    absl::Status failed = journal_->Finish(entry.id, JobState::kFailed, static_cast<int32_t>(st.code()),
+    absl::Status failed = journal_->Finish(entry.id, JobState::FAILED, static_cast<int32_t>(st.code()),
                                            std::string(st.message()), {}, NowMs());
     if (!failed.ok()) spdlog::error("job {}: cannot record its end at all: {}", entry.id, failed.ToString());
     if (!stored.file.empty()) ::unlink(stored.file.c_str());  // no row names it

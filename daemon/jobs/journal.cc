@@ -184,20 +184,9 @@ std::string NewJobId() {
 
 }  // namespace
 
-const char* ToString(JobState state) {
-  switch (state) {
-    case JobState::kQueued: return "QUEUED";
-    case JobState::kRunning: return "RUNNING";
-    case JobState::kSucceeded: return "SUCCEEDED";
-    case JobState::kFailed: return "FAILED";
-    case JobState::kCancelled: return "CANCELLED";
-  }
-  return "UNKNOWN";
-}
-
 bool IsFinal(JobState state) {
-  return state == JobState::kSucceeded || state == JobState::kFailed ||
-         state == JobState::kCancelled;
+  return state == JobState::SUCCEEDED || state == JobState::FAILED ||
+         state == JobState::CANCELLED;
 }
 
 absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const Options& options) {
@@ -309,7 +298,7 @@ absl::StatusOr<JobRecord> Journal::Insert(const JobSpec& spec, const JobPlan& pl
               "INSERT INTO jobs(id, uid, state, priority, options, stage_models, source, target, "
               "created_ms, inputs_in_files, target_kind) VALUES(?,?,?,?,?,?,?,?,?,?,?)");
   s.BindText(1, r.id).Bind(2, static_cast<int64_t>(r.owner_uid))
-      .Bind(3, static_cast<int64_t>(JobState::kQueued)).Bind(4, static_cast<int64_t>(r.priority))
+      .Bind(3, static_cast<int64_t>(JobState::QUEUED)).Bind(4, static_cast<int64_t>(r.priority))
       .Bind(5, plan.options.SerializeAsString()).BindText(6, absl::StrJoin(plan.stage_models, "\n"))
       .Bind(7, files ? std::string() : spec.source_image).Bind(8, files ? std::string() : spec.target_image)
       .Bind(9, now_unix_ms).Bind(10, files ? 1 : 0).Bind(11, static_cast<int64_t>(plan.target));
@@ -326,8 +315,8 @@ absl::Status Journal::MarkRunning(const std::string& id, int64_t now_unix_ms) {
   ApplyLedger();
   if (LedgerEnd(id) != nullptr) return absl::FailedPreconditionError(absl::StrCat("job ", id, " is not QUEUED"));
   Statement s(db_, "UPDATE jobs SET state=?, started_ms=? WHERE id=? AND state=?");
-  s.Bind(1, static_cast<int64_t>(JobState::kRunning)).Bind(2, now_unix_ms).BindText(3, id)
-      .Bind(4, static_cast<int64_t>(JobState::kQueued));
+  s.Bind(1, static_cast<int64_t>(JobState::RUNNING)).Bind(2, now_unix_ms).BindText(3, id)
+      .Bind(4, static_cast<int64_t>(JobState::QUEUED));
   if (int rc = s.Step(); rc != SQLITE_DONE) return s.Error(rc, "mark running");
   if (sqlite3_changes(db_) != 1) {
     return absl::FailedPreconditionError(absl::StrCat("job ", id, " is not QUEUED"));
@@ -345,8 +334,8 @@ int Journal::UpdateEnd(const std::string& id, JobState state, int32_t error_code
       .BindText(4, error_message).Bind(5, result.report).Bind(6, result.image)
       .Bind(7, static_cast<int64_t>(result.image.size() + result.file_bytes)).BindText(8, result.file)
       .BindText(9, id)
-      .Bind(10, static_cast<int64_t>(JobState::kQueued))
-      .Bind(11, static_cast<int64_t>(JobState::kRunning));
+      .Bind(10, static_cast<int64_t>(JobState::QUEUED))
+      .Bind(11, static_cast<int64_t>(JobState::RUNNING));
   const int rc = s.Step();
   *changed = rc == SQLITE_DONE && sqlite3_changes(db_) == 1;
   if (*changed && !options_.inputs_dir.empty()) RemoveInputFiles(id);  // the row no longer names them
@@ -413,7 +402,7 @@ absl::Status Journal::Finish(const std::string& id, JobState state, int32_t erro
       absl::Status held = ledger_->Add({id, state, error_code, now_unix_ms, error_message});
       if (held.ok()) {
         spdlog::warn("job {}: the journal is full; its end ({}) is held in {}-ends until there is room", id,
-                     ToString(state), options_.path);
+                     v1::JobState_Name(state), options_.path);
         return absl::OkStatus();
       }
       spdlog::error("job {}: {}", id, held.ToString());
@@ -518,7 +507,7 @@ absl::StatusOr<StoredResult> Journal::GetResult(const std::string& id) {
   if (LedgerEnd(id) != nullptr) return absl::NotFoundError(absl::StrCat("job ", id, " has no result"));
   Statement s(db_, "SELECT result_report, result_image, result_file, result_bytes FROM jobs WHERE id=? "
                    "AND state=? AND result_report IS NOT NULL");
-  s.BindText(1, id).Bind(2, static_cast<int64_t>(JobState::kSucceeded));
+  s.BindText(1, id).Bind(2, static_cast<int64_t>(JobState::SUCCEEDED));
   const int rc = s.Step();
   if (rc == SQLITE_ROW) {
     StoredResult r{s.Blob(0), s.Blob(1), s.Blob(2), 0};
@@ -565,11 +554,11 @@ absl::StatusOr<std::vector<JobRecord>> Journal::Recover() {
     MutexLock lock(&mu_);
     ApplyLedger();
     Statement s(db_, "UPDATE jobs SET state=?, started_ms=0 WHERE state=?");
-    s.Bind(1, static_cast<int64_t>(JobState::kQueued))
-        .Bind(2, static_cast<int64_t>(JobState::kRunning));
+    s.Bind(1, static_cast<int64_t>(JobState::QUEUED))
+        .Bind(2, static_cast<int64_t>(JobState::RUNNING));
     if (int rc = s.Step(); rc != SQLITE_DONE) return s.Error(rc, "recover running jobs");
   }
-  auto queued = List(std::nullopt, {JobState::kQueued}, 0);
+  auto queued = List(std::nullopt, {JobState::QUEUED}, 0);
   if (!queued.ok()) return queued.status();
   std::reverse(queued->begin(), queued->end());  // submit order
   return queued;

@@ -95,7 +95,8 @@ std::string Metrics::Exposition(const v1::MemoryState& s) const {
 
   MutexLock lock(&mu_);
   Family(out, "fusiond_jobs_total", "counter", "Jobs ended since start, by final state.");
-  for (const char* state : {"SUCCEEDED", "FAILED", "CANCELLED"}) {
+  for (const v1::JobState final_state : {v1::SUCCEEDED, v1::FAILED, v1::CANCELLED}) {
+    const std::string& state = v1::JobState_Name(final_state);
     const auto it = jobs_.find(state);
     absl::StrAppend(&out, "fusiond_jobs_total{state=\"", state, "\"} ", it == jobs_.end() ? 0 : it->second, "\n");
   }

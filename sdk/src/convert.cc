@@ -12,16 +12,20 @@ const char* ToString(ServingStatus status) {
   return "UNKNOWN";
 }
 
+// The SDK's JobState is its own public type; its values are fusion.v1.JobState's, checked here,
+// so the conversions (static_cast both ways) and the names (the proto's) cannot drift.
+static_assert(static_cast<int>(JobState::kUnspecified) == v1::JOB_STATE_UNSPECIFIED);
+static_assert(static_cast<int>(JobState::kQueued) == v1::QUEUED);
+static_assert(static_cast<int>(JobState::kRunning) == v1::RUNNING);
+static_assert(static_cast<int>(JobState::kSucceeded) == v1::SUCCEEDED);
+static_assert(static_cast<int>(JobState::kFailed) == v1::FAILED);
+static_assert(static_cast<int>(JobState::kCancelled) == v1::CANCELLED);
+static_assert(v1::JobState_MAX == v1::CANCELLED, "fusion.v1.JobState has a state the SDK lacks");
+
 const char* ToString(JobState state) {
-  switch (state) {
-    case JobState::kQueued: return "QUEUED";
-    case JobState::kRunning: return "RUNNING";
-    case JobState::kSucceeded: return "SUCCEEDED";
-    case JobState::kFailed: return "FAILED";
-    case JobState::kCancelled: return "CANCELLED";
-    case JobState::kUnspecified: break;
-  }
-  return "UNSPECIFIED";
+  const auto proto = static_cast<v1::JobState>(state);
+  if (state == JobState::kUnspecified || !v1::JobState_IsValid(proto)) return "UNSPECIFIED";
+  return v1::JobState_Name(proto).c_str();  // the proto's names live as long as the program
 }
 
 const char* ToString(JobKind kind) {

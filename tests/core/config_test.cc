@@ -10,6 +10,7 @@
 #include <regex>
 #include <sstream>
 
+#include "config/config_table.h"
 #include "temp_dir.h"
 
 namespace fusion {
@@ -453,6 +454,62 @@ metrics_listen = "127.0.0.1:1"
   one.max_connections = 7;
   EXPECT_EQ(ChangedKeys(DaemonConfig{}, one), (std::vector<std::string>{"max_connections", "log_level"}));
   EXPECT_EQ(LiveReloadKeys(), std::vector<std::string>{"log_level"});
+}
+
+// docs/CONFIG.md is ConfigReferenceMarkdown() committed: a key added, removed or changed in the
+// table without the document made again fails here.
+TEST(ConfigReferenceTest, DocsConfigMdIsWhatTheTablePrints) {
+  std::ifstream in(FUSION_CONFIG_DOC);
+  ASSERT_TRUE(in) << FUSION_CONFIG_DOC;
+  std::stringstream committed;
+  committed << in.rdbuf();
+  EXPECT_EQ(committed.str(), ConfigReferenceMarkdown())
+      << FUSION_CONFIG_DOC << " is stale: make it again with `fusiond --config-reference > docs/CONFIG.md`";
+}
+
+TEST(ConfigReferenceTest, FusiondConfigReferencePrintsIt) {
+  auto printed = Parse({"--config-reference"});
+  EXPECT_EQ(printed.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(printed.status().message(), ConfigReferenceMarkdown());
+}
+
+// The table's invariants (config_table.h): unique snake_case keys and flags, each type's member
+// alternative, defaults within their ranges.
+TEST(ConfigTableTest, EntriesAreConsistent) {
+  using config_table::KeyType;
+  const DaemonConfig defaults;
+  std::map<std::string, int> names;
+  for (const config_table::ConfigKey& k : config_table::Keys()) {
+    const std::string key(k.key);
+    EXPECT_TRUE(std::regex_match(key, std::regex("[a-z][a-z0-9_]*"))) << key;
+    EXPECT_EQ(++names[key], 1) << key;
+    if (k.has_flag) {
+      EXPECT_EQ(++names[k.FlagSpelling()], 1) << k.FlagSpelling();
+    }
+    EXPECT_FALSE(k.doc.empty()) << key;
+    switch (k.type) {
+      case KeyType::kString: EXPECT_TRUE(std::holds_alternative<std::string DaemonConfig::*>(k.member)) << key; break;
+      case KeyType::kStrings: EXPECT_TRUE(std::holds_alternative<std::vector<std::string> DaemonConfig::*>(k.member)) << key; break;
+      case KeyType::kUids: EXPECT_TRUE(std::holds_alternative<std::vector<uid_t> DaemonConfig::*>(k.member)) << key; break;
+      case KeyType::kBytes: EXPECT_TRUE(std::holds_alternative<uint64_t DaemonConfig::*>(k.member)) << key; break;
+      case KeyType::kDuration: EXPECT_TRUE(std::holds_alternative<int64_t DaemonConfig::*>(k.member)) << key; break;
+      case KeyType::kNumber: {
+        ASSERT_TRUE(std::holds_alternative<double DaemonConfig::*>(k.member)) << key;
+        const double v = defaults.*std::get<double DaemonConfig::*>(k.member);
+        EXPECT_TRUE((k.range.lo_open ? v > k.range.lo : v >= k.range.lo) || (v == 0 && !k.zero_means.empty())) << key;
+        EXPECT_TRUE(k.range.hi_open ? v < k.range.hi : v <= k.range.hi) << key;
+        break;
+      }
+      case KeyType::kInteger: {
+        double v = -1;
+        if (auto m = std::get_if<uint32_t DaemonConfig::*>(&k.member)) v = defaults.**m;
+        if (auto m = std::get_if<uint64_t DaemonConfig::*>(&k.member)) v = static_cast<double>(defaults.**m);
+        EXPECT_GE(v, k.range.lo) << key;
+        EXPECT_LE(v, k.range.hi) << key;
+        break;
+      }
+    }
+  }
 }
 
 }  // namespace

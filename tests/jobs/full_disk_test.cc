@@ -57,10 +57,10 @@ TEST(EndLedgerTest, EntriesSurviveAReopenUntilCleared) {
     ASSERT_EQ(::stat(path.c_str(), &st), 0);
     EXPECT_EQ(st.st_size, EndLedger::kSlots * EndLedger::kSlotBytes);  // all of it written now
     EXPECT_EQ(st.st_mode & 0777, 0600u);
-    ASSERT_TRUE((*ledger)->Add({"j-1", JobState::kFailed, 8, 111, "journal: disk\nfull"}).ok());
-    ASSERT_TRUE((*ledger)->Add({"j-2", JobState::kCancelled, 1, 222, std::string(2000, 'x')}).ok());
+    ASSERT_TRUE((*ledger)->Add({"j-1", JobState::FAILED, 8, 111, "journal: disk\nfull"}).ok());
+    ASSERT_TRUE((*ledger)->Add({"j-2", JobState::CANCELLED, 1, 222, std::string(2000, 'x')}).ok());
     ASSERT_TRUE((*ledger)->Clear("j-1").ok());
-    ASSERT_TRUE((*ledger)->Add({"j-3", JobState::kFailed, 8, 333, "third"}).ok());  // reuses j-1's slot
+    ASSERT_TRUE((*ledger)->Add({"j-3", JobState::FAILED, 8, 333, "third"}).ok());  // reuses j-1's slot
     ASSERT_EQ(::stat(path.c_str(), &st), 0);
     EXPECT_EQ(st.st_size, EndLedger::kSlots * EndLedger::kSlotBytes);
   }
@@ -73,7 +73,7 @@ TEST(EndLedgerTest, EntriesSurviveAReopenUntilCleared) {
   EXPECT_EQ(third.error_message, "third");
   const EndLedger::Entry& second = (*ledger)->entries()[1];
   EXPECT_EQ(second.id, "j-2");
-  EXPECT_EQ(second.state, JobState::kCancelled);
+  EXPECT_EQ(second.state, JobState::CANCELLED);
   EXPECT_EQ(second.error_code, 1);
   EXPECT_EQ(second.error_message.size(), EndLedger::kSlotBytes - std::string("j-2\t5\t1\t222\t\n").size());
   for (int i = 0; i < EndLedger::kSlots - 2; ++i) ASSERT_TRUE((*ledger)->Add({absl::StrCat("j-x", i)}).ok());
@@ -158,7 +158,7 @@ TEST(FullDiskTest, JobsWhoseEndCannotBeRecordedStillEndAndDoNotRunAgain) {
   EXPECT_GE(journal->UnrecordedEnds(), 2u);  // the ends the database could not take
   // Released as the jobs ended (by the worker, just after the end is recorded).
   EXPECT_TRUE(testing::WaitFor([&] { return disk.held_bytes() == 0; }, absl::Seconds(5))) << disk.held_bytes();
-  auto listed = m->List(1000, {JobState::kQueued, JobState::kRunning}, 0);
+  auto listed = m->List(1000, {JobState::QUEUED, JobState::RUNNING}, 0);
   ASSERT_TRUE(listed.ok());
   EXPECT_TRUE(listed->empty()) << listed->size() << " jobs still QUEUED or RUNNING";
 
@@ -173,9 +173,9 @@ TEST(FullDiskTest, JobsWhoseEndCannotBeRecordedStillEndAndDoNotRunAgain) {
   const std::string e = m->Submit(Spec("grace"))->job_id();
   EXPECT_EQ(WaitFinal(*m, e), v1::SUCCEEDED);
   EXPECT_EQ(runner.start_order.size(), runs + 1);  // e only: a, b and c did not run again
-  EXPECT_EQ(journal->Get(a)->state, JobState::kFailed);
-  EXPECT_EQ(journal->Get(b)->state, JobState::kFailed);
-  EXPECT_EQ(journal->Get(c)->state, JobState::kCancelled);
+  EXPECT_EQ(journal->Get(a)->state, JobState::FAILED);
+  EXPECT_EQ(journal->Get(b)->state, JobState::FAILED);
+  EXPECT_EQ(journal->Get(c)->state, JobState::CANCELLED);
   m.reset();
   journal.reset();
 }

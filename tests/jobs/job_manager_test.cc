@@ -209,8 +209,8 @@ TEST_F(JobManagerTest, ShutdownLetsRunningJobsFinishUntilTheDeadlineAndStartsNoQ
                                absl::Seconds(10)));
   gate.Notify();
   stopper.join();
-  EXPECT_EQ(journal_->Get(first)->state, JobState::kSucceeded);
-  EXPECT_EQ(journal_->Get(second)->state, JobState::kQueued);
+  EXPECT_EQ(journal_->Get(first)->state, JobState::SUCCEEDED);
+  EXPECT_EQ(journal_->Get(second)->state, JobState::QUEUED);
   MutexLock lock(&runner_.mu);
   EXPECT_EQ(runner_.start_order, std::vector<std::string>{first});
 }
@@ -231,9 +231,9 @@ TEST_F(JobManagerTest, ShutdownPastTheDeadlineInterruptsTheRunningStageAndTheNex
   EXPECT_EQ(runner_.interrupted_seen.load(), 1);  // Context::Interrupted: a video keeps its segments
   // Interrupted, not cancelled: the journal still says RUNNING (no error), so it runs again.
   auto record = journal_->Get(id);
-  EXPECT_EQ(record->state, JobState::kRunning);
+  EXPECT_EQ(record->state, JobState::RUNNING);
   EXPECT_EQ(record->error_code, 0);
-  EXPECT_EQ(journal_->Get(queued)->state, JobState::kQueued);
+  EXPECT_EQ(journal_->Get(queued)->state, JobState::QUEUED);
   runner_.units = 2;
   auto m = Manager(1);
   EXPECT_EQ(WaitFinal(*m, id, 1), v1::SUCCEEDED);
@@ -276,7 +276,7 @@ TEST_F(JobManagerTest, JobsInterruptedByShutdownRunAgainExactlyOnceAfterRestart)
     m->Shutdown();  // two jobs are RUNNING: they stay so in the journal
     EXPECT_EQ(m->Submit(Spec(1)).status().code(), absl::StatusCode::kUnavailable);
   }
-  EXPECT_EQ(journal_->List(std::nullopt, {JobState::kRunning}, 0)->size(), 2u);
+  EXPECT_EQ(journal_->List(std::nullopt, {JobState::RUNNING}, 0)->size(), 2u);
   gate.Notify();
   auto m = Manager(2);
   for (size_t i = 0; i < ids.size(); ++i) {

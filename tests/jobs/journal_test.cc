@@ -50,7 +50,7 @@ TEST_F(JournalTest, InsertedJobIsQueuedWithItsInputs) {
   EXPECT_EQ(r->id.size(), 18u);  // "j-" + 16 hex digits
   auto got = j->Get(r->id);
   ASSERT_TRUE(got.ok());
-  EXPECT_EQ(got->state, JobState::kQueued);
+  EXPECT_EQ(got->state, JobState::QUEUED);
   EXPECT_EQ(got->owner_uid, 1000u);
   EXPECT_EQ(got->priority, Priority::kHigh);
   EXPECT_EQ(got->created_unix_ms, 111);
@@ -69,9 +69,9 @@ TEST_F(JournalTest, ResultIsStoredOnceAndInputsDropped) {
   auto r = j->Insert(Spec(1), TestPlan(), 1);
   ASSERT_TRUE(j->MarkRunning(r->id, 2).ok());
   EXPECT_EQ(j->MarkRunning(r->id, 2).code(), absl::StatusCode::kFailedPrecondition);
-  ASSERT_TRUE(j->Finish(r->id, JobState::kSucceeded, 0, "", {"report", "png-bytes"}, 3).ok());
+  ASSERT_TRUE(j->Finish(r->id, JobState::SUCCEEDED, 0, "", {"report", "png-bytes"}, 3).ok());
   // A second finish (e.g. a duplicate after a restart) is refused: one result per job.
-  EXPECT_EQ(j->Finish(r->id, JobState::kSucceeded, 0, "", {"r2", "i2"}, 4).code(),
+  EXPECT_EQ(j->Finish(r->id, JobState::SUCCEEDED, 0, "", {"r2", "i2"}, 4).code(),
             absl::StatusCode::kFailedPrecondition);
   auto res = j->GetResult(r->id);
   ASSERT_TRUE(res.ok());
@@ -79,7 +79,7 @@ TEST_F(JournalTest, ResultIsStoredOnceAndInputsDropped) {
   EXPECT_EQ(res->image, "png-bytes");
   EXPECT_EQ(j->LoadInputs(r->id).status().code(), absl::StatusCode::kNotFound);
   auto got = j->Get(r->id);
-  EXPECT_EQ(got->state, JobState::kSucceeded);
+  EXPECT_EQ(got->state, JobState::SUCCEEDED);
   EXPECT_EQ(got->started_unix_ms, 2);
   EXPECT_EQ(got->finished_unix_ms, 3);
 }
@@ -87,7 +87,7 @@ TEST_F(JournalTest, ResultIsStoredOnceAndInputsDropped) {
 TEST_F(JournalTest, FailedJobKeepsErrorAndHasNoResult) {
   auto j = Open();
   auto r = j->Insert(Spec(1), TestPlan(), 1);
-  ASSERT_TRUE(j->Finish(r->id, JobState::kFailed, 9, "detect: no face in source", {}, 5).ok());
+  ASSERT_TRUE(j->Finish(r->id, JobState::FAILED, 9, "detect: no face in source", {}, 5).ok());
   auto got = j->Get(r->id);
   EXPECT_EQ(got->error_code, 9);
   EXPECT_EQ(got->error_message, "detect: no face in source");
@@ -103,7 +103,7 @@ TEST_F(JournalTest, RecoverRequeuesRunningJobsAfterReopen) {
     c = j->Insert(Spec(1), TestPlan(), 3)->id;
     ASSERT_TRUE(j->MarkRunning(b, 4).ok());
     ASSERT_TRUE(j->MarkRunning(c, 4).ok());
-    ASSERT_TRUE(j->Finish(c, JobState::kSucceeded, 0, "", {"r", "i"}, 5).ok());
+    ASSERT_TRUE(j->Finish(c, JobState::SUCCEEDED, 0, "", {"r", "i"}, 5).ok());
   }  // "crash": the process goes away with b RUNNING
   auto j = Open();
   auto queued = j->Recover();
@@ -111,7 +111,7 @@ TEST_F(JournalTest, RecoverRequeuesRunningJobsAfterReopen) {
   ASSERT_EQ(queued->size(), 2u);
   EXPECT_EQ((*queued)[0].id, a);  // submit order
   EXPECT_EQ((*queued)[1].id, b);
-  EXPECT_EQ((*queued)[1].state, JobState::kQueued);
+  EXPECT_EQ((*queued)[1].state, JobState::QUEUED);
   EXPECT_TRUE(j->LoadInputs(b).ok());
   EXPECT_EQ(j->GetResult(c)->image, "i");  // finished results survive
 }
@@ -121,14 +121,14 @@ TEST_F(JournalTest, ListFiltersByOwnerAndStateNewestFirst) {
   auto a = j->Insert(Spec(1), TestPlan(), 1)->id;
   auto b = j->Insert(Spec(2), TestPlan(), 2)->id;
   auto c = j->Insert(Spec(1), TestPlan(), 3)->id;
-  ASSERT_TRUE(j->Finish(a, JobState::kCancelled, 1, "cancelled", {}, 4).ok());
+  ASSERT_TRUE(j->Finish(a, JobState::CANCELLED, 1, "cancelled", {}, 4).ok());
   auto mine = j->List(1u, {}, 0);
   ASSERT_EQ(mine->size(), 2u);
   EXPECT_EQ((*mine)[0].id, c);
   EXPECT_EQ((*mine)[1].id, a);
-  EXPECT_EQ(j->List(std::nullopt, {JobState::kQueued}, 0)->size(), 2u);
+  EXPECT_EQ(j->List(std::nullopt, {JobState::QUEUED}, 0)->size(), 2u);
   EXPECT_EQ(j->List(std::nullopt, {}, 1)->size(), 1u);
-  EXPECT_EQ(j->List(2u, {JobState::kCancelled}, 0)->size(), 0u);
+  EXPECT_EQ(j->List(2u, {JobState::CANCELLED}, 0)->size(), 0u);
   (void)b;
 }
 
@@ -155,11 +155,11 @@ TEST_F(JournalTest, FullStateDirIsResourceExhaustedAndLosesNothing) {
 TEST_F(JournalTest, PruneRemovesExpiredThenOldestBeyondTheByteBudget) {
   auto j = Open({.retention = absl::Seconds(100), .retention_bytes = 2500});
   auto old = j->Insert(Spec(1), TestPlan(), 0)->id;
-  ASSERT_TRUE(j->Finish(old, JobState::kSucceeded, 0, "", {"r", std::string(100, 'x')}, 1000).ok());
+  ASSERT_TRUE(j->Finish(old, JobState::SUCCEEDED, 0, "", {"r", std::string(100, 'x')}, 1000).ok());
   std::vector<std::string> recent;
   for (int i = 0; i < 3; ++i) {
     recent.push_back(j->Insert(Spec(1), TestPlan(), 0)->id);
-    ASSERT_TRUE(j->Finish(recent.back(), JobState::kSucceeded, 0, "",
+    ASSERT_TRUE(j->Finish(recent.back(), JobState::SUCCEEDED, 0, "",
                           {"r", std::string(1000, 'y')}, 200000 + i).ok());
   }
   auto queued = j->Insert(Spec(1), TestPlan(), 0)->id;
@@ -178,11 +178,11 @@ TEST_F(JournalTest, PruneRemovesExpiredThenOldestBeyondTheByteBudget) {
 TEST_F(JournalTest, TheNewestResultIsKeptEvenWhenItAloneExceedsTheByteBudget) {
   auto j = Open({.retention = absl::Hours(1), .retention_bytes = 100});
   auto small = j->Insert(Spec(1), TestPlan(), 0)->id;
-  ASSERT_TRUE(j->Finish(small, JobState::kSucceeded, 0, "", {"r", std::string(50, 's')}, 10).ok());
+  ASSERT_TRUE(j->Finish(small, JobState::SUCCEEDED, 0, "", {"r", std::string(50, 's')}, 10).ok());
   auto big = j->Insert(Spec(1), TestPlan(), 0)->id;
-  ASSERT_TRUE(j->Finish(big, JobState::kSucceeded, 0, "", {"r", std::string(1000, 'b')}, 20).ok());
+  ASSERT_TRUE(j->Finish(big, JobState::SUCCEEDED, 0, "", {"r", std::string(1000, 'b')}, 20).ok());
   auto failed = j->Insert(Spec(1), TestPlan(), 0)->id;  // a newer job with no result bytes
-  ASSERT_TRUE(j->Finish(failed, JobState::kFailed, 3, "no face", {}, 30).ok());
+  ASSERT_TRUE(j->Finish(failed, JobState::FAILED, 3, "no face", {}, 30).ok());
   auto removed = j->Prune(40);
   ASSERT_TRUE(removed.ok()) << removed.status();
   EXPECT_EQ(*removed, 1);  // the older result: 1050 bytes > 100
@@ -193,7 +193,7 @@ TEST_F(JournalTest, TheNewestResultIsKeptEvenWhenItAloneExceedsTheByteBudget) {
   EXPECT_TRUE(j->Get(failed).ok());
   // A newer result takes its place: the big one goes.
   auto next = j->Insert(Spec(1), TestPlan(), 0)->id;
-  ASSERT_TRUE(j->Finish(next, JobState::kSucceeded, 0, "", {"r", std::string(60, 'n')}, 50).ok());
+  ASSERT_TRUE(j->Finish(next, JobState::SUCCEEDED, 0, "", {"r", std::string(60, 'n')}, 50).ok());
   ASSERT_EQ(*j->Prune(60), 1);
   EXPECT_EQ(j->Get(big).status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(j->GetResult(next).ok());
@@ -209,7 +209,7 @@ TEST_F(JournalTest, DroppedInputsAndPrunedResultsGiveTheirSpaceBack) {
   const uint64_t full = std::filesystem::file_size(dir_.File("journal.sqlite3"));
   for (const std::string& id : ids) {
     ASSERT_TRUE(j->MarkRunning(id, 1).ok());
-    ASSERT_TRUE(j->Finish(id, JobState::kSucceeded, 0, "", {"r", "png"}, 2).ok());
+    ASSERT_TRUE(j->Finish(id, JobState::SUCCEEDED, 0, "", {"r", "png"}, 2).ok());
   }
   auto before = j->PageCounts();
   ASSERT_TRUE(before.ok()) << before.status();
@@ -237,7 +237,7 @@ TEST_F(JournalTest, DroppedInputsAndPrunedResultsGiveTheirSpaceBack) {
 TEST_F(JournalTest, AnImageResultIsAFileTheRowNamesAndIsDeletedWithTheJob) {
   auto j = Open({.retention_bytes = 2500, .results_dir = dir_.File("results")});
   const std::string first = j->Insert(Spec(1), TestPlan(), 0)->id;
-  ASSERT_TRUE(j->Finish(first, JobState::kSucceeded, 0, "", {"report", std::string(2000, 'r')}, 10).ok());
+  ASSERT_TRUE(j->Finish(first, JobState::SUCCEEDED, 0, "", {"report", std::string(2000, 'r')}, 10).ok());
   const std::string path = dir_.File("results/" + first + ".image");
   struct stat st;
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
@@ -252,12 +252,12 @@ TEST_F(JournalTest, AnImageResultIsAFileTheRowNamesAndIsDeletedWithTheJob) {
   EXPECT_EQ(got->file_bytes, 2000u);
   // A second result over the byte budget prunes the first, and its file.
   const std::string second = j->Insert(Spec(1), TestPlan(), 0)->id;
-  ASSERT_TRUE(j->Finish(second, JobState::kSucceeded, 0, "", {"report", std::string(1000, 's')}, 20).ok());
+  ASSERT_TRUE(j->Finish(second, JobState::SUCCEEDED, 0, "", {"report", std::string(1000, 's')}, 20).ok());
   ASSERT_EQ(*j->Prune(30), 1);
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_TRUE(std::filesystem::exists(dir_.File("results/" + second + ".image")));
   // An end that is not recorded leaves no file behind.
-  EXPECT_EQ(j->Finish(second, JobState::kSucceeded, 0, "", {"again", "x"}, 40).code(),
+  EXPECT_EQ(j->Finish(second, JobState::SUCCEEDED, 0, "", {"again", "x"}, 40).code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir_.File("results")),
                           std::filesystem::directory_iterator()),
@@ -301,7 +301,7 @@ TEST_F(JournalTest, InputsAreFilesUntilTheJobEnds) {
   ASSERT_EQ(j->Recover()->size(), 1u);
   EXPECT_EQ(j->LoadInputs(id)->target_image.size(), 5000u);
   // ... and goes with the job's end.
-  ASSERT_TRUE(j->Finish(id, JobState::kFailed, 9, "failed", {}, 10).ok());
+  ASSERT_TRUE(j->Finish(id, JobState::FAILED, 9, "failed", {}, 10).ok());
   EXPECT_FALSE(std::filesystem::exists(source));
   EXPECT_FALSE(std::filesystem::exists(dir_.File("inputs/" + id + ".target")));
   EXPECT_EQ(j->LoadInputs(id).status().code(), absl::StatusCode::kNotFound);
@@ -312,7 +312,7 @@ TEST_F(JournalTest, AResultFileIsKeptByPathCountedAndDeletedWhenPruned) {
   const std::string file = dir_.File("j.mp4");
   std::ofstream(file, std::ios::binary) << std::string(4000, 'v');
   auto video = j->Insert(Spec(1), TestPlan(), 1);
-  ASSERT_TRUE(j->Finish(video->id, JobState::kSucceeded, 0, "", {"report", "", file, 4000}, 10).ok());
+  ASSERT_TRUE(j->Finish(video->id, JobState::SUCCEEDED, 0, "", {"report", "", file, 4000}, 10).ok());
   auto res = j->GetResult(video->id);
   ASSERT_TRUE(res.ok()) << res.status();
   EXPECT_EQ(res->file, file);
@@ -320,7 +320,7 @@ TEST_F(JournalTest, AResultFileIsKeptByPathCountedAndDeletedWhenPruned) {
   EXPECT_TRUE(res->image.empty());
   // A newer 2000-byte image result: 6000 bytes > 5000, so the older video goes, with its file.
   auto image = j->Insert(Spec(1), TestPlan(), 2);
-  ASSERT_TRUE(j->Finish(image->id, JobState::kSucceeded, 0, "", {"report", std::string(2000, 'p')}, 20).ok());
+  ASSERT_TRUE(j->Finish(image->id, JobState::SUCCEEDED, 0, "", {"report", std::string(2000, 'p')}, 20).ok());
   EXPECT_EQ(access(file.c_str(), F_OK), 0);
   auto pruned = j->Prune(30);
   ASSERT_TRUE(pruned.ok()) << pruned.status();

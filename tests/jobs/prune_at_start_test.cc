@@ -40,7 +40,7 @@ TEST(PruneAtStartTest, ARestartWithASmallerRetentionServesAtOnceAndKeepsTheWalSm
       auto r = journal->Insert(spec, JobPlan{}, i);
       ASSERT_TRUE(r.ok()) << r.status();
       StoredResult result{"report", std::string(kResult, static_cast<char>('a' + i % 26)), "", 0};
-      ASSERT_TRUE(journal->Finish(r->id, JobState::kSucceeded, 0, "", result, absl::ToUnixMillis(absl::Now())).ok());
+      ASSERT_TRUE(journal->Finish(r->id, JobState::SUCCEEDED, 0, "", result, absl::ToUnixMillis(absl::Now())).ok());
     }
   }
   const int64_t before = FileSize(path);
