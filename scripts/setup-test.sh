@@ -39,4 +39,6 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 echo "setup-test: installing ${#missing[@]} Debian packages: ${missing[*]}" >&2
 $SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# --force-unsafe-io: as scripts/setup.sh.
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+  -o Dpkg::Options::=--force-unsafe-io "${missing[@]}" >/dev/null
