@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 bash scripts/setup-test.sh
 BUILD_DIR=${BUILD_DIR:-build}
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
+# A build/ that scripts/run-demo.sh configured precompiles ATen (FUSION_TORCH_PCH): ccache
+# caches those TUs only with these.
+export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros}
 # Configured again when scripts/run-demo.sh configured it without the tests (its objects are
 # kept: the same flags).
 if [ ! -f "$BUILD_DIR/build.ninja" ] ||
