@@ -9,7 +9,7 @@ The picture: device-tier bytes per model as stacked areas (a model counts while 
 "device"), the stages' reserved working sets stacked on top, the device budget as a line,
 and marks where the eviction counter rose (|) and where an OOM was recovered by the ladder (x).
 Time in seconds from loadgen's start, bytes in MiB. gnuplot from Debian (gnuplot-nox, in
-scripts/setup.sh).
+scripts/setup-test.sh).
 """
 import argparse
 import json

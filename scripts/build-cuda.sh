@@ -25,7 +25,7 @@ TORCH_PIN=2.12.1
 BUILD_DIR=${BUILD_DIR_CUDA:-build-cuda}
 die() { echo "build-cuda: $*" >&2; exit 1; }
 
-[ -n "${FUSION_DEPS_PREFIX:-}" ] || bash scripts/setup.sh
+[ -n "${FUSION_DEPS_PREFIX:-}" ] || bash scripts/setup-test.sh
 
 NVCC=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
 [ -n "$NVCC" ] || die "no CUDA toolkit: nvcc is not on PATH nor in /usr/local/cuda/bin (install CUDA 13)"

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The project's weights and tier-B test photos, from the files the repository ships (issue 29).
 #
-#   scripts/fetch-models.sh [MODELS_DIR]
+#   scripts/fetch-models.sh [--models-only] [MODELS_DIR]
 #
+# --models-only: the weights alone, no test data (scripts/run-demo.sh: the mosaic needs
+# python3-opencv, a test package of scripts/setup-test.sh).
 # MODELS_DIR defaults to $FUSION_MODELS_DIR, else build/fetched/models. Test data (the MIT group
 # photos of @vladmandic/face-api 1.7.15 and the 3840x2896 mosaic made from them) goes to
 # $FUSION_TESTDATA_DIR, else build/fetched/testdata.
@@ -15,6 +17,8 @@
 # sha512 integrity) and its license. Idempotent: when every file verifies, it does nothing.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+models_only=0
+if [ "${1:-}" = --models-only ]; then models_only=1; shift; fi
 MODELS_DIR=${1:-${FUSION_MODELS_DIR:-$ROOT/build/fetched/models}}
 TESTDATA_DIR=${FUSION_TESTDATA_DIR:-$ROOT/build/fetched/testdata}
 SHIPPED_WEIGHTS="$ROOT/third_party/weights"
@@ -60,7 +64,7 @@ extract_testdata() {
   # The mosaic of shared/data/faces/LICENSES.md: a 2x2 grid of samples 1-4 (row-major), each
   # centred on a black 1920x1448 cell (an odd remainder puts the extra row on top), no
   # resampling, JPEG quality 90.
-  "$PY" - "$stage" <<'PYEOF' || die "building the mosaic needs python3-opencv (scripts/setup.sh)"
+  "$PY" - "$stage" <<'PYEOF' || die "building the mosaic needs python3-opencv (scripts/setup-test.sh)"
 import sys, cv2, numpy as np
 d = sys.argv[1]
 grid = np.zeros((2 * 1448, 2 * 1920, 3), np.uint8)
@@ -86,12 +90,12 @@ PYEOF
 [ -f "$CATALOGUE" ] || die "no catalogue at $CATALOGUE"
 models_ok=0; testdata_ok=0
 fetch --check -q 2>/dev/null && models_ok=1
-verify_testdata 2>/dev/null && testdata_ok=1
+if [ $models_only = 1 ]; then testdata_ok=1; else verify_testdata 2>/dev/null && testdata_ok=1; fi
 [ $models_ok = 1 ] && [ $testdata_ok = 1 ] && exit 0
 start=$(date +%s%N)
 [ $models_ok = 1 ] || fetch -q --from "$SHIPPED_WEIGHTS"
 [ $testdata_ok = 1 ] || extract_testdata
 fetch --check || die "model files still fail verification after extraction"
-verify_testdata || die "test data still fails verification after extraction"
-echo "fetch-models: models in $MODELS_DIR, test data in $TESTDATA_DIR" \
+[ $models_only = 1 ] || verify_testdata || die "test data still fails verification after extraction"
+echo "fetch-models: models in $MODELS_DIR$([ $models_only = 1 ] || echo ", test data in $TESTDATA_DIR")" \
   "($(( ($(date +%s%N) - start) / 1000000 )) ms)" >&2

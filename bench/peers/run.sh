@@ -28,7 +28,7 @@ DEFAULT_IDS=(tiny_face_detector_416 face_recognition_150 face_landmark_68_112 ss
   esrgan_slim_x2_64 esrgan_slim_x4_64 esrgan_medium_x2_64 esrgan_medium_x4_64)
 IDS=("${@:-${DEFAULT_IDS[@]}}")
 
-if [ -z "${PEERS_BIN:-}" ]; then bash scripts/setup.sh; fi
+if [ -z "${PEERS_BIN:-}" ]; then bash scripts/setup-test.sh; fi
 bash bench/peers/setup.sh
 # shellcheck source=bench/peers/venv.sh
 . bench/peers/venv.sh  # PEERS_PYTHON: the venv setup.sh filled

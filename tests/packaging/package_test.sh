@@ -30,7 +30,7 @@ if command -v lintian >/dev/null; then
   [ -z "$lint" ] || sed 's/^/  /' <<<"$lint"
   if grep -q '^E:' <<<"$lint"; then fail "lintian reports errors"; fi
 else
-  fail "lintian is not installed (scripts/setup.sh)"
+  fail "lintian is not installed (scripts/setup-test.sh)"
 fi
 
 # --- control: dependencies from dpkg-shlibdeps, maintainer scripts that start nothing.
@@ -113,7 +113,7 @@ echo "fusiond-fetch-models: $(find "$models" -type f | wc -l) files, verified, s
 
 # --- the installed fusiond, socket-activated as the unit does, as uid "fusiond" in group "fusion";
 # the client is another uid whose only group beyond its own is "fusion".
-command -v systemd-socket-activate >/dev/null || fail "systemd-socket-activate missing (scripts/setup.sh)"
+command -v systemd-socket-activate >/dev/null || fail "systemd-socket-activate missing (scripts/setup-test.sh)"
 daemon_uid=64011 fusion_gid=64012 client_uid=64013 client_gid=64014
 run=$tmp/run state=$tmp/state out=$tmp/out
 mkdir -p "$run" "$state" "$out"

@@ -52,7 +52,7 @@ def test_mosaic_by_memfd_both_ways_is_byte_identical_to_fusionctl(daemon: Daemon
 def test_a_video_target_gives_an_mp4_with_frame_events(daemon: Daemon, tmp_path) -> None:
     ffmpeg = shutil.which("ffmpeg")
     if ffmpeg is None:
-        pytest.skip("ffmpeg absent (scripts/setup.sh installs it)")
+        pytest.skip("ffmpeg absent (scripts/setup-test.sh installs it)")
     clip = str(tmp_path / "grace.mp4")  # 3 frames of Grace at 5 fps, H.264
     subprocess.run([ffmpeg, "-loglevel", "error", "-y", "-loop", "1", "-i", HOPPER, "-frames:v", "3", "-r", "5",
                     "-vf", "scale=256:300", "-c:v", "libx264", "-pix_fmt", "yuv420p", clip], check=True)
