@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's install steps for real, inside a Debian 12 chroot (not in CI: it downloads a
+# The install steps of docs/OPERATIONS.md for real, inside a Debian 12 chroot (not in CI: it downloads a
 # minimal Debian and the package's dependencies, ~10 min; run it as root and report):
 #   apt install ./fusiond_*.deb  -> user fusiond, group fusion, directories, nothing started
 #   fusiond-fetch-models         -> weights in /var/lib/fusiond/models (--from the shipped files)

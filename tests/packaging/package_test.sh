@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The .deb as far as this machine allows without installing it system-wide (no systemd as PID 1,
 # a shared machine): lintian reports no errors (warnings are printed); the package unpacks
-# (dpkg -x) into a scratch root with the layout README.md documents; its maintainer scripts
+# (dpkg -x) into a scratch root with the layout docs/OPERATIONS.md documents; its maintainer scripts
 # create the user and group and start nothing; systemd-sysusers and systemd-tmpfiles accept its
 # files (--root); the man pages render and the bash completion knows every subcommand; the
 # installed fusiond-fetch-models fills a models directory from the shipped weights; and the
