@@ -15,6 +15,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
 #include "format.h"
+#include "base/status_macros.h"
 
 namespace fusion::ctl {
 namespace {
@@ -114,9 +115,8 @@ absl::StatusOr<SwapOptions> ToOptions(const SwapArgs& a, bool video, bool image)
     o.faces = FaceSelection::kLargest;
   } else if (a.faces.rfind("reference:", 0) == 0) {
     o.faces = FaceSelection::kReference;
-    auto ref = ReadFile(a.faces.substr(10), "--faces reference");
-    if (!ref.ok()) return ref.status();
-    o.reference_image = *std::move(ref);
+    ASSIGN_OR_RETURN(auto ref, ReadFile(a.faces.substr(10), "--faces reference"));
+    o.reference_image = std::move(ref);
   } else if (a.faces != "all") {
     return absl::InvalidArgumentError("--faces: expected all, largest or reference:IMG");
   }

@@ -30,6 +30,7 @@
 #include "rpc/rpc_server.h"
 #include "systemd/socket_activation.h"
 #include "spdlog/spdlog.h"
+#include "base/status_macros.h"
 
 namespace fusion {
 
@@ -39,26 +40,24 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonConfig& confi
   self->config_ = config;
   self->backend_ = std::move(backend);
   // Socket activation: inherited sockets replace --socket (systemd/socket_activation.h).
-  auto inherited = TakeInheritedSockets();
-  if (!inherited.ok()) return inherited.status();
-  if (inherited->main_fd >= 0) {
-    spdlog::info("socket activation: serving on the inherited {}{} (fd {}{})", inherited->main_path,
-                 inherited->main_path == config.socket ? "" : absl::StrCat(", not ", config.socket), inherited->main_fd,
-                 inherited->fd_fd >= 0 ? absl::StrCat(", and its .fd socket on fd ", inherited->fd_fd) : "");
-    self->config_.socket = inherited->main_path;
+  ASSIGN_OR_RETURN(auto inherited, TakeInheritedSockets());
+  if (inherited.main_fd >= 0) {
+    spdlog::info("socket activation: serving on the inherited {}{} (fd {}{})", inherited.main_path,
+                 inherited.main_path == config.socket ? "" : absl::StrCat(", not ", config.socket), inherited.main_fd,
+                 inherited.fd_fd >= 0 ? absl::StrCat(", and its .fd socket on fd ", inherited.fd_fd) : "");
+    self->config_.socket = inherited.main_path;
   }
-  if (absl::Status st = self->StartMemory(); !st.ok()) return st;
+  RETURN_IF_ERROR(self->StartMemory());
   jobs::JobRunner* runner = nullptr;
-  if (absl::Status st = self->StartBackend(&runner); !st.ok()) return st;
+  RETURN_IF_ERROR(self->StartBackend(&runner));
   // Bind first: a second daemon must fail here, before it builds anything else.
-  auto rpc = RpcServer::Bind(self->config_, inherited->main_fd);
-  if (!rpc.ok()) return rpc.status();
-  self->rpc_ = *std::move(rpc);
+  ASSIGN_OR_RETURN(auto rpc, RpcServer::Bind(self->config_, inherited.main_fd));
+  self->rpc_ = std::move(rpc);
   if (runner != nullptr) {
-    if (absl::Status st = self->OpenJobs(runner); !st.ok()) return st;
+    RETURN_IF_ERROR(self->OpenJobs(runner));
   }
-  if (absl::Status st = self->Serve(*inherited); !st.ok()) return st;
-  if (absl::Status st = self->StartMetricsEndpoint(); !st.ok()) return st;
+  RETURN_IF_ERROR(self->Serve(inherited));
+  RETURN_IF_ERROR(self->StartMetricsEndpoint());
   spdlog::info("fusiond serving on {} (device {}, device limit {} bytes)", self->target(), self->device_->Kind(),
                config.device_memory_limit);
   return self;
@@ -68,15 +67,14 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonConfig& confi
 // MemTotal. Under a cgroup memory cap (systemd's MemoryMax=, a container) MemTotal is the cap.
 absl::Status Daemon::StartMemory() {
   std::optional<CgroupMemoryLimit> cgroup;
-  auto host = ReadProcessHostMemory(&cgroup);
-  if (!host.ok()) return host.status();
+  ASSIGN_OR_RETURN(auto host, ReadProcessHostMemory(&cgroup));
   if (cgroup) {
     spdlog::info("memory cap {} bytes ({}): host and cpu device figures are capped at it", cgroup->limit_bytes,
                  cgroup->where);
   }
   uint64_t& host_limit = config_.host_memory_limit;
   if (host_limit == 0) {
-    host_limit = DefaultHostMemoryLimit(*host);
+    host_limit = DefaultHostMemoryLimit(host);
     spdlog::info("host memory limit {} bytes (half of {}; --host-memory-limit sets it)", host_limit,
                  cgroup ? "the cgroup's memory cap" : "MemTotal");
   } else if (cgroup && host_limit > cgroup->limit_bytes) {
@@ -84,19 +82,17 @@ absl::Status Daemon::StartMemory() {
                  "fusiond before the host tier refuses",
                  host_limit, cgroup->limit_bytes, cgroup->where);
   }
-  auto device = OpenDevice(config_.device);
-  if (!device.ok()) return device.status();
-  device_ = *std::move(device);
+  ASSIGN_OR_RETURN(auto device, OpenDevice(config_.device));
+  device_ = std::move(device);
   future_refs_ = std::make_unique<jobs::QueueFutureReferences>();
-  auto residency = ResidencyManager::Create(
+  ASSIGN_OR_RETURN(auto residency, ResidencyManager::Create(
       {.host_budget_bytes = host_limit,
        .loader = backend_ != nullptr ? backend_->loader() : nullptr,
        .future = future_refs_.get(),  // lookahead sees the queued jobs' stages
        // One-shot models (detect, landmarks) go right after use under device pressure.
        .one_shot_pressure = config_.one_shot_pressure,
-       .one_shot_min_free_bytes = config_.one_shot_min_free});
-  if (!residency.ok()) return residency.status();
-  residency_ = *std::move(residency);
+       .one_shot_min_free_bytes = config_.one_shot_min_free}));
+  residency_ = std::move(residency);
   jobs::Backend* backend = backend_.get();
   auto watcher = BudgetWatcher::Create(device_.get(), residency_.get(),
                                        {.device_limit = config_.device_memory_limit,
@@ -112,9 +108,8 @@ absl::Status Daemon::StartMemory() {
 
 absl::Status Daemon::StartBackend(jobs::JobRunner** runner) {
   if (backend_ == nullptr) return absl::OkStatus();
-  auto started = backend_->Start(*residency_);
-  if (!started.ok()) return started.status();
-  *runner = *started;
+  ASSIGN_OR_RETURN(auto started, backend_->Start(*residency_));
+  *runner = started;
   return absl::OkStatus();
 }
 
@@ -122,7 +117,7 @@ absl::Status Daemon::StartBackend(jobs::JobRunner** runner) {
 // directory: two on one journal would both requeue and run its jobs.
 absl::Status Daemon::LockStateDir() {
   const std::string& dir = config_.state_dir;
-  if (absl::Status st = jobs::PrepareStateDir(dir, ::geteuid()); !st.ok()) return st;
+  RETURN_IF_ERROR(jobs::PrepareStateDir(dir, ::geteuid()));
   const std::string lock_path = dir + "/lock";
   state_lock_.fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (state_lock_.fd < 0) {
@@ -146,17 +141,16 @@ absl::Status Daemon::LockStateDir() {
 }
 
 absl::Status Daemon::OpenJobs(jobs::JobRunner* runner) {
-  if (absl::Status st = LockStateDir(); !st.ok()) return st;
+  RETURN_IF_ERROR(LockStateDir());
   const std::string& dir = config_.state_dir;
   // Images are files, not journal rows: inputs under inputs/, results under results/ (with
   // the video results).
-  auto journal = jobs::Journal::Open({.path = dir + "/journal.sqlite3",
+  ASSIGN_OR_RETURN(auto journal, jobs::Journal::Open({.path = dir + "/journal.sqlite3",
                                       .retention = absl::Seconds(config_.result_retention_s),
                                       .retention_bytes = config_.result_retention_bytes,
                                       .results_dir = dir + "/results",
-                                      .inputs_dir = dir + "/inputs"});
-  if (!journal.ok()) return journal.status();
-  journal_ = *std::move(journal);
+                                      .inputs_dir = dir + "/inputs"}));
+  journal_ = std::move(journal);
   // Within fairness the queue prefers a job whose first model is already on the device.
   ResidencyManager* residency = residency_.get();
   auto is_resident = [residency](const std::string& model) {
@@ -174,9 +168,8 @@ absl::Status Daemon::OpenJobs(jobs::JobRunner* runner) {
   options.queue.max_queued_per_uid = config_.max_queued_jobs_per_uid;
   disk_ = std::make_unique<jobs::DiskBudget>(dir, jobs::DiskBudget::StatvfsProbe(dir));
   options.disk = disk_.get();
-  auto manager = jobs::JobManager::Create(std::move(options), journal_.get(), runner, is_resident);
-  if (!manager.ok()) return manager.status();
-  jobs_ = *std::move(manager);
+  ASSIGN_OR_RETURN(auto manager, jobs::JobManager::Create(std::move(options), journal_.get(), runner, is_resident));
+  jobs_ = std::move(manager);
   refs->SetSource([jobs = jobs_.get()] { return jobs->UpcomingStages(64); });
   refs->Refresh();
   return absl::OkStatus();
@@ -223,9 +216,8 @@ absl::Status Daemon::StartMetricsEndpoint() {
   auto http = MetricsHttpServer::Start(
       config_.metrics_listen,
       [metrics, memory]() -> absl::StatusOr<std::string> {
-        auto state = memory->Snapshot();
-        if (!state.ok()) return state.status();
-        return metrics->Exposition(*state);
+        ASSIGN_OR_RETURN(auto state, memory->Snapshot());
+        return metrics->Exposition(state);
       },
       [timeline](int64_t since) { return timeline->JsonLines(since); });
   if (!http.ok()) return http.status();
@@ -252,7 +244,7 @@ uint64_t Daemon::stalled_connections_closed() const {
 
 absl::StatusOr<std::string> Daemon::HealthStatus() const {
   if (jobs_ != nullptr) {
-    if (absl::Status st = jobs_->CheckProgress(absl::Milliseconds(config_.watchdog_stall_ms)); !st.ok()) return st;
+    RETURN_IF_ERROR(jobs_->CheckProgress(absl::Milliseconds(config_.watchdog_stall_ms)));
   }
   auto state = memory_->Snapshot();
   if (!state.ok()) return absl::Status(state.status().code(), absl::StrCat("memory state: ", state.status().message()));

@@ -26,6 +26,7 @@
 #include "rpc/uds_listener.h"
 #include "systemd/service_notifier.h"
 #include "spdlog/spdlog.h"
+#include "base/status_macros.h"
 
 // jemalloc's options (fusiond links it; daemon/common/heap_release.h has the measurements):
 // a background thread returns freed pages, dirty ones after 1 s, muzzy ones at once, so the
@@ -72,7 +73,7 @@ void ReloadConfiguration(int argc, char** argv, fusion::DaemonConfig& running) {
 // OK when `spec` (cpu or cuda:N) can run this build's stages: a CUDA device needs a CUDA build
 // (a CUDA LibTorch), the driver and that device.
 absl::Status DeviceUsable(const std::string& spec) {
-  if (absl::Status st = fusion::jobs::BackendSupportsDevice(spec); !st.ok()) return st;
+  RETURN_IF_ERROR(fusion::jobs::BackendSupportsDevice(spec));
   return fusion::OpenDevice(spec).status();
 }
 

@@ -24,6 +24,7 @@
 #include "absl/strings/match.h"
 #include "base/size.h"
 #include "config/config_table.h"
+#include "base/status_macros.h"
 
 namespace fusion {
 namespace {
@@ -395,7 +396,7 @@ absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
   for (const auto& [name, node] : table) {
     const ConfigKey* key = FindKey(std::string(name.str()));
     if (key == nullptr) return KeyError(origin, std::string(name.str()), "unknown key");
-    if (absl::Status st = ReadKey(*key, node, origin, config); !st.ok()) return st;
+    RETURN_IF_ERROR(ReadKey(*key, node, origin, config));
   }
   return ValidateConfig(config);
 }
@@ -445,11 +446,11 @@ absl::StatusOr<DaemonConfig> ParseDaemonCommandLine(int argc, const char* const*
   }
   DaemonConfig config;
   if (!config_path.empty()) {
-    if (absl::Status st = ApplyTomlFile(config_path, config); !st.ok()) return st;
+    RETURN_IF_ERROR(ApplyTomlFile(config_path, config));
   }
   if (const char* env = std::getenv(kSocketEnv); env != nullptr && *env != '\0') config.socket = env;
   for (const FlagSlot& slot : flags) {
-    if (absl::Status st = ApplyFlag(slot, config); !st.ok()) return st;
+    RETURN_IF_ERROR(ApplyFlag(slot, config));
   }
   NormalizeSocket(config.socket);
   if (auto st = ValidateConfig(config); !st.ok()) return st;
@@ -478,7 +479,7 @@ absl::StatusOr<std::pair<std::string, int>> ParseListenAddress(const std::string
 absl::Status ValidateConfig(const DaemonConfig& config) {
   if (config.socket.empty()) return absl::InvalidArgumentError("socket: must not be empty");
   if (!config.metrics_listen.empty()) {
-    if (auto address = ParseListenAddress(config.metrics_listen); !address.ok()) return address.status();
+    RETURN_IF_ERROR(ParseListenAddress(config.metrics_listen).status());
   }
   // sun_path holds 107 bytes; the companion socket adds ".fd".
   if (config.socket.size() + 3 > 107) {

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "device/cuda_probe.h"
 #include "device/cgroup_memory.h"
+#include "base/status_macros.h"
 
 namespace fusion {
 namespace {
@@ -16,9 +17,8 @@ class CpuDevice final : public Device {
  public:
   std::string Kind() const override { return "cpu"; }
   absl::StatusOr<DeviceMemory> QueryMemory() const override {
-    auto host = ReadProcessHostMemory();
-    if (!host.ok()) return host.status();
-    return DeviceMemory{host->total_bytes, host->available_bytes};
+    ASSIGN_OR_RETURN(auto host, ReadProcessHostMemory());
+    return DeviceMemory{host.total_bytes, host.available_bytes};
   }
 };
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "image/header_formats.h"
 #include "spdlog/spdlog.h"
+#include "base/status_macros.h"
 
 namespace fusion::image {
 namespace internal {
@@ -96,9 +97,8 @@ absl::Status CheckPixelLimit(const ImageHeader& header, absl::string_view what, 
 
 absl::StatusOr<ImageHeader> ScreenImage(absl::string_view bytes, absl::string_view what,
                                         uint64_t max_pixels) {
-  auto header = ReadImageHeader(bytes, what);
-  if (!header.ok()) return header.status();
-  if (absl::Status st = CheckPixelLimit(*header, what, max_pixels); !st.ok()) return st;
+  ASSIGN_OR_RETURN(auto header, ReadImageHeader(bytes, what));
+  RETURN_IF_ERROR(CheckPixelLimit(header, what, max_pixels));
   return header;
 }
 

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "image/header_formats.h"
+#include "base/status_macros.h"
 
 namespace fusion::image::internal {
 namespace {
@@ -117,7 +118,7 @@ uint32_t TiffOrientation(absl::string_view tiff) {
 }
 
 absl::Status ReadJpeg(absl::string_view bytes, absl::string_view what, ImageHeader& out) {
-  if (absl::Status st = WalkMarkers(bytes, what); !st.ok()) return st;
+  RETURN_IF_ERROR(WalkMarkers(bytes, what));
   jpeg_decompress_struct cinfo;
   JpegErrors errors;
   cinfo.err = jpeg_std_error(&errors.mgr);

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "image/header_formats.h"
+#include "base/status_macros.h"
 
 namespace fusion::image::internal {
 namespace {
@@ -67,7 +68,7 @@ absl::Status WalkChunks(absl::string_view bytes, absl::string_view what, ImageHe
 }  // namespace
 
 absl::Status ReadPng(absl::string_view bytes, absl::string_view what, ImageHeader& out) {
-  if (absl::Status st = WalkChunks(bytes, what, out); !st.ok()) return st;
+  RETURN_IF_ERROR(WalkChunks(bytes, what, out));
   PngSource src{bytes, 0, what, {}};
   png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &src, ErrorFn, WarningFn);
   if (png == nullptr) return absl::ResourceExhaustedError(absl::StrCat(what, ": no memory for a PNG reader"));

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/size.h"
+#include "base/status_macros.h"
 
 namespace fusion::jobs {
 
@@ -21,16 +22,15 @@ DiskBudget::Probe DiskBudget::StatvfsProbe(const std::string& dir) {
 }
 
 absl::StatusOr<uint64_t> DiskBudget::Reserve(uint64_t bytes) {
-  auto space = probe_();
-  if (!space.ok()) return space.status();
-  const uint64_t reserve = ReserveFor(space->size_bytes);
+  ASSIGN_OR_RETURN(auto space, probe_());
+  const uint64_t reserve = ReserveFor(space.size_bytes);
   MutexLock lock(&mu_);
   const uint64_t unusable = reserve + held_total_;
-  const uint64_t room = space->free_bytes > unusable ? space->free_bytes - unusable : 0;
+  const uint64_t room = space.free_bytes > unusable ? space.free_bytes - unusable : 0;
   if (bytes > room) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "state directory ", dir_, " is too full for this job: it needs ", FormatBytes(bytes), " (", bytes,
-        " bytes: source + target + result bound); ", FormatBytes(space->free_bytes), " free, less a reserve of ",
+        " bytes: source + target + result bound); ", FormatBytes(space.free_bytes), " free, less a reserve of ",
         FormatBytes(reserve), " and ", FormatBytes(held_total_), " held by jobs not yet ended"));
   }
   const uint64_t ticket = next_ticket_++;

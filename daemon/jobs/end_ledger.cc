@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 
 namespace fusion::jobs {
 namespace {
@@ -87,7 +88,7 @@ absl::Status EndLedger::Add(const Entry& entry) {
   std::string message = entry.error_message.substr(0, kSlotBytes - 1 - line.size());  // what fits
   std::replace(message.begin(), message.end(), '\n', ' ');
   absl::StrAppend(&line, message, "\n");
-  if (absl::Status st = WriteSlot(slot, line); !st.ok()) return st;
+  RETURN_IF_ERROR(WriteSlot(slot, line));
   entries_.push_back(entry);
   entries_.back().error_message = std::move(message);
   slots_.push_back(slot);
@@ -97,7 +98,7 @@ absl::Status EndLedger::Add(const Entry& entry) {
 absl::Status EndLedger::Clear(const std::string& id) {
   for (size_t i = 0; i < entries_.size(); ++i) {
     if (entries_[i].id != id) continue;
-    if (absl::Status st = WriteSlot(slots_[i], ""); !st.ok()) return st;
+    RETURN_IF_ERROR(WriteSlot(slots_[i], ""));
     entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(i));
     slots_.erase(slots_.begin() + static_cast<std::ptrdiff_t>(i));
     return absl::OkStatus();

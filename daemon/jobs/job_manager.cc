@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "spdlog/spdlog.h"
+#include "base/status_macros.h"
 
 namespace fusion::jobs {
 namespace {
@@ -119,16 +120,15 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(Options options, 
                                                                FairQueue::IsResident is_resident) {
   if (options.concurrency == 0) return absl::InvalidArgumentError("concurrency must be >= 1");
   std::unique_ptr<JobManager> m(new JobManager(options, journal, runner, std::move(is_resident)));
-  auto recovered = journal->Recover();
-  if (!recovered.ok()) return recovered.status();
+  ASSIGN_OR_RETURN(auto recovered, journal->Recover());
   // Recovered jobs were accepted once: they bypass the per-uid limit rather than be lost.
-  for (const JobRecord& r : *recovered) {
+  for (const JobRecord& r : recovered) {
     MutexLock lock(&m->mu_);
     absl::Status st = m->queue_.Push({r.id, r.owner_uid, r.priority, r.sequence, r.plan.stage_models},
                                      /*enforce_limit=*/false);
     if (!st.ok()) return st;
   }
-  if (!recovered->empty()) spdlog::info("journal: {} unfinished jobs requeued", recovered->size());
+  if (!recovered.empty()) spdlog::info("journal: {} unfinished jobs requeued", recovered.size());
   for (size_t i = 0; i < options.concurrency; ++i) {
     m->workers_.emplace_back([raw = m.get()] { raw->WorkerLoop(); });
   }
@@ -191,8 +191,7 @@ absl::StatusOr<v1::Job> JobManager::Submit(JobSpec spec) {
   // The plan, from the options and the images' headers only: a bad option, a decompression
   // bomb, an unknown format or a cut image is refused here, before it is journaled, queued or
   // decoded.
-  auto plan = runner_->Plan(spec.options, spec.source_image, spec.target_image);
-  if (!plan.ok()) return plan.status();
+  ASSIGN_OR_RETURN(auto plan, runner_->Plan(spec.options, spec.source_image, spec.target_image));
   {
     MutexLock lock(&mu_);
     if (shutdown_) return absl::UnavailableError("fusiond is shutting down");
@@ -205,12 +204,11 @@ absl::StatusOr<v1::Job> JobManager::Submit(JobSpec spec) {
   }
   std::optional<uint64_t> ticket;
   if (options_.disk != nullptr) {
-    auto held = options_.disk->Reserve(
-        DiskBudget::JobBytes(spec.source_image.size(), spec.target_image.size(), plan->result_bound_bytes));
-    if (!held.ok()) return held.status();
-    ticket = *held;
+    ASSIGN_OR_RETURN(auto held, options_.disk->Reserve(
+        DiskBudget::JobBytes(spec.source_image.size(), spec.target_image.size(), plan.result_bound_bytes)));
+    ticket = held;
   }
-  auto record = journal_->Insert(spec, *plan, NowMs());
+  auto record = journal_->Insert(spec, plan, NowMs());
   if (!record.ok()) {
     if (ticket) options_.disk->Release(*ticket);
     return record.status();
@@ -264,26 +262,23 @@ v1::Job JobManager::ToProto(const JobRecord& r) {
 }
 
 absl::StatusOr<v1::Job> JobManager::Get(const std::string& id, uid_t caller) {
-  auto record = Owned(id, caller);
-  if (!record.ok()) return record.status();
-  return ToProto(*record);
+  ASSIGN_OR_RETURN(auto record, Owned(id, caller));
+  return ToProto(record);
 }
 
 absl::StatusOr<std::vector<v1::Job>> JobManager::List(uid_t caller,
                                                       const std::vector<JobState>& states,
                                                       size_t limit) {
-  auto records = journal_->List(caller, states, limit);
-  if (!records.ok()) return records.status();
+  ASSIGN_OR_RETURN(auto records, journal_->List(caller, states, limit));
   std::vector<v1::Job> jobs;
-  for (const JobRecord& r : *records) jobs.push_back(ToProto(r));
+  for (const JobRecord& r : records) jobs.push_back(ToProto(r));
   return jobs;
 }
 
 absl::StatusOr<std::vector<v1::Job>> JobManager::ListAll(const std::vector<JobState>& states, size_t limit) {
-  auto records = journal_->List(std::nullopt, states, limit);
-  if (!records.ok()) return records.status();
+  ASSIGN_OR_RETURN(auto records, journal_->List(std::nullopt, states, limit));
   std::vector<v1::Job> jobs;
-  for (const JobRecord& r : *records) jobs.push_back(ToProto(r));
+  for (const JobRecord& r : records) jobs.push_back(ToProto(r));
   return jobs;
 }
 
@@ -315,25 +310,23 @@ absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& id, uid_t caller, 
       spdlog::error("job {}: cancelled, but its end cannot be recorded: {}", id, st.ToString());
       return st;
     }
-    auto final_record = journal_->Get(id);
-    if (!final_record.ok()) return final_record.status();
+    ASSIGN_OR_RETURN(auto final_record, journal_->Get(id));
     v1::JobEvent e;
-    *e.mutable_done()->mutable_job() = ToProto(*final_record);
+    *e.mutable_done()->mutable_job() = ToProto(final_record);
     Emit(id, e, true);
     if (options_.on_change) options_.on_change();
-    return ToProto(*final_record);
+    return ToProto(final_record);
   }
   return Get(id, caller);
 }
 
 absl::StatusOr<StoredResult> JobManager::Result(const std::string& id, uid_t caller) {
-  auto record = Owned(id, caller);
-  if (!record.ok()) return record.status();
-  if (record->state != JobState::SUCCEEDED) {
+  ASSIGN_OR_RETURN(auto record, Owned(id, caller));
+  if (record.state != JobState::SUCCEEDED) {
     // A failed or cancelled job's own error says why there is no result.
-    return absl::FailedPreconditionError(absl::StrCat("job '", id, "' is ", v1::JobState_Name(record->state), ", not SUCCEEDED",
-                                                      record->error_message.empty() ? "" : ": ",
-                                                      record->error_message));
+    return absl::FailedPreconditionError(absl::StrCat("job '", id, "' is ", v1::JobState_Name(record.state), ", not SUCCEEDED",
+                                                      record.error_message.empty() ? "" : ": ",
+                                                      record.error_message));
   }
   return journal_->GetResult(id);
 }
@@ -349,9 +342,8 @@ absl::StatusOr<uint64_t> JobManager::Watch(const std::string& id, uid_t caller,
   {
     // Under mu_, a final transition (journal write + watcher removal) cannot interleave.
     MutexLock lock(&mu_);
-    auto now = journal_->Get(id);
-    if (!now.ok()) return now.status();
-    if (!IsFinal(now->state)) {
+    ASSIGN_OR_RETURN(auto now, journal_->Get(id));
+    if (!IsFinal(now.state)) {
       handle = next_watch_++;
       watchers_[handle] = Watcher{id, callback};
       if (auto it = running_.find(id); it != running_.end()) {
@@ -361,7 +353,7 @@ absl::StatusOr<uint64_t> JobManager::Watch(const std::string& id, uid_t caller,
         first.mutable_queued()->set_position(queue_.Position(id).value_or(0));
       }
     }
-    if (IsFinal(now->state)) record = *now;
+    if (IsFinal(now.state)) record = now;
   }
   if (handle == 0) {
     *first.mutable_done()->mutable_job() = ToProto(*record);

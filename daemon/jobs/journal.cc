@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 
 namespace fusion::jobs {
 namespace {
@@ -237,9 +238,8 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const Options& options) {
     std::filesystem::create_directories(options.inputs_dir, ec);
     if (ec) return absl::InternalError(absl::StrCat("journal: cannot create ", options.inputs_dir, ": ", ec.message()));
   }
-  auto ledger = EndLedger::Open(options.path + "-ends");
-  if (!ledger.ok()) return ledger.status();
-  journal->ledger_ = *std::move(ledger);
+  ASSIGN_OR_RETURN(auto ledger, EndLedger::Open(options.path + "-ends"));
+  journal->ledger_ = std::move(ledger);
   journal->RemoveStrayImages();
   journal->RemoveStrayInputs();
   if (const size_t held = journal->ledger_->entries().size(); held > 0) {
@@ -385,7 +385,7 @@ absl::Status Journal::Finish(const std::string& id, JobState state, int32_t erro
     // The image as a file the row will name: complete on disk before the row points at it.
     const std::string path = absl::StrCat(options_.results_dir, "/", id, ".image");
     const std::string state_dir = std::filesystem::path(options_.path).parent_path().string();
-    if (absl::Status st = WriteFileDurably(path, result.image, state_dir); !st.ok()) return st;
+    RETURN_IF_ERROR(WriteFileDurably(path, result.image, state_dir));
     result.file = path;
     result.file_bytes = result.image.size();
     result.image.clear();
@@ -491,11 +491,9 @@ absl::StatusOr<JobInputs> Journal::LoadInputs(const std::string& id) {
   s.BindText(1, id);
   const int rc = s.Step();
   if (rc == SQLITE_ROW && s.Int(2) == 1) {
-    auto source = ReadWholeFile(InputPath(id, "source"));
-    if (!source.ok()) return source.status();
-    auto target = ReadWholeFile(InputPath(id, "target"));
-    if (!target.ok()) return target.status();
-    return JobInputs{*std::move(source), *std::move(target)};
+    ASSIGN_OR_RETURN(auto source, ReadWholeFile(InputPath(id, "source")));
+    ASSIGN_OR_RETURN(auto target, ReadWholeFile(InputPath(id, "target")));
+    return JobInputs{std::move(source), std::move(target)};
   }
   if (rc == SQLITE_ROW) return JobInputs{s.Blob(0), s.Blob(1)};
   if (rc == SQLITE_DONE) return absl::NotFoundError(absl::StrCat("job ", id, " has no inputs"));
@@ -558,9 +556,8 @@ absl::StatusOr<std::vector<JobRecord>> Journal::Recover() {
         .Bind(2, static_cast<int64_t>(JobState::RUNNING));
     if (int rc = s.Step(); rc != SQLITE_DONE) return s.Error(rc, "recover running jobs");
   }
-  auto queued = List(std::nullopt, {JobState::QUEUED}, 0);
-  if (!queued.ok()) return queued.status();
-  std::reverse(queued->begin(), queued->end());  // submit order
+  ASSIGN_OR_RETURN(auto queued, List(std::nullopt, {JobState::QUEUED}, 0));
+  std::reverse(queued.begin(), queued.end());  // submit order
   return queued;
 }
 
@@ -603,16 +600,15 @@ absl::StatusOr<int> Journal::Prune(int64_t now_unix_ms, uint64_t batch_bytes) {
   }
   if (rc != SQLITE_DONE) return over.Error(rc, "prune by size");
   for (const std::string& f : files) ::unlink(f.c_str());
-  auto free_pages = PragmaInt("PRAGMA freelist_count;");
-  if (!free_pages.ok()) return free_pages.status();
-  if (*free_pages >= kReclaimPages) {
-    if (absl::Status st = Reclaim(); !st.ok()) return st;
+  ASSIGN_OR_RETURN(auto free_pages, PragmaInt("PRAGMA freelist_count;"));
+  if (free_pages >= kReclaimPages) {
+    RETURN_IF_ERROR(Reclaim());
   }
   return removed;
 }
 
 absl::Status Journal::Reclaim() {
-  if (absl::Status st = Exec("PRAGMA incremental_vacuum;"); !st.ok()) return st;
+  RETURN_IF_ERROR(Exec("PRAGMA incremental_vacuum;"));
   return Exec("PRAGMA wal_checkpoint(TRUNCATE);");
 }
 
@@ -625,11 +621,9 @@ absl::StatusOr<int64_t> Journal::PragmaInt(const char* pragma) {
 
 absl::StatusOr<std::pair<int64_t, int64_t>> Journal::PageCounts() {
   MutexLock lock(&mu_);
-  auto pages = PragmaInt("PRAGMA page_count;");
-  if (!pages.ok()) return pages.status();
-  auto free_pages = PragmaInt("PRAGMA freelist_count;");
-  if (!free_pages.ok()) return free_pages.status();
-  return std::pair{*pages, *free_pages};
+  ASSIGN_OR_RETURN(auto pages, PragmaInt("PRAGMA page_count;"));
+  ASSIGN_OR_RETURN(auto free_pages, PragmaInt("PRAGMA freelist_count;"));
+  return std::pair{pages, free_pages};
 }
 
 }  // namespace fusion::jobs

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "spdlog/spdlog.h"
+#include "base/status_macros.h"
 
 namespace fusion::jobs {
 namespace {
@@ -59,12 +60,12 @@ absl::Status Tighten(const std::string& path, const std::string& dir, uid_t owne
 }
 
 absl::Status TightenTree(const std::string& root, const std::string& dir, uid_t owner, Tightened& out) {
-  if (absl::Status st = Tighten(root, dir, owner, out); !st.ok()) return st;
+  RETURN_IF_ERROR(Tighten(root, dir, owner, out));
   std::error_code ec;
   if (!std::filesystem::is_directory(std::filesystem::symlink_status(root, ec))) return absl::OkStatus();
   for (auto it = std::filesystem::recursive_directory_iterator(root, ec);
        !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-    if (absl::Status st = Tighten(it->path().string(), dir, owner, out); !st.ok()) return st;
+    RETURN_IF_ERROR(Tighten(it->path().string(), dir, owner, out));
   }
   if (ec) return absl::FailedPreconditionError(absl::StrCat("state_dir: reading ", root, ": ", ec.message()));
   return absl::OkStatus();
@@ -98,12 +99,12 @@ absl::Status PrepareStateDir(const std::string& dir, uid_t owner) {
     return absl::FailedPreconditionError(absl::StrCat("state_dir '", dir, "' is not a directory"));
   }
   Tightened tightened;
-  if (absl::Status s = Tighten(dir, dir, owner, tightened); !s.ok()) return s;
+  RETURN_IF_ERROR(Tighten(dir, dir, owner, tightened));
   for (const std::string& name : StateFileNames()) {
-    if (absl::Status s = Tighten(dir + "/" + name, dir, owner, tightened); !s.ok()) return s;
+    RETURN_IF_ERROR(Tighten(dir + "/" + name, dir, owner, tightened));
   }
   for (const char* tree : {"/results", "/inputs"}) {
-    if (absl::Status s = TightenTree(dir + tree, dir, owner, tightened); !s.ok()) return s;
+    RETURN_IF_ERROR(TightenTree(dir + tree, dir, owner, tightened));
   }
   if (!tightened.changed.empty()) {
     spdlog::warn("state_dir {}: job images and results are private to fusiond's uid; made {} entr{} private: {}", dir,

@@ -28,6 +28,7 @@
 #include "loader/device_oom.h"
 #include "loader/precision.h"
 #include "spdlog/spdlog.h"
+#include "base/status_macros.h"
 
 namespace fusion {
 
@@ -92,7 +93,7 @@ absl::StatusOr<std::shared_ptr<const ModelStore::HostWeights>> ModelStore::ReadH
   DeviceScope host_tier(kNoScope);  // host copies are never charged to the device
   auto host = std::make_shared<HostWeights>();
   if (spec.format == "builtin" || spec.format == "torchscript") return host;
-  if (absl::Status st = catalogue_->Verify(spec.name); !st.ok()) return st;
+  RETURN_IF_ERROR(catalogue_->Verify(spec.name));
   const std::filesystem::path first = catalogue_->PathOf(spec.files.at(0));
   try {
     auto weights = tfjs::LoadWeights(first);
@@ -102,9 +103,8 @@ absl::StatusOr<std::shared_ptr<const ModelStore::HostWeights>> ModelStore::ReadH
     return absl::InternalError(absl::StrCat("model '", spec.name, "': reading weights: ", ExceptionText(e)));
   }
   if (spec.format == "keras-layers-model") {
-    auto json = ReadText(first);
-    if (!json.ok()) return json.status();
-    host->model_json = *std::move(json);
+    ASSIGN_OR_RETURN(auto json, ReadText(first));
+    host->model_json = std::move(json);
   }
   host->bytes = host->weights.Fp32Bytes() + host->model_json.size();
   return host;
@@ -178,20 +178,20 @@ absl::StatusOr<std::shared_ptr<ModelCopy>> ModelStore::Build(const models::Model
       if (copy->landmarks) copy->landmarks->To(d);
       if (copy->recognition) copy->recognition->To(d);
       if (copy->keras) {
-        if (absl::Status m = copy->keras->MoveTo(d); !m.ok()) return m;
+        RETURN_IF_ERROR(copy->keras->MoveTo(d));
       }
       if (copy->torchscript_enhancer) {
-        if (absl::Status m = copy->torchscript_enhancer->MoveTo(options_.device); !m.ok()) return m;
+        RETURN_IF_ERROR(copy->torchscript_enhancer->MoveTo(options_.device));
       }
       if (copy->generator) {  // a TorchScript generator's weights (loaded onto the CPU)
-        if (absl::Status m = copy->generator->MoveTo(options_.device); !m.ok()) return m;
+        RETURN_IF_ERROR(copy->generator->MoveTo(options_.device));
       }
     }
     side.synchronize();
   }
 #endif
   if (copy->keras) {
-    if (absl::Status p = SettlePrecision(spec, host, w, *copy); !p.ok()) return p;
+    RETURN_IF_ERROR(SettlePrecision(spec, host, w, *copy));
   }
   return copy;
 }
@@ -282,13 +282,11 @@ std::optional<ModelStore::PrecisionVerdict> ModelStore::Precision(const std::str
 }
 
 absl::StatusOr<uint64_t> ModelStore::LoadToHost(const std::string& model) {
-  auto spec = catalogue_->Get(model);
-  if (!spec.ok()) return spec.status();
-  auto host = ReadHost(**spec);
-  if (!host.ok()) return host.status();
-  const uint64_t bytes = (*host)->bytes;
+  ASSIGN_OR_RETURN(auto spec, catalogue_->Get(model));
+  ASSIGN_OR_RETURN(auto host, ReadHost(*spec));
+  const uint64_t bytes = (host)->bytes;
   MutexLock lock(&mu_);
-  host_[model] = *std::move(host);
+  host_[model] = std::move(host);
   return bytes;
 }
 
@@ -299,8 +297,7 @@ std::shared_ptr<const ModelStore::HostWeights> ModelStore::FindHost(const std::s
 }
 
 absl::StatusOr<uint64_t> ModelStore::Upload(const std::string& model) {
-  auto spec = catalogue_->Get(model);
-  if (!spec.ok()) return spec.status();
+  ASSIGN_OR_RETURN(auto spec, catalogue_->Get(model));
   std::shared_ptr<const HostWeights> host = FindHost(model);
   if (host == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat("model '", model, "': no host copy to upload"));
@@ -310,7 +307,7 @@ absl::StatusOr<uint64_t> ModelStore::Upload(const std::string& model) {
   absl::StatusOr<std::shared_ptr<ModelCopy>> copy;
   try {
     DeviceScope device_tier(scope);
-    copy = Build(**spec, *host, /*device=*/true);
+    copy = Build(*spec, *host, /*device=*/true);
   } catch (const std::exception& e) {
     if (IsDeviceOom(e)) {
       return absl::ResourceExhaustedError(absl::StrCat("model '", model, "': upload: ", ExceptionText(e)));
@@ -322,7 +319,7 @@ absl::StatusOr<uint64_t> ModelStore::Upload(const std::string& model) {
     // tensor; say which model and that the upload's temporaries count (about twice its bytes).
     return absl::Status(copy.status().code(),
                         absl::StrCat("model '", model, "': upload to ", options_.device, " (",
-                                     FormatBytes((*spec)->device_bytes), ", with temporaries up to about twice that): ",
+                                     FormatBytes((spec)->device_bytes), ", with temporaries up to about twice that): ",
                                      copy.status().message()));
   }
   uint64_t bytes = 0;
@@ -330,7 +327,7 @@ absl::StatusOr<uint64_t> ModelStore::Upload(const std::string& model) {
     bytes = options_.device == "cpu" ? options_.meter->Usage(scope).current_bytes
                                      : options_.meter->AllocatedBytes() - before;
   } else {
-    bytes = (*spec)->device_bytes;
+    bytes = (spec)->device_bytes;
   }
   MutexLock lock(&mu_);
   device_[model] = *std::move(copy);
@@ -370,19 +367,16 @@ absl::StatusOr<std::shared_ptr<const ModelCopy>> ModelStore::DeviceCopy(const st
 }
 
 absl::StatusOr<std::shared_ptr<const ModelCopy>> ModelStore::HostCopy(const std::string& model) const {
-  auto spec = catalogue_->Get(model);
-  if (!spec.ok()) return spec.status();
+  ASSIGN_OR_RETURN(auto spec, catalogue_->Get(model));
   std::shared_ptr<const HostWeights> host = FindHost(model);
   DeviceScope host_tier(kNoScope);
   if (host == nullptr) {  // dropped to storage meanwhile: a transient host copy
-    auto read = ReadHost(**spec);
-    if (!read.ok()) return read.status();
-    host = *std::move(read);
+    ASSIGN_OR_RETURN(auto read, ReadHost(*spec));
+    host = std::move(read);
   }
   try {
-    auto copy = Build(**spec, *host, /*device=*/false);
-    if (!copy.ok()) return copy.status();
-    return std::shared_ptr<const ModelCopy>(*std::move(copy));
+    ASSIGN_OR_RETURN(auto copy, Build(*spec, *host, /*device=*/false));
+    return std::shared_ptr<const ModelCopy>(std::move(copy));
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("model '", model, "': host copy: ", ExceptionText(e)));
   }
@@ -397,7 +391,7 @@ absl::Status ModelStore::RegisterAll(ResidencyManager& residency) const {
                    // On the CPU an upload clones the weights and builds the network from the
                    // clone: its temporaries reach about the model's bytes again (see Upload).
                    .upload_extra_bytes = options_.device == "cpu" ? m.device_bytes : 0};
-    if (absl::Status st = residency.RegisterModel(spec); !st.ok()) return st;
+    RETURN_IF_ERROR(residency.RegisterModel(spec));
   }
   for (const models::ModelSpec& m : catalogue_->models()) {
     if (!m.pinned_by_default) continue;

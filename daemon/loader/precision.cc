@@ -7,6 +7,7 @@
 #include "models/common/exception_text.h"
 #include "absl/strings/str_cat.h"
 #include "models/keras/keras_model.h"
+#include "base/status_macros.h"
 
 namespace fusion {
 namespace {
@@ -68,11 +69,9 @@ at::Tensor Probe() {
 absl::StatusOr<double> ReducedPrecisionError(const keras::KerasModel& reduced, const keras::KerasModel& fp32) {
   const at::Tensor probe = Probe();
   try {
-    auto full = fp32.Forward(probe);
-    if (!full.ok()) return full.status();
-    auto low = reduced.Forward(probe);
-    if (!low.ok()) return low.status();
-    return (low->to(at::kFloat) - *full).abs().max().item<double>();
+    ASSIGN_OR_RETURN(auto full, fp32.Forward(probe));
+    ASSIGN_OR_RETURN(auto low, reduced.Forward(probe));
+    return (low.to(at::kFloat) - full).abs().max().item<double>();
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat(reduced.origin(), ": precision probe (bf16 fast path): ", ExceptionText(e)));
   }
@@ -80,21 +79,19 @@ absl::StatusOr<double> ReducedPrecisionError(const keras::KerasModel& reduced, c
 
 absl::StatusOr<double> ReducedPrecisionError(const keras::KerasModel& m, const std::string& precision,
                                              const std::string& device) {
-  auto needed = PrecisionScope::Needed(precision, device);
-  if (!needed.ok()) return needed.status();
-  if (!*needed) return 0.0;
+  ASSIGN_OR_RETURN(auto needed, PrecisionScope::Needed(precision, device));
+  if (!needed) return 0.0;
   at::Tensor probe = Probe();
   if (device != "cpu") probe = probe.to(at::Device(device));
   try {
-    auto full = m.Forward(probe);
-    if (!full.ok()) return full.status();
+    ASSIGN_OR_RETURN(auto full, m.Forward(probe));
     absl::StatusOr<at::Tensor> reduced;
     {
       PrecisionScope scope(true, device);
       reduced = m.Forward(probe);
     }
     if (!reduced.ok()) return reduced.status();
-    return (reduced->to(at::kFloat) - *full).abs().max().item<double>();
+    return (reduced->to(at::kFloat) - full).abs().max().item<double>();
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat(m.origin(), ": precision probe (", precision, "): ", ExceptionText(e)));
   }

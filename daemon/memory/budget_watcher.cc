@@ -4,6 +4,7 @@
 #include "spdlog/spdlog.h"
 
 #include <algorithm>
+#include "base/status_macros.h"
 
 namespace fusion {
 
@@ -11,16 +12,14 @@ absl::StatusOr<std::unique_ptr<BudgetWatcher>> BudgetWatcher::Create(const Devic
                                                                      ResidencyManager* manager,
                                                                      Options options) {
   std::unique_ptr<BudgetWatcher> self(new BudgetWatcher(device, manager, options));
-  if (absl::Status s = self->Refresh(); !s.ok()) return s;
+  RETURN_IF_ERROR(self->Refresh());
   self->thread_ = std::thread([w = self.get()] { w->Run(); });
   return self;
 }
 
 absl::Status BudgetWatcher::Refresh() {
-  auto dev = device_->QueryMemory();
-  if (!dev.ok()) return dev.status();
-  auto host = options_.read_host ? options_.read_host() : ReadProcessHostMemory();
-  if (!host.ok()) return host.status();
+  ASSIGN_OR_RETURN(auto dev, device_->QueryMemory());
+  ASSIGN_OR_RETURN(auto host, options_.read_host ? options_.read_host() : ReadProcessHostMemory());
   const ResidencySnapshot s = manager_->Snapshot();
   const bool cpu = device_->Kind() == "cpu";
   const uint64_t host_own = s.host.used_bytes + s.host.reserved_bytes;
@@ -32,19 +31,19 @@ absl::Status BudgetWatcher::Refresh() {
   // out of MemAvailable. A device limit below the rest binds as it is.
   uint64_t host_share = 0;
   if (cpu) {
-    const uint64_t reachable = EffectiveBudget(0, host->available_bytes, host_own + device_own, options_.device_reserve);
+    const uint64_t reachable = EffectiveBudget(0, host.available_bytes, host_own + device_own, options_.device_reserve);
     host_share = std::min(options_.host_limit == 0 ? reachable : options_.host_limit, reachable / 2);
     host_share = host_share > host_own ? host_share - host_own : 0;
   }
   const uint64_t budget =
-      EffectiveBudget(options_.device_limit, dev->available_bytes, device_own, options_.device_reserve + host_share);
+      EffectiveBudget(options_.device_limit, dev.available_bytes, device_own, options_.device_reserve + host_share);
   if (budget != s.device.budget_bytes) {
     // Free memory moves a little all the time: log only changes of 1% or more.
     const uint64_t delta = budget > s.device.budget_bytes ? budget - s.device.budget_bytes
                                                           : s.device.budget_bytes - budget;
     if (delta * 100 >= s.device.budget_bytes) {
       spdlog::info("device budget {} -> {} bytes (available {} bytes)", s.device.budget_bytes,
-                   budget, dev->available_bytes);
+                   budget, dev.available_bytes);
     }
     manager_->SetDeviceBudget(budget);
     if (options_.on_device_budget) options_.on_device_budget(budget);
@@ -52,9 +51,9 @@ absl::Status BudgetWatcher::Refresh() {
   // On the CPU both tiers are RAM: the host tier gets what MemAvailable (plus fusiond's own
   // usage of both tiers) leaves after the device budget, so device + host <= MemAvailable + own.
   const uint64_t host_budget =
-      cpu ? EffectiveBudget(options_.host_limit, host->available_bytes, host_own + device_own,
+      cpu ? EffectiveBudget(options_.host_limit, host.available_bytes, host_own + device_own,
                             options_.device_reserve + budget)
-          : EffectiveBudget(options_.host_limit, host->available_bytes, host_own, 0);
+          : EffectiveBudget(options_.host_limit, host.available_bytes, host_own, 0);
   if (host_budget != s.host.budget_bytes) manager_->SetHostBudget(host_budget);
   return absl::OkStatus();
 }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/size.h"
+#include "base/status_macros.h"
 
 namespace fusion {
 
@@ -69,10 +70,9 @@ void Lease::Release() {
 }
 
 absl::StatusOr<std::unique_ptr<ResidencyManager>> ResidencyManager::Create(Options options) {
-  auto policy = MakeEvictionPolicy(options.policy);
-  if (!policy.ok()) return policy.status();
+  ASSIGN_OR_RETURN(auto policy, MakeEvictionPolicy(options.policy));
   return std::unique_ptr<ResidencyManager>(
-      new ResidencyManager(std::move(options), *std::move(policy)));
+      new ResidencyManager(std::move(options), std::move(policy)));
 }
 
 ResidencyManager::ResidencyManager(Options options, std::unique_ptr<EvictionPolicy> policy)
@@ -109,7 +109,7 @@ absl::StatusOr<Lease> ResidencyManager::Acquire(const Owner& owner, const std::s
   auto it = models_.find(name);
   if (it == models_.end()) return absl::NotFoundError(absl::StrCat("unknown model '", name, "'"));
   Model* m = it->second.get();
-  if (absl::Status s = MakeResident(m, working_bytes, deadline, cancelled); !s.ok()) return s;
+  RETURN_IF_ERROR(MakeResident(m, working_bytes, deadline, cancelled));
   const uint64_t id = next_lease_++;
   leases_[id] = LeaseSnapshot{owner, name, working_bytes};
   m->transit -= working_bytes;  // now reserved by the lease
@@ -396,7 +396,7 @@ absl::Status ResidencyManager::Pin(const std::string& name, absl::Time deadline)
   };
   if (m->pinned) return absl::OkStatus();
   if (pinned_ + m->device_bytes > device_budget_) return too_many();
-  if (absl::Status s = MakeResident(m, 0, deadline); !s.ok()) return s;
+  RETURN_IF_ERROR(MakeResident(m, 0, deadline));
   --m->admitting;
   // The lock was released while uploading: another Pin may have pinned it or others meanwhile,
   // and the measured bytes may exceed the estimate.
@@ -429,7 +429,7 @@ absl::Status ResidencyManager::Load(const std::string& name, absl::Time deadline
   auto it = models_.find(name);
   if (it == models_.end()) return absl::NotFoundError(absl::StrCat("unknown model '", name, "'"));
   Model* m = it->second.get();
-  if (absl::Status s = MakeResident(m, 0, deadline); !s.ok()) return s;
+  RETURN_IF_ERROR(MakeResident(m, 0, deadline));
   --m->admitting;
   Touch(m);
   Changed();

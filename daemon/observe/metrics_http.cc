@@ -8,13 +8,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
+#include "base/status_macros.h"
 
 namespace fusion {
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(const std::string& listen, Body body,
                                                                               TimelineBody timeline) {
-  auto address = ParseListenAddress(listen);
-  if (!address.ok()) return address.status();
+  ASSIGN_OR_RETURN(auto address, ParseListenAddress(listen));
   std::unique_ptr<MetricsHttpServer> self(new MetricsHttpServer());
   self->server_ = std::make_unique<httplib::Server>();
   httplib::Server& s = *self->server_;
@@ -43,7 +43,7 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(cons
       res.set_content(timeline(since), "application/x-ndjson");
     });
   }
-  const auto& [host, port] = *address;
+  const auto& [host, port] = address;
   self->host_ = host;
   self->port_ = port == 0 ? s.bind_to_any_port(host) : (s.bind_to_port(host, port) ? port : -1);
   if (self->port_ <= 0) {

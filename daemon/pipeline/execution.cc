@@ -12,6 +12,7 @@
 #include "image/image_header.h"
 #include "models/common/exception_text.h"
 #include "loader/device_oom.h"
+#include "base/status_macros.h"
 
 namespace fusion {
 namespace {
@@ -29,17 +30,15 @@ class ModelBody final : public StageBody {
 
   absl::Status RunDevice(int tile_px, ScopeId scope) override {
     DeviceScope in_scope(scope);
-    auto copy = store_.DeviceCopy(model_);
-    if (!copy.ok()) return copy.status();
-    return Guard(**copy, tile_px);
+    ASSIGN_OR_RETURN(auto copy, store_.DeviceCopy(model_));
+    return Guard(*copy, tile_px);
   }
   // The host copy is built outside any scope (its weights are the host tier's); the stage's
   // own allocations are charged to the host scope its host lease admitted.
   absl::Status RunCpu(int tile_px, ScopeId scope) override {
-    auto copy = store_.HostCopy(model_);
-    if (!copy.ok()) return copy.status();
+    ASSIGN_OR_RETURN(auto copy, store_.HostCopy(model_));
     DeviceScope in_host_scope(scope);
-    return Guard(**copy, tile_px);
+    return Guard(*copy, tile_px);
   }
 
  private:
@@ -102,12 +101,11 @@ absl::Status Execution::Stage(const std::string& name, const std::string& model,
                               int min_tile_px, int tile_halo_px) {
   if (ctx_.Cancelled()) return CancelledBefore(name);
   Started(name, progress);
-  auto spec = store_.catalogue().Get(model);
-  if (!spec.ok()) return spec.status();
+  ASSIGN_OR_RETURN(auto spec, store_.catalogue().Get(model));
   StageSpec stage{.name = name,
                   .model = model,
-                  .tileable = (*spec)->tileable,
-                  .working_bytes = std::max<uint64_t>(1, (*spec)->working_set_bytes_per_pixel * input_pixels),
+                  .tileable = (spec)->tileable,
+                  .working_bytes = std::max<uint64_t>(1, (spec)->working_set_bytes_per_pixel * input_pixels),
                   .shape_bucket = bucket,
                   .input_pixels = input_pixels,
                   .max_tile_px = max_tile_px,
@@ -131,19 +129,18 @@ absl::Status Execution::Stage(const std::string& name, const std::string& model,
   while (next_ < plan_.size() && plan_[next_] == model) ++next_;
   if (next_ < plan_.size()) Prefetch(plan_[next_]);
   ModelBody body(store_, name, model, std::move(fn), StageCheckpoint(name));
-  auto outcome = ladder_.Run(owner_, stage, body);
-  if (!outcome.ok()) return outcome.status();
-  outcome->upload_wait_ms += prefetch_wait_ms;
+  ASSIGN_OR_RETURN(auto outcome, ladder_.Run(owner_, stage, body));
+  outcome.upload_wait_ms += prefetch_wait_ms;
   v1::StageReport r;
   r.set_name(name);
   r.set_model(model);
-  r.set_ms(outcome->ms);
-  r.set_mode(ToProto(outcome->mode));
-  r.set_attempts(outcome->attempts);
-  r.set_tile(outcome->tile_px);
-  r.set_upload_wait_ms(outcome->upload_wait_ms);
-  r.set_peak_bytes(outcome->peak_bytes);
-  Finish(r, progress, outcome->degradations);
+  r.set_ms(outcome.ms);
+  r.set_mode(ToProto(outcome.mode));
+  r.set_attempts(outcome.attempts);
+  r.set_tile(outcome.tile_px);
+  r.set_upload_wait_ms(outcome.upload_wait_ms);
+  r.set_peak_bytes(outcome.peak_bytes);
+  Finish(r, progress, outcome.degradations);
   return absl::OkStatus();
 }
 
@@ -157,7 +154,7 @@ absl::Status Execution::HostStage(const std::string& name, float progress,
   if (ctx_.Cancelled()) return CancelledBefore(name);
   Started(name, progress);
   const absl::Time start = absl::Now();
-  if (absl::Status st = fn(StageCheckpoint(name)); !st.ok()) return st;
+  RETURN_IF_ERROR(fn(StageCheckpoint(name)));
   v1::StageReport r;
   r.set_name(name);
   r.set_ms(absl::ToDoubleMilliseconds(absl::Now() - start));
@@ -243,18 +240,15 @@ std::string Bucket(const cv::Mat& m) { return absl::StrCat(m.cols, "x", m.rows);
 
 absl::StatusOr<DecodedImage> AdmittedDecode(Execution& run, const std::string& bytes, const std::string& what,
                                             uint64_t max_pixels, uint64_t extra_per_px, Lease* buffers) {
-  auto header = image::ScreenImage(bytes, what, max_pixels);
-  if (!header.ok()) return header.status();
-  const DecodeFootprint f = DecodeHostBytes(*header, bytes.size());
-  const std::string size = absl::StrCat(header->width, "x", header->height);
-  auto kept = run.HostBuffers(absl::StrCat("stage 'decode': the ", what, "'s ", size, " buffers"),
-                              f.kept + header->pixels() * extra_per_px);
-  if (!kept.ok()) return kept.status();
-  auto scratch = run.HostBuffers(absl::StrCat("stage 'decode': the ", what, " decoder's ", size, " scratch"),
-                                 f.scratch);
-  if (!scratch.ok()) return scratch.status();
+  ASSIGN_OR_RETURN(auto header, image::ScreenImage(bytes, what, max_pixels));
+  const DecodeFootprint f = DecodeHostBytes(header, bytes.size());
+  const std::string size = absl::StrCat(header.width, "x", header.height);
+  ASSIGN_OR_RETURN(auto kept, run.HostBuffers(absl::StrCat("stage 'decode': the ", what, "'s ", size, " buffers"),
+                              f.kept + header.pixels() * extra_per_px));
+  ASSIGN_OR_RETURN(auto scratch, run.HostBuffers(absl::StrCat("stage 'decode': the ", what, " decoder's ", size, " scratch"),
+                                 f.scratch));
   auto img = DecodeImage(bytes, what, max_pixels);
-  if (img.ok()) *buffers = *std::move(kept);
+  if (img.ok()) *buffers = std::move(kept);
   return img;
 }
 

@@ -8,6 +8,7 @@
 #include "models/blend/blend.h"
 #include "geometry/frame_edge.h"
 #include "pipeline/parallel.h"
+#include "base/status_macros.h"
 
 namespace fusion {
 
@@ -64,7 +65,7 @@ absl::Status BlendFaces(const FaceStages& m, const v1::JobOptions& o, const Pict
   const int threads = disjoint ? m.threads : 1;
   return run.HostStage("blend", 0.75f, [&](const Checkpoint& cp) {
     return ParallelFor(faces.size(), threads, [&](size_t i) {
-      if (absl::Status s = cp.Check("face", i, faces.size()); !s.ok()) return s;
+      RETURN_IF_ERROR(cp.Check("face", i, faces.size()));
       return models::BlendFace(faces[i], options, frame);
     });
   });
@@ -81,7 +82,7 @@ absl::Status LandmarkStage(const FaceStages& m, std::vector<Picture>& pics, Exec
                                 for (Picture& p : pics) {
                                   if (work.source_ready && &p != &tgt) continue;  // done once per job
                                   if (p.analysed) continue;                        // from the face cache
-                                  if (absl::Status s = FindLandmarks(c, p, cp.Within(p.what)); !s.ok()) return s;
+                                  RETURN_IF_ERROR(FindLandmarks(c, p, cp.Within(p.what)));
                                 }
                                 return absl::OkStatus();
                               });
@@ -109,11 +110,11 @@ absl::Status EncodeStage(const FaceStages& m, std::vector<Picture>& pics, Execut
   if (!describe_source && !by_reference) return absl::OkStatus();
   return run.Stage("encode", m.encoder, 150 * 150, "150x150", 0.25f, [&](const ModelCopy& c, int, const Checkpoint& cp) {
     if (describe_source) {
-      if (absl::Status s = DescribeFaces(c, src, {}, cp.Within(src.what)); !s.ok()) return s;
+      RETURN_IF_ERROR(DescribeFaces(c, src, {}, cp.Within(src.what)));
     }
     if (!by_reference) return absl::OkStatus();
     if (describe_reference) {
-      if (absl::Status s = DescribeFaces(c, pics[2], {}, cp.Within(pics[2].what)); !s.ok()) return s;
+      RETURN_IF_ERROR(DescribeFaces(c, pics[2], {}, cp.Within(pics[2].what)));
     }
     return DescribeFaces(c, tgt, {}, cp.Within(tgt.what));
   });
@@ -148,10 +149,10 @@ absl::Status EnhanceStage(const FaceStages& m, std::vector<SwapItem>& items, Exe
                               [&](const ModelCopy& c, int tile, const Checkpoint& cp) {
                                 std::vector<cv::Mat> up;
                                 for (size_t i = 0; i < items.size(); ++i) {
-                                  if (absl::Status s = cp.Check("face", i, items.size()); !s.ok()) return s;
+                                  RETURN_IF_ERROR(cp.Check("face", i, items.size()));
                                   cv::Mat crop = items[i].fused.clone();
                                   const Checkpoint tiles = cp.Within(absl::StrCat("face ", i + 1, " of ", items.size()));
-                                  if (absl::Status s = Enhance(c, c.device, tile, crop, tiles); !s.ok()) return s;
+                                  RETURN_IF_ERROR(Enhance(c, c.device, tile, crop, tiles));
                                   up.push_back(crop);
                                 }
                                 for (size_t i = 0; i < items.size(); ++i) items[i].fused = up[i];
@@ -181,9 +182,9 @@ absl::Status ScoreStage(const FaceStages& m, const Picture& src, const Picture& 
                               score_workers > 1 ? absl::StrCat("150x150 x", score_workers) : "150x150", 0.85f,
                               [&](const ModelCopy& c, int, const Checkpoint& cp) {
     return ParallelFor(items.size(), score_workers, [&](size_t i) -> absl::Status {
-      if (absl::Status s = cp.Check("face", i, items.size()); !s.ok()) return s;
+      RETURN_IF_ERROR(cp.Check("face", i, items.size()));
       const DetectedFace& face = tgt.faces[items[i].face];
-      if (absl::Status s = Describe(c, result_rgb, face.landmarks, &scored[i]); !s.ok()) return s;
+      RETURN_IF_ERROR(Describe(c, result_rgb, face.landmarks, &scored[i]));
       before[i] = face.descriptor;
       if (face.described) return absl::OkStatus();
       return Describe(c, tgt.rgb, face.landmarks, &before[i]);
@@ -208,8 +209,8 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
                        v1::JobResult& report, cv::Mat* frame, const FaceWork& work) {
   Picture& tgt = pics[1];
   const bool by_reference = pics.size() > 2;
-  if (absl::Status st = LandmarkStage(m, pics, run, work); !st.ok()) return st;
-  if (absl::Status st = EncodeStage(m, pics, run, work); !st.ok()) return st;
+  RETURN_IF_ERROR(LandmarkStage(m, pics, run, work));
+  RETURN_IF_ERROR(EncodeStage(m, pics, run, work));
 
   // The target's faces to swap: all, or (by reference) those within `limit` of the reference's.
   std::vector<SwapItem> items;
@@ -228,13 +229,13 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
     return absl::FailedPreconditionError(absl::StrCat(
         "no face of the target image is within identity distance ", limit, " of the reference face"));
   }
-  if (absl::Status st = GenerateStage(m, o, pics, items, run); !st.ok()) return st;
+  RETURN_IF_ERROR(GenerateStage(m, o, pics, items, run));
   if (!m.enhancer.empty()) {
-    if (absl::Status st = EnhanceStage(m, items, run); !st.ok()) return st;
+    RETURN_IF_ERROR(EnhanceStage(m, items, run));
   }
 
   *frame = tgt.bgr.clone();
-  if (absl::Status st = BlendFaces(m, o, tgt, items, run, frame); !st.ok()) return st;
+  RETURN_IF_ERROR(BlendFaces(m, o, tgt, items, run, frame));
   if (!work.score) {
     report.set_faces_swapped(static_cast<uint32_t>(items.size()));
     return absl::OkStatus();

@@ -16,6 +16,7 @@
 #include "image/image_header.h"
 #include "image/jpeg_decode.h"
 #include "spdlog/spdlog.h"
+#include "base/status_macros.h"
 
 namespace fusion {
 namespace {
@@ -187,9 +188,8 @@ absl::StatusOr<DecodedImage> DecodeImage(const std::string& bytes, const std::st
                                          uint64_t max_pixels) {
   // The header first (SubmitJob checked it too; a journaled job from an older daemon or a
   // changed limit meets it here): nothing is decoded past the limit, of an unknown format, or cut.
-  auto header = image::ScreenImage(bytes, what, max_pixels);
-  if (!header.ok()) return header.status();
-  const std::string stripped = header->format == image::ImageFormat::kPng ? WithoutIccp(bytes) : "";
+  ASSIGN_OR_RETURN(auto header, image::ScreenImage(bytes, what, max_pixels));
+  const std::string stripped = header.format == image::ImageFormat::kPng ? WithoutIccp(bytes) : "";
   const std::string& data = stripped.empty() ? bytes : stripped;
   const cv::Mat buffer(1, static_cast<int>(data.size()), CV_8U, const_cast<char*>(data.data()));
   // Alpha images as they are (IMREAD_UNCHANGED); the rest with EXIF orientation applied. One
@@ -197,25 +197,24 @@ absl::StatusOr<DecodedImage> DecodeImage(const std::string& bytes, const std::st
   const int keep = cv::IMREAD_UNCHANGED, oriented = cv::IMREAD_ANYDEPTH | cv::IMREAD_ANYCOLOR;
   DecodedImage img;
   try {
-    if (header->format == image::ImageFormat::kJpeg) {  // damaged data is seen (jpeg_decode.h)
-      auto jpeg = DecodeJpeg(bytes, what, *header);
-      if (!jpeg.ok()) return jpeg.status();
-      img.original = *std::move(jpeg);
+    if (header.format == image::ImageFormat::kJpeg) {  // damaged data is seen (jpeg_decode.h)
+      ASSIGN_OR_RETURN(auto jpeg, DecodeJpeg(bytes, what, header));
+      img.original = std::move(jpeg);
     } else {
-      img.original = cv::imdecode(buffer, header->alpha_known && !header->alpha ? oriented : keep);
+      img.original = cv::imdecode(buffer, header.alpha_known && !header.alpha ? oriented : keep);
     }
-    if (!header->alpha_known && !img.original.empty() && img.original.channels() != 4) {
+    if (!header.alpha_known && !img.original.empty() && img.original.channels() != 4) {
       img.original.release();
       img.original = cv::imdecode(buffer, oriented);
     }
     if (img.original.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": the ", image::ToString(header->format),
+      return absl::InvalidArgumentError(absl::StrCat(what, ": the ", image::ToString(header.format),
                                                      " data cannot be decoded (", bytes.size(), " bytes)"));
     }
-    if (static_cast<uint64_t>(img.original.total()) != header->pixels()) {
+    if (static_cast<uint64_t>(img.original.total()) != header.pixels()) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": decoded ", img.original.cols, "x", img.original.rows,
-                                                     " pixels, its header says ", header->width, "x",
-                                                     header->height));
+                                                     " pixels, its header says ", header.width, "x",
+                                                     header.height));
     }
     if (img.original.depth() != CV_8U && img.original.depth() != CV_16U) {
       img.original.convertTo(img.original, CV_16U, 65535.0);  // float images: to 16 bit
@@ -223,7 +222,7 @@ absl::StatusOr<DecodedImage> DecodeImage(const std::string& bytes, const std::st
     img.bgr = ToBgr(To8Bit(img.original));
   } catch (const cv::Exception& e) {
     spdlog::warn("{}: OpenCV: {}", what, e.what());  // the library's text stays in the log
-    return absl::InvalidArgumentError(absl::StrCat(what, ": the ", image::ToString(header->format),
+    return absl::InvalidArgumentError(absl::StrCat(what, ": the ", image::ToString(header.format),
                                                    " data cannot be decoded (", bytes.size(), " bytes)"));
   }
   return img;

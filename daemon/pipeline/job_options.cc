@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "image/image_header.h"
+#include "base/status_macros.h"
 
 namespace fusion {
 
@@ -64,11 +65,10 @@ absl::Status ValidateJobOptions(const v1::JobOptions& o, const models::ModelCata
 absl::Status ScreenJobImages(const v1::JobOptions& o, const std::string& source_image,
                              const std::string& target_image, uint64_t max_pixels) {
   for (const auto& [bytes, what] : {std::pair{&source_image, "source image"}, std::pair{&target_image, "target image"}}) {
-    if (auto h = image::ScreenImage(*bytes, what, max_pixels); !h.ok()) return h.status();
+    RETURN_IF_ERROR(image::ScreenImage(*bytes, what, max_pixels).status());
   }
   if (o.faces() == v1::REFERENCE) {
-    auto h = image::ScreenImage(o.reference().inline_bytes(), "reference image", max_pixels);
-    if (!h.ok()) return h.status();
+    ASSIGN_OR_RETURN(auto h, image::ScreenImage(o.reference().inline_bytes(), "reference image", max_pixels));
   }
   return absl::OkStatus();
 }

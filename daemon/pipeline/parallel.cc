@@ -14,6 +14,7 @@
 #include "device/cpu_device_memory.h"
 #include "models/common/exception_text.h"
 #include "loader/device_oom.h"
+#include "base/status_macros.h"
 
 namespace fusion {
 
@@ -48,7 +49,7 @@ absl::Status ParallelFor(size_t count, int threads, const std::function<absl::St
   OneIntraOpThread one;
   if (workers <= 1) {
     for (size_t i = 0; i < count; ++i) {
-      if (absl::Status st = body(i); !st.ok()) return st;
+      RETURN_IF_ERROR(body(i));
     }
     return absl::OkStatus();
   }

@@ -24,6 +24,7 @@
 #include "pipeline/job_options.h"
 #include "pipeline/stages.h"
 #include "pipeline/target_kind.h"
+#include "base/status_macros.h"
 
 namespace fusion {
 PipelineRunner::PipelineRunner(ModelStore* store, ResidencyManager* residency, DeviceMeter* meter,
@@ -54,9 +55,8 @@ absl::Status PipelineRunner::Validate(const v1::JobOptions& o) const {
 
 absl::StatusOr<jobs::JobPlan> PipelineRunner::Plan(const v1::JobOptions& o, const std::string& source_image,
                                                   const std::string& target_image) {
-  auto models = StageModels(o);
-  if (!models.ok()) return models.status();
-  jobs::JobPlan plan{.options = o, .stage_models = *std::move(models)};
+  ASSIGN_OR_RETURN(auto models, StageModels(o));
+  jobs::JobPlan plan{.options = o, .stage_models = std::move(models)};
   // The images' own faults (unknown format, corrupt or cut header, too many pixels) are found
   // from their bytes here, as a job's decode would find them: stage "decode".
   auto target = ClassifyTarget(target_image, o, options_.max_pixels);
@@ -74,10 +74,9 @@ absl::StatusOr<jobs::JobPlan> PipelineRunner::Plan(const v1::JobOptions& o, cons
 absl::StatusOr<uint64_t> PipelineRunner::ScreenImages(const v1::JobOptions& o, const TargetClass& target,
                                                      const std::string& source_image,
                                                      const std::string& target_image) const {
-  if (auto h = image::ScreenImage(source_image, "source image", options_.max_pixels); !h.ok()) return h.status();
+  RETURN_IF_ERROR(image::ScreenImage(source_image, "source image", options_.max_pixels).status());
   if (o.faces() == v1::REFERENCE) {
-    auto h = image::ScreenImage(o.reference().inline_bytes(), "reference image", options_.max_pixels);
-    if (!h.ok()) return h.status();
+    ASSIGN_OR_RETURN(auto h, image::ScreenImage(o.reference().inline_bytes(), "reference image", options_.max_pixels));
   }
   if (target.kind == TargetKind::kImage) {
     return EncodedResultBound(target.image, o.upscale() != 0 ? o.upscale() : 1, o.format());
@@ -104,7 +103,7 @@ DetectSettings PipelineRunner::DetectSettingsFor(const v1::JobOptions& o) const 
 }
 
 absl::StatusOr<std::vector<std::string>> PipelineRunner::StageModels(const v1::JobOptions& o) const {
-  if (absl::Status st = Validate(o); !st.ok()) return st;
+  RETURN_IF_ERROR(Validate(o));
   std::vector<std::string> models = {options_.detector, options_.landmarks, options_.encoder,
                                      options_.generator};
   if (o.enhance_scale() != 0) models.push_back(EnhancerFor(o, o.enhance_scale()));
@@ -171,9 +170,8 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
                                                              const std::string& target_image,
                                                              const v1::JobOptions& o,
                                                              Context& context) {
-  auto plan = Plan(o, source_image, target_image);
-  if (!plan.ok()) return plan.status();
-  return Execute(owner, *plan, source_image, target_image, context);
+  ASSIGN_OR_RETURN(auto plan, Plan(o, source_image, target_image));
+  return Execute(owner, plan, source_image, target_image, context);
 }
 
 absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Execute(const Owner& owner, const jobs::JobPlan& plan,
@@ -194,9 +192,8 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Execute(const Owner& own
   context.StageStarted("decode", 0);
   auto source = AdmittedDecode(run, source_image, "source image", options_.max_pixels, 0, &source_buffers);
   if (!source.ok()) return source.status();
-  auto target = AdmittedDecode(run, target_image, "target image", options_.max_pixels, o.simple() ? 6 : 3,
-                               &target_buffers);
-  if (!target.ok()) return target.status();
+  ASSIGN_OR_RETURN(auto target, AdmittedDecode(run, target_image, "target image", options_.max_pixels, o.simple() ? 6 : 3,
+                               &target_buffers));
   const bool by_reference = o.faces() == v1::REFERENCE;
   absl::StatusOr<DecodedImage> reference = DecodedImage{};
   if (by_reference) {
@@ -208,7 +205,7 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Execute(const Owner& own
   // The source's and reference's analyses from the face cache: such a picture gets no RGB copy
   // and skips detect, landmarks and encode.
   const std::pair<const DecodedImage*, const char*> images[3] = {
-      {&*source, "source image"}, {&*target, "target image"}, {&*reference, "reference image"}};
+      {&*source, "source image"}, {&target, "target image"}, {&*reference, "reference image"}};
   const std::string* bytes_of[3] = {&source_image, nullptr, by_reference ? &o.reference().inline_bytes() : nullptr};
   std::string keys[3];  // of images[k] ("" for none)
   std::optional<FaceAnalysis> hits[3];
@@ -219,13 +216,12 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Execute(const Owner& own
   }
   // The colour conversions: every analysed picture's RGB copy and the result's, admitted before
   // they exist and returned (with the pictures) before the result is encoded.
-  uint64_t conversion_bytes = target->bgr.total() * 3;  // the result's RGB copy (score)
+  uint64_t conversion_bytes = target.bgr.total() * 3;  // the result's RGB copy (score)
   for (int k = 0; k < 3; ++k) conversion_bytes += hits[k] ? 0 : images[k].first->bgr.total() * 3;
-  auto conversions = run.HostBuffers(
-      absl::StrCat("stage 'decode': the RGB copies of the images (", target->bgr.cols, "x", target->bgr.rows,
+  ASSIGN_OR_RETURN(auto conversions, run.HostBuffers(
+      absl::StrCat("stage 'decode': the RGB copies of the images (", target.bgr.cols, "x", target.bgr.rows,
                    " target)"),
-      conversion_bytes);
-  if (!conversions.ok()) return conversions.status();
+      conversion_bytes));
   std::vector<Picture> pics;
   std::vector<std::string> pic_keys;  // the cache key of pics[k]
   for (int k = 0; k < 3; ++k) {
@@ -242,24 +238,22 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Execute(const Owner& own
       pics.push_back(std::move(p));
       continue;
     }
-    auto p = MakePicture(img->bgr, what);
-    if (!p.ok()) return p.status();
-    pics.push_back(*std::move(p));
+    ASSIGN_OR_RETURN(auto p, MakePicture(img->bgr, what));
+    pics.push_back(std::move(p));
   }
   Picture& tgt = pics[1];
   // An upscale whose images can never fit the host tier is refused now, not after the stages.
   if (o.upscale() != 0) {
-    const auto [what, bytes] = UpscaleImages(EnhancerFor(o, o.upscale()), o, *target);
-    if (absl::Status fits = residency_->CheckHostCanFit(what, bytes); !fits.ok()) return fits;
+    const auto [what, bytes] = UpscaleImages(EnhancerFor(o, o.upscale()), o, target);
+    RETURN_IF_ERROR(residency_->CheckHostCanFit(what, bytes));
   }
   // detect
   // Passes run detect.threads at a time: that many of the largest network input bound the set.
   int detect_side = 0;
   for (const Picture& p : pics) {
     if (p.analysed) continue;
-    auto side = LargestDetectInput(options_.detector, p.rgb.cols, p.rgb.rows, detect);
-    if (!side.ok()) return side.status();
-    detect_side = std::max(detect_side, *side);
+    ASSIGN_OR_RETURN(auto side, LargestDetectInput(options_.detector, p.rgb.cols, p.rgb.rows, detect));
+    detect_side = std::max(detect_side, side);
   }
   // Progress moves from 5% to 15% (the landmarks stage's) over the pictures' scan passes: a
   // large target's detection is most of the job (seconds to minutes).
@@ -303,12 +297,12 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Execute(const Owner& own
   // What the encode no longer needs goes back first: the pictures' RGB copies, the source and
   // reference images.
   pics.clear();
-  conversions->Release();
+  conversions.Release();
   *source = DecodedImage{};
   *reference = DecodedImage{};
   source_buffers.Release();
   reference_buffers.Release();
-  st = FinishJob(stages, o, *target, run, std::move(frame), output);
+  st = FinishJob(stages, o, target, run, std::move(frame), output);
   if (!st.ok()) return st;
   return output;
 }
@@ -322,16 +316,15 @@ absl::Status FinishJob(const FaceStages& m, const v1::JobOptions& o, const Decod
   Lease buffers;  // the upscale's host images, admitted before they exist
   if (!m.upscaler.empty()) {
     const auto [what, bytes] = UpscaleImages(m.upscaler, o, target);
-    auto admitted = run.HostBuffers(what, bytes);
-    if (!admitted.ok()) return admitted.status();
-    buffers = *std::move(admitted);
+    ASSIGN_OR_RETURN(auto admitted, run.HostBuffers(what, bytes));
+    buffers = std::move(admitted);
     cv::Mat rgb01;
     cv::cvtColor(frame, rgb01, cv::COLOR_BGR2RGB);
     rgb01.convertTo(rgb01, CV_32FC3, 1.0 / 255.0);
     absl::Status st = run.Stage("upscale", m.upscaler, frame.total(), Bucket(frame), 0.9f,
                                 [&](const ModelCopy& c, int tile, const Checkpoint& cp) {
                                   cv::Mat up = rgb01;  // Enhance replaces it only on success
-                                  if (absl::Status s = Enhance(c, c.device, tile, up, cp); !s.ok()) return s;
+                                  RETURN_IF_ERROR(Enhance(c, c.device, tile, up, cp));
                                   rgb01 = up;
                                   return absl::OkStatus();
                                 },
@@ -350,14 +343,12 @@ absl::Status FinishJob(const FaceStages& m, const v1::JobOptions& o, const Decod
   // or a cancel that passed during the last stage let the whole encode run after it.
   if (run.context().Cancelled()) return absl::CancelledError("job cancelled before stage 'encode'");
   // Its working set and the encoded bytes admitted on the host tier first.
-  auto encoding = run.HostBuffers(
+  ASSIGN_OR_RETURN(auto encoding, run.HostBuffers(
       absl::StrCat("stage 'encode': the ", o.format() == v1::JPEG ? "JPEG" : "PNG", " encoding of a ", frame.cols,
                    "x", frame.rows, " result"),
-      EncodeHostBytes(base, o.format()));
-  if (!encoding.ok()) return encoding.status();
-  auto encoded = EncodeResult(base, frame, o.format());
-  if (!encoded.ok()) return encoded.status();
-  output.image = *std::move(encoded);
+      EncodeHostBytes(base, o.format())));
+  ASSIGN_OR_RETURN(auto encoded, EncodeResult(base, frame, o.format()));
+  output.image = std::move(encoded);
   output.report.set_state(v1::SUCCEEDED);
   output.report.set_format(o.format() == v1::JPEG ? v1::JPEG : v1::PNG);
   output.report.set_width(static_cast<uint32_t>(frame.cols));

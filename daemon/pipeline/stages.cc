@@ -27,6 +27,7 @@
 #include "pipeline/parallel.h"
 #include "loader/precision.h"
 #include "spdlog/spdlog.h"
+#include "base/status_macros.h"
 
 namespace fusion {
 namespace {
@@ -141,7 +142,7 @@ absl::Status DetectFaces(const ModelCopy& detector, int tile_px, const DetectSet
   faceapi::MultiScaleOptions options = ScanOptions(settings);
   options.tile_px = tile_px;  // the same passes; each runs its stem in windows
   options.before_pass = [&cp, &on_pass](size_t i, size_t n) {
-    if (absl::Status st = cp.Check("pass", i, n); !st.ok()) return st;
+    RETURN_IF_ERROR(cp.Check("pass", i, n));
     if (on_pass) on_pass(i, n);
     return absl::OkStatus();
   };
@@ -168,10 +169,9 @@ absl::Status DetectFaces(const ModelCopy& detector, int tile_px, const DetectSet
     for (faceapi::FaceBox& b : *boxes) b = {w - b.x - b.w, h - b.y - b.h, b.w, b.h, b.score};
   }
   // Orientation: 4 boxes per pass, each pass a checkpoint.
-  auto orientations = faceapi::EstimateOrientations(
-      *det, pic.rgb, *boxes, tile_px, [&cp](size_t i, size_t n) { return cp.Check("orientation pass", i, n); });
-  if (!orientations.ok()) return orientations.status();
-  const std::vector<faceapi::FaceOrientation>& turns = *orientations;
+  ASSIGN_OR_RETURN(auto orientations, faceapi::EstimateOrientations(
+      *det, pic.rgb, *boxes, tile_px, [&cp](size_t i, size_t n) { return cp.Check("orientation pass", i, n); }));
+  const std::vector<faceapi::FaceOrientation>& turns = orientations;
   std::vector<DetectedFace> faces;
   std::vector<TurnedFace> turned;
   for (size_t i = 0; i < boxes->size(); ++i) {
@@ -203,10 +203,9 @@ std::string TurnedFaceNote(const std::string& what, const TurnedFace& f) {
 }
 
 absl::StatusOr<int> LargestDetectInput(const std::string& detector, int w, int h, const DetectSettings& settings) {
-  absl::StatusOr<faceapi::DetectorTraits> traits = faceapi::DetectorTraitsOf(detector);
-  if (!traits.ok()) return traits.status();
+  ASSIGN_OR_RETURN(faceapi::DetectorTraits traits, faceapi::DetectorTraitsOf(detector));
   // The orientation passes (DetectFaces) are kOrientationInputPx square.
-  const int scan = faceapi::LargestPassInput(*traits, w, h, ScanOptions(settings));
+  const int scan = faceapi::LargestPassInput(traits, w, h, ScanOptions(settings));
   return scan == 0 ? 0 : std::max(scan, faceapi::kOrientationInputPx);
 }
 
@@ -221,20 +220,18 @@ namespace {
 absl::StatusOr<faceapi::Landmarks68> UprightLandmarks(const faceapi::FaceLandmark68Net& net, const cv::Mat& image,
                                                       const faceapi::FaceBox& box, float detector_logit,
                                                       bool* upside_down) {
-  auto as_is = net.Detect(image, box);
-  if (!as_is.ok()) return as_is.status();
-  auto turned = faceapi::DetectTurned180(net, image, box);
-  if (!turned.ok()) return turned.status();
-  const faceapi::UpsideDownCue cue{faceapi::EyeContrast(image, *as_is, box), faceapi::EyeContrast(image, *turned, box),
+  ASSIGN_OR_RETURN(auto as_is, net.Detect(image, box));
+  ASSIGN_OR_RETURN(auto turned, faceapi::DetectTurned180(net, image, box));
+  const faceapi::UpsideDownCue cue{faceapi::EyeContrast(image, as_is, box), faceapi::EyeContrast(image, turned, box),
                                    detector_logit};
   *upside_down = cue.upside_down();
   spdlog::debug("landmarks: face at ({:.0f},{:.0f} {:.0f}x{:.0f}): upside-down cue {:.2f} (eyes {:.2f} as is, {:.2f} "
                 "turned; detector {:.2f}){}",
                 box.x, box.y, box.w, box.h, cue.value(), cue.eyes_as_is, cue.eyes_turned, cue.detector_logit,
                 *upside_down ? ": upside down, righted" : "");
-  if (*upside_down) return *turned;
+  if (*upside_down) return turned;
   // A face rolled by 25-90 degrees: its points found again on the face turned level (level_roll.h).
-  return faceapi::LevelledLandmarks(net, image, box, *as_is);
+  return faceapi::LevelledLandmarks(net, image, box, as_is);
 }
 
 // The net's 68 points for the face in `whole` (frame pixels, may reach beyond the frame): the
@@ -251,9 +248,8 @@ absl::StatusOr<faceapi::Landmarks68> PointsOnCanvas(const faceapi::FaceLandmark6
   cv::Mat canvas(ext.size(), CV_8UC3, cv::Scalar::all(0));
   pic.rgb(in).copyTo(canvas(in - ext.tl()));
   const faceapi::FaceBox local{whole.x - x0, whole.y - y0, whole.w, whole.h, whole.score};
-  auto pts = UprightLandmarks(net, canvas, local, detector_logit, upside_down);
-  if (!pts.ok()) return pts.status();
-  for (faceapi::Point& p : *pts) {
+  ASSIGN_OR_RETURN(auto pts, UprightLandmarks(net, canvas, local, detector_logit, upside_down));
+  for (faceapi::Point& p : pts) {
     p.x += x0;
     p.y += y0;
   }
@@ -267,13 +263,12 @@ absl::Status FindLandmarks(const ModelCopy& landmarks, Picture& pic, const Check
   std::vector<faceapi::Landmarks68> found;
   std::vector<bool> upside_down;
   for (const DetectedFace& f : pic.faces) {
-    if (absl::Status st = cp.Check("face", found.size(), pic.faces.size()); !st.ok()) return st;
+    RETURN_IF_ERROR(cp.Check("face", found.size(), pic.faces.size()));
     const cv::Size size = pic.rgb.size();
     bool turned = false;
     if (!TouchesFrameEdge(f.box, size)) {
-      auto pts = UprightLandmarks(*landmarks.landmarks, pic.rgb, f.box, f.upside_down_logit, &turned);
-      if (!pts.ok()) return pts.status();
-      found.push_back(*pts);
+      ASSIGN_OR_RETURN(auto pts, UprightLandmarks(*landmarks.landmarks, pic.rgb, f.box, f.upside_down_logit, &turned));
+      found.push_back(pts);
       upside_down.push_back(turned);
       continue;
     }
@@ -329,9 +324,8 @@ void SetAsideCutFaces(Picture& pic) {
 absl::Status Describe(const ModelCopy& recognition, const cv::Mat& rgb,
                       const faceapi::Landmarks68& landmarks, FaceDescriptor* out) {
   if (!recognition.recognition) return absl::InvalidArgumentError("encode: the model is not a recognition net");
-  auto d = recognition.recognition->Compute(rgb, landmarks);
-  if (!d.ok()) return d.status();
-  *out = *d;
+  ASSIGN_OR_RETURN(auto d, recognition.recognition->Compute(rgb, landmarks));
+  *out = d;
   return absl::OkStatus();
 }
 
@@ -343,8 +337,8 @@ absl::Status DescribeFaces(const ModelCopy& recognition, Picture& pic, const std
   }
   std::vector<FaceDescriptor> found(idx.size());
   for (size_t k = 0; k < idx.size(); ++k) {
-    if (absl::Status st = cp.Check("face", k, idx.size()); !st.ok()) return st;
-    if (absl::Status st = Describe(recognition, pic.rgb, pic.faces[idx[k]].landmarks, &found[k]); !st.ok()) return st;
+    RETURN_IF_ERROR(cp.Check("face", k, idx.size()));
+    RETURN_IF_ERROR(Describe(recognition, pic.rgb, pic.faces[idx[k]].landmarks, &found[k]));
   }
   for (size_t k = 0; k < idx.size(); ++k) {
     pic.faces[idx[k]].descriptor = found[k];
@@ -364,10 +358,9 @@ absl::Status Generate(const ModelCopy& generator, const std::string& device, con
     for (const faceapi::Point& q : l) p.emplace_back(q.x, q.y);
     return p;
   };
-  auto src = models::AlignFaceCrop(source.bgr, points(source.faces[src_index].landmarks), models::kCropSize);
-  if (!src.ok()) return src.status();
-  const at::Tensor src_t = OnDevice(models::BgrToTensor(src->bgr), device);
-  const at::Tensor src_lm = models::LandmarksToTensor(src->landmarks);
+  ASSIGN_OR_RETURN(auto src, models::AlignFaceCrop(source.bgr, points(source.faces[src_index].landmarks), models::kCropSize));
+  const at::Tensor src_t = OnDevice(models::BgrToTensor(src.bgr), device);
+  const at::Tensor src_lm = models::LandmarksToTensor(src.landmarks);
   if (notes != nullptr) {
     *notes = generator.generator->SourceNotes(src_lm);
     const cv::Rect2f box = cv::boundingRect(points(source.faces[src_index].landmarks));
@@ -379,17 +372,15 @@ absl::Status Generate(const ModelCopy& generator, const std::string& device, con
   }
   std::vector<SwapItem> done = items;
   absl::Status st = ParallelFor(done.size(), threads, [&](size_t i) -> absl::Status {
-    if (absl::Status st = cp.Check("face", i, done.size()); !st.ok()) return st;
+    RETURN_IF_ERROR(cp.Check("face", i, done.size()));
     SwapItem& item = done[i];
-    auto dst = models::AlignFaceCrop(target.bgr, points(target.faces[item.face].landmarks), models::kCropSize);
-    if (!dst.ok()) return dst.status();
-    models::GeneratorInputs in{src_t, src_lm, OnDevice(models::BgrToTensor(dst->bgr), device),
-                               models::LandmarksToTensor(dst->landmarks), ratio};
-    auto out = generator.generator->Fuse(in);
-    if (!out.ok()) return out.status();
-    item.fused = models::TensorToRgbMat(*out);
+    ASSIGN_OR_RETURN(auto dst, models::AlignFaceCrop(target.bgr, points(target.faces[item.face].landmarks), models::kCropSize));
+    models::GeneratorInputs in{src_t, src_lm, OnDevice(models::BgrToTensor(dst.bgr), device),
+                               models::LandmarksToTensor(dst.landmarks), ratio};
+    ASSIGN_OR_RETURN(auto out, generator.generator->Fuse(in));
+    item.fused = models::TensorToRgbMat(out);
     item.target_crop = models::TensorToRgbMat(in.target);
-    item.frame_to_crop = dst->frame_to_crop;
+    item.frame_to_crop = dst.frame_to_crop;
     return absl::OkStatus();
   });
   if (!st.ok()) return st;
@@ -407,9 +398,8 @@ absl::Status Enhance(const ModelCopy& enhancer, const std::string& device, int t
   if (enhancer.torchscript_enhancer) {  // whole crops or frames only (not tileable), fp32
     const models::TorchScriptEnhancer& m = *enhancer.torchscript_enhancer;
     if (tile_px > 0) return absl::InvalidArgumentError(absl::StrCat("enhance: ", m.name(), " is not tileable"));
-    auto out = m.Forward(OnDevice(MatToTensor(rgb01), device) * 255.0);
-    if (!out.ok()) return out.status();
-    rgb01 = models::TensorToRgbMat((out->to(at::kFloat) / 255.0).clamp(0.0, 1.0));
+    ASSIGN_OR_RETURN(auto out, m.Forward(OnDevice(MatToTensor(rgb01), device) * 255.0));
+    rgb01 = models::TensorToRgbMat((out.to(at::kFloat) / 255.0).clamp(0.0, 1.0));
     return absl::OkStatus();
   }
   if (!enhancer.keras) return absl::InvalidArgumentError("enhance: the model is not an enhancer (ESRGAN or TorchScript)");
@@ -424,9 +414,8 @@ absl::Status Enhance(const ModelCopy& enhancer, const std::string& device, int t
   const int64_t h = rgb01.rows, w = rgb01.cols, s = m.scale(), halo = m.halo_px();
   if (tile_px <= 0 || (h <= tile_px && w <= tile_px)) {
     const at::Tensor x = OnDevice(MatToTensor(rgb01), device) * 255.0;
-    auto whole = Forward(m, x);
-    if (!whole.ok()) return whole.status();
-    rgb01 = models::TensorToRgbMat((whole->to(at::kFloat) / 255.0).clamp(0.0, 1.0));
+    ASSIGN_OR_RETURN(auto whole, Forward(m, x));
+    rgb01 = models::TensorToRgbMat((whole.to(at::kFloat) / 255.0).clamp(0.0, 1.0));
     return absl::OkStatus();
   }
   // Tiled: only a tile (with its halo) and its output are tensors at a time; the whole input
@@ -437,15 +426,14 @@ absl::Status Enhance(const ModelCopy& enhancer, const std::string& device, int t
   for (int64_t y0 = 0; y0 < h; y0 += tile_px) {
     for (int64_t x0 = 0; x0 < w; x0 += tile_px) {
       const int64_t index = y0 / tile_px * columns + x0 / tile_px;
-      if (absl::Status st = cp.Check("tile", index, tiles); !st.ok()) return st;
+      RETURN_IF_ERROR(cp.Check("tile", index, tiles));
       const int64_t y1 = std::min<int64_t>(h, y0 + tile_px), x1 = std::min<int64_t>(w, x0 + tile_px);
       const int64_t ya = std::max<int64_t>(0, y0 - halo), xa = std::max<int64_t>(0, x0 - halo);
       const int64_t yb = std::min(h, y1 + halo), xb = std::min(w, x1 + halo);
       const cv::Mat in = rgb01(cv::Range(static_cast<int>(ya), static_cast<int>(yb)),
                                cv::Range(static_cast<int>(xa), static_cast<int>(xb))).clone();
-      auto tile = Forward(m, OnDevice(MatToTensor(in), device) * 255.0);
-      if (!tile.ok()) return tile.status();
-      const at::Tensor core = tile->slice(2, (y0 - ya) * s, (y1 - ya) * s).slice(3, (x0 - xa) * s, (x1 - xa) * s);
+      ASSIGN_OR_RETURN(auto tile, Forward(m, OnDevice(MatToTensor(in), device) * 255.0));
+      const at::Tensor core = tile.slice(2, (y0 - ya) * s, (y1 - ya) * s).slice(3, (x0 - xa) * s, (x1 - xa) * s);
       models::TensorToRgbMat((core.to(at::kFloat) / 255.0).clamp(0.0, 1.0))
           .copyTo(out(cv::Range(static_cast<int>(y0 * s), static_cast<int>(y1 * s)),
                       cv::Range(static_cast<int>(x0 * s), static_cast<int>(x1 * s))));
@@ -470,7 +458,7 @@ absl::Status BlendSimpleOnDevice(const ModelCopy& blender, const std::vector<mod
   const at::Device dev(blender.device);
   cv::Mat frame = frame_bgr->clone();  // a retried attempt starts from the untouched frame
   for (size_t i = 0; i < faces.size(); ++i) {
-    if (absl::Status st = cp.Check("face", i, faces.size()); !st.ok()) return st;
+    RETURN_IF_ERROR(cp.Check("face", i, faces.size()));
     BlendOneOnDevice(faces[i], options, dev, frame);
   }
   *frame_bgr = frame;

@@ -10,6 +10,7 @@
 #include "device/cpu_device_memory.h"
 #include "models/blend/blend.h"
 #include "spdlog/spdlog.h"
+#include "base/status_macros.h"
 
 namespace fusion {
 
@@ -67,9 +68,8 @@ absl::StatusOr<std::unique_ptr<TorchBackend>> TorchBackend::Create(const DaemonC
     return absl::FailedPreconditionError(
         absl::StrCat("state_dir: cannot create ", self->runner_options_.results_dir, ": ", ec.message()));
   }
-  auto catalogue = models::ModelCatalogue::Create({self->manifest_, config.models_dir});
-  if (!catalogue.ok()) return catalogue.status();
-  self->catalogue_ = *std::move(catalogue);
+  ASSIGN_OR_RETURN(auto catalogue, models::ModelCatalogue::Create({self->manifest_, config.models_dir}));
+  self->catalogue_ = std::move(catalogue);
   // The generator every job runs: a catalogue model of stage generate (the builtin classical one
   // or a TorchScript generator the manifest lists).
   auto generator = self->catalogue_->Get(config.generator);
@@ -92,12 +92,10 @@ absl::StatusOr<std::unique_ptr<TorchBackend>> TorchBackend::Create(const DaemonC
         "device '", config.device, "': this fusiond's LibTorch has no CUDA; use --device cpu"));
 #endif
   }
-  auto store = ModelStore::Create(self->catalogue_.get(), {.device = config.device, .meter = self->meter_.get()});
-  if (!store.ok()) return store.status();
-  self->store_ = *std::move(store);
-  auto faults = FaultInjector::FromEnvironment();
-  if (!faults.ok()) return faults.status();
-  self->faults_ = std::make_unique<FaultInjector>(*faults);
+  ASSIGN_OR_RETURN(auto store, ModelStore::Create(self->catalogue_.get(), {.device = config.device, .meter = self->meter_.get()}));
+  self->store_ = std::move(store);
+  ASSIGN_OR_RETURN(auto faults, FaultInjector::FromEnvironment());
+  self->faults_ = std::make_unique<FaultInjector>(faults);
   // Else the first job's full blend builds OpenCV's Lab tables (its blend stage 215 ms, the next
   // job's 60, on Grace x3 with the astronaut as source).
   models::PrepareBlend();
@@ -108,7 +106,7 @@ absl::StatusOr<std::unique_ptr<TorchBackend>> TorchBackend::Create(const DaemonC
 }
 
 absl::StatusOr<jobs::JobRunner*> TorchBackend::Start(ResidencyManager& residency) {
-  if (absl::Status st = store_->RegisterAll(residency); !st.ok()) return st;
+  RETURN_IF_ERROR(store_->RegisterAll(residency));
   for (const std::string& name : pin_models_) {
     if (!catalogue_->Get(name).ok()) {
       return absl::InvalidArgumentError(absl::StrCat("pin_models: '", name, "' is not in the catalogue"));
@@ -132,9 +130,8 @@ void TorchBackend::Stop() {
 namespace jobs {
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const DaemonConfig& config) {
-  auto backend = TorchBackend::Create(config);
-  if (!backend.ok()) return backend.status();
-  return std::unique_ptr<Backend>(*std::move(backend));
+  ASSIGN_OR_RETURN(auto backend, TorchBackend::Create(config));
+  return std::unique_ptr<Backend>(std::move(backend));
 }
 
 absl::Status BackendSupportsDevice(const std::string& device) {

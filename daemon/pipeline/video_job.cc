@@ -52,6 +52,7 @@
 #include "video/segment_store.h"
 #include "video/fsync_path.h"
 #include "video/video_reader.h"
+#include "base/status_macros.h"
 
 namespace fusion {
 namespace {
@@ -143,8 +144,7 @@ struct VideoSource {
 
 absl::Status PrepareSource(Execution& run, const PipelineRunner::Options& opt, const v1::JobOptions& o,
                            const DetectSettings& detect, const std::string& source_image, VideoSource* out) {
-  auto source = AdmittedDecode(run, source_image, "source image", opt.max_pixels, 3, &out->source_buffers);
-  if (!source.ok()) return source.status();
+  ASSIGN_OR_RETURN(auto source, AdmittedDecode(run, source_image, "source image", opt.max_pixels, 3, &out->source_buffers));
   absl::StatusOr<DecodedImage> reference = DecodedImage{};
   if (o.faces() == v1::REFERENCE) {
     reference = AdmittedDecode(run, o.reference().inline_bytes(), "reference image", opt.max_pixels, 3,
@@ -152,22 +152,20 @@ absl::Status PrepareSource(Execution& run, const PipelineRunner::Options& opt, c
     if (!reference.ok()) return reference.status();
   }
   std::vector<Picture>& fixed = out->pictures;
-  for (auto [img, what] : {std::pair{&*source, "source image"}, std::pair{&*reference, "reference image"}}) {
+  for (auto [img, what] : {std::pair{&source, "source image"}, std::pair{&*reference, "reference image"}}) {
     if (img->bgr.empty()) continue;
-    auto p = MakePicture(img->bgr, what);
-    if (!p.ok()) return p.status();
-    fixed.push_back(*std::move(p));
+    ASSIGN_OR_RETURN(auto p, MakePicture(img->bgr, what));
+    fixed.push_back(std::move(p));
   }
   int side = 0;
   for (const Picture& p : fixed) {
-    auto s = LargestDetectInput(opt.detector, p.rgb.cols, p.rgb.rows, detect);
-    if (!s.ok()) return s.status();
-    side = std::max(side, *s);
+    ASSIGN_OR_RETURN(auto s, LargestDetectInput(opt.detector, p.rgb.cols, p.rgb.rows, detect));
+    side = std::max(side, s);
   }
   absl::Status st = run.Stage("detect", opt.detector, DetectStagePixels(side, detect), DetectStageBucket(side, detect), 0.01f,
                               [&](const ModelCopy& m, int tile, const Checkpoint& cp) {
                                 for (Picture& p : fixed) {
-                                  if (absl::Status s = DetectFaces(m, tile, detect, p, cp.Within(p.what)); !s.ok()) return s;
+                                  RETURN_IF_ERROR(DetectFaces(m, tile, detect, p, cp.Within(p.what)));
                                 }
                                 return absl::OkStatus();
                               });
@@ -182,14 +180,14 @@ absl::Status PrepareSource(Execution& run, const PipelineRunner::Options& opt, c
   }
   st = run.Stage("landmarks", opt.landmarks, 112 * 112, "112x112", 0.02f, [&](const ModelCopy& c, int, const Checkpoint& cp) {
     for (Picture& p : fixed) {
-      if (absl::Status s = FindLandmarks(c, p, cp.Within(p.what)); !s.ok()) return s;
+      RETURN_IF_ERROR(FindLandmarks(c, p, cp.Within(p.what)));
     }
     return absl::OkStatus();
   });
   if (!st.ok()) return st;
   return run.Stage("encode", opt.encoder, 150 * 150, "150x150", 0.03f, [&](const ModelCopy& c, int, const Checkpoint& cp) {
     for (Picture& p : fixed) {
-      if (absl::Status s = DescribeFaces(c, p, {}, cp.Within(p.what)); !s.ok()) return s;
+      RETURN_IF_ERROR(DescribeFaces(c, p, {}, cp.Within(p.what)));
     }
     return absl::OkStatus();
   });
@@ -204,10 +202,9 @@ class FrameSwapper {
         report_(report) {}
 
   absl::Status Init(int width, int height) {
-    auto side = LargestDetectInput(opt_.detector, width, height, detect_);
-    if (!side.ok()) return side.status();
-    detect_px_ = DetectStagePixels(*side, detect_);
-    bucket_ = DetectStageBucket(*side, detect_);
+    ASSIGN_OR_RETURN(auto side, LargestDetectInput(opt_.detector, width, height, detect_));
+    detect_px_ = DetectStagePixels(side, detect_);
+    bucket_ = DetectStageBucket(side, detect_);
     return absl::OkStatus();
   }
 
@@ -220,9 +217,8 @@ class FrameSwapper {
       return absl::CancelledError(absl::StrCat("job cancelled at frame ", frame.index + 1, " of ", total_));
     }
     run_.set_frame(absl::StrCat("frame ", frame.index + 1, " of ", total_));  // stage text, cancel messages
-    auto tgt = MakePicture(frame.bgr, what);
-    if (!tgt.ok()) return tgt.status();
-    std::vector<Picture> pics = {fixed_[0], *std::move(tgt)};
+    ASSIGN_OR_RETURN(auto tgt, MakePicture(frame.bgr, what));
+    std::vector<Picture> pics = {fixed_[0], std::move(tgt)};
     if (o_.faces() == v1::REFERENCE) pics.push_back(fixed_[1]);
     absl::Status st = run_.Stage("detect", opt_.detector, detect_px_, bucket_, 0.05f,
                                  [&](const ModelCopy& m, int tile, const Checkpoint& cp) {
@@ -274,11 +270,10 @@ class ChunkEncoder {
 
   absl::Status Write(const SwappedFrame& f) {
     if (writer_ == nullptr) {
-      auto w = video::Mp4Writer::CreateVideoOnly(reader_, store_.TempPath(store_.committed().size()), enc_);
-      if (!w.ok()) return w.status();
-      writer_ = *std::move(w);
+      ASSIGN_OR_RETURN(auto w, video::Mp4Writer::CreateVideoOnly(reader_, store_.TempPath(store_.committed().size()), enc_));
+      writer_ = std::move(w);
     }
-    if (absl::Status st = writer_->WriteFrame(f.frame); !st.ok()) return st;
+    RETURN_IF_ERROR(writer_->WriteFrame(f.frame));
     ++counts_.frames;
     if (f.outcome.swapped) {
       ++counts_.frames_swapped;
@@ -387,51 +382,46 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::SwapVideo(Execution& run
     if (!run.context().Interrupted()) std::filesystem::remove_all(parts, ec);
   };
   // The container opened for decoding (the plan classified it at submit).
-  auto probe = video::ProbeVideo(target, "target video", options_.max_pixels, RangeOf(o));
-  if (!probe.ok()) return probe.status();
-  const video::VideoInfo& info = *probe;
+  ASSIGN_OR_RETURN(auto probe, video::ProbeVideo(target, "target video", options_.max_pixels, RangeOf(o)));
+  const video::VideoInfo& info = probe;
   const DetectSettings detect = DetectSettingsFor(o);
   VideoSource source;
-  if (absl::Status st = PrepareSource(run, options_, o, detect, source_image, &source); !st.ok()) return st;
+  RETURN_IF_ERROR(PrepareSource(run, options_, o, detect, source_image, &source));
 
   // Host admission of the stream's buffers before anything of it is allocated.
   const video::EncodeOptions enc{.crf = o.video_crf() != 0 ? static_cast<int>(o.video_crf()) : 18,
                                  .preset = o.video_preset().empty() ? "medium" : o.video_preset()};
   const std::string size = absl::StrCat(info.width, "x", info.height);
-  auto decode_lease = run.HostBuffers(absl::StrCat("stage 'decode': the video decoder and the queued ", size, " frames"),
+  ASSIGN_OR_RETURN(auto decode_lease, run.HostBuffers(absl::StrCat("stage 'decode': the video decoder and the queued ", size, " frames"),
                                       video::VideoReader::DecoderHostBytes(info.width, info.height, info.rotation != 0) +
-                                          FrameHostBytes(info.width, info.height, options_.video_queue_frames, o.simple()));
-  if (!decode_lease.ok()) return decode_lease.status();
-  auto encode_lease = run.HostBuffers(absl::StrCat("stage 'encode': the H.264 encoder's ", size, " frames"),
-                                      video::Mp4Writer::EncoderHostBytes(info.width, info.height, enc));
-  if (!encode_lease.ok()) return encode_lease.status();
-  auto reader = video::VideoReader::Open(target, "target video", {.max_pixels = options_.max_pixels, .range = RangeOf(o)});
-  if (!reader.ok()) return reader.status();
-  auto store = video::SegmentStore::Open(parts);
-  if (!store.ok()) return store.status();
+                                          FrameHostBytes(info.width, info.height, options_.video_queue_frames, o.simple())));
+  ASSIGN_OR_RETURN(auto encode_lease, run.HostBuffers(absl::StrCat("stage 'encode': the H.264 encoder's ", size, " frames"),
+                                      video::Mp4Writer::EncoderHostBytes(info.width, info.height, enc)));
+  ASSIGN_OR_RETURN(auto reader, video::VideoReader::Open(target, "target video", {.max_pixels = options_.max_pixels, .range = RangeOf(o)}));
+  ASSIGN_OR_RETURN(auto store, video::SegmentStore::Open(parts));
   const uint64_t total = static_cast<uint64_t>(info.frames_in_range);
-  const uint64_t resumed = std::min<uint64_t>(store->frames_committed(), total);
+  const uint64_t resumed = std::min<uint64_t>(store.frames_committed(), total);
   if (resumed > 0) {
     spdlog::info("job {}: resuming at frame {} of {} ({} committed chunks of an interrupted run)",
-                 run.owner().job_id, resumed + 1, total, store->committed().size());
+                 run.owner().job_id, resumed + 1, total, store.committed().size());
   }
   FrameSwapper swapper(run, options_, o, detect,
                        FaceStages{options_.landmarks, options_.encoder, options_.generator,
                                   o.enhance_scale() != 0 ? EnhancerFor(o, o.enhance_scale()) : "", options_.blender, "",
                                   JobThreads()},
                        source.pictures, total, report);
-  if (absl::Status st = swapper.Init(info.width, info.height); !st.ok()) return st;
+  RETURN_IF_ERROR(swapper.Init(info.width, info.height));
   FrameProgress progress(run.context(), total, resumed);
   const size_t chunk = std::max<size_t>(options_.video_chunk_frames, 1);
-  ChunkEncoder sink(**reader, *store, enc, chunk);
+  ChunkEncoder sink(*reader, store, enc, chunk);
   uint64_t encoded = 0;
   run.set_per_frame(true);
-  absl::Status streamed = Stream(**reader, sink, options_.video_queue_frames, resumed, progress,
+  absl::Status streamed = Stream(*reader, sink, options_.video_queue_frames, resumed, progress,
                                  [&](video::Frame& f, FrameOutcome* out) { return swapper.Swap(f, out); }, &encoded);
   run.set_per_frame(false);
-  reader->reset();
+  reader.reset();
   SegmentCounts sum;
-  for (const SegmentCounts& c : store->committed()) {
+  for (const SegmentCounts& c : store.committed()) {
     sum.frames += c.frames;
     sum.frames_swapped += c.frames_swapped;
     sum.frames_without_face += c.frames_without_face;
@@ -449,7 +439,7 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::SwapVideo(Execution& run
   if (streamed.ok()) {
     auto packets = video::VideoReader::Open(
         target, "target video", {.max_pixels = options_.max_pixels, .range = RangeOf(o), .decode_video = false});
-    streamed = packets.ok() ? video::JoinSegments(store->Paths(), **packets, tmp, &dropped) : packets.status();
+    streamed = packets.ok() ? video::JoinSegments(store.Paths(), **packets, tmp, &dropped) : packets.status();
   }
   if (streamed.ok()) streamed = Publish(tmp, path, options_.results_dir);
   if (!streamed.ok()) {

@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "fd_protocol.h"
 #include "spdlog/spdlog.h"
+#include "base/status_macros.h"
 
 namespace fusion {
 namespace {
@@ -40,11 +41,10 @@ absl::StatusOr<std::unique_ptr<FdExchange>> FdExchange::Create(const std::string
   if (options.max_in_flight < 1 || options.max_per_uid < 1 || options.request_timeout_ms < 1) {
     return absl::InvalidArgumentError("fd socket: limits and the request timeout must be >= 1");
   }
-  auto listener = UdsListener::Create(
-      {.path = fdproto::CompanionPath(socket_path), .group = group, .inherited_fd = options.inherited_fd});
-  if (!listener.ok()) return listener.status();
+  ASSIGN_OR_RETURN(auto listener, UdsListener::Create(
+      {.path = fdproto::CompanionPath(socket_path), .group = group, .inherited_fd = options.inherited_fd}));
   std::unique_ptr<FdExchange> self(
-      new FdExchange(*std::move(listener), std::move(allowed_uids), registry, options));
+      new FdExchange(std::move(listener), std::move(allowed_uids), registry, options));
   FdExchange* raw = self.get();
   self->listener_->Start([raw](int conn) { raw->Dispatch(conn); });
   return self;

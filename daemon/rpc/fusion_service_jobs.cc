@@ -10,6 +10,7 @@
 #include "rpc/request_checks.h"
 #include "rpc/stream_util.h"
 #include "spdlog/spdlog.h"
+#include "base/status_macros.h"
 
 namespace fusion {
 namespace {
@@ -132,9 +133,8 @@ absl::Status FusionService::FileResult(const jobs::StoredResult& result, const v
     response->mutable_image()->set_inline_bytes(std::move(bytes));
     return absl::OkStatus();
   }
-  auto token = memfds_->PublishFile(result.file, uid);
-  if (!token.ok()) return token.status();
-  response->mutable_image()->mutable_memfd()->set_token(*token);
+  ASSIGN_OR_RETURN(auto token, memfds_->PublishFile(result.file, uid));
+  response->mutable_image()->mutable_memfd()->set_token(token);
   response->mutable_image()->mutable_memfd()->set_size_bytes(result.file_bytes);
   return absl::OkStatus();
 }

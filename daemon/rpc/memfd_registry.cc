@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "fd_protocol.h"
 #include "base/size.h"
+#include "base/status_macros.h"
 
 namespace fusion {
 namespace {
@@ -76,15 +77,13 @@ absl::StatusOr<std::shared_ptr<MappedMemfd>> MappedMemfd::Create(absl::string_vi
 }
 
 absl::StatusOr<std::string> MemfdRegistry::Add(int fd, uid_t uid) {
-  auto memfd = MappedMemfd::Map(fd, options_.max_bytes_per_fd);
-  if (!memfd.ok()) return memfd.status();
-  return Insert(*std::move(memfd), uid, false);
+  ASSIGN_OR_RETURN(auto memfd, MappedMemfd::Map(fd, options_.max_bytes_per_fd));
+  return Insert(std::move(memfd), uid, false);
 }
 
 absl::StatusOr<std::string> MemfdRegistry::Publish(absl::string_view bytes, uid_t uid) {
-  auto memfd = MappedMemfd::Create(bytes, "fusiond-result");
-  if (!memfd.ok()) return memfd.status();
-  return Insert(*std::move(memfd), uid, true);
+  ASSIGN_OR_RETURN(auto memfd, MappedMemfd::Create(bytes, "fusiond-result"));
+  return Insert(std::move(memfd), uid, true);
 }
 
 absl::StatusOr<std::string> MemfdRegistry::PublishFile(const std::string& path, uid_t uid) {

@@ -7,6 +7,7 @@
 
 #include "absl/time/clock.h"
 #include "device/cgroup_memory.h"
+#include "base/status_macros.h"
 
 namespace fusion {
 namespace {
@@ -50,10 +51,8 @@ void FillModelInfo(const ModelSnapshot& m, v1::ModelInfo* info) {
 }
 
 absl::StatusOr<v1::MemoryState> ResidencyMemoryStateSource::Snapshot() const {
-  auto dev = device_->QueryMemory();
-  if (!dev.ok()) return dev.status();
-  auto host = ReadProcessHostMemory();
-  if (!host.ok()) return host.status();
+  ASSIGN_OR_RETURN(auto dev, device_->QueryMemory());
+  ASSIGN_OR_RETURN(auto host, ReadProcessHostMemory());
   const ResidencySnapshot r = manager_->Snapshot();
 
   v1::MemoryState state;
@@ -61,23 +60,23 @@ absl::StatusOr<v1::MemoryState> ResidencyMemoryStateSource::Snapshot() const {
   v1::TierState* d = state.mutable_device();
   d->set_tier("device");
   d->set_kind(device_->Kind());
-  d->set_capacity_bytes(dev->capacity_bytes);
-  d->set_available_bytes(dev->available_bytes);
+  d->set_capacity_bytes(dev.capacity_bytes);
+  d->set_available_bytes(dev.available_bytes);
   d->set_limit_bytes(limits_.device_limit);
   FillTier(r.device, d);
   // Everyone else: what is not available and not ours.
-  const uint64_t taken = dev->capacity_bytes - dev->available_bytes;
+  const uint64_t taken = dev.capacity_bytes - dev.available_bytes;
   const uint64_t own = r.device.used_bytes + r.device.reserved_bytes;
   d->set_external_bytes(taken > own ? taken - own : 0);
 
   v1::TierState* h = state.mutable_host();
   h->set_tier("host");
   h->set_kind("host");
-  h->set_capacity_bytes(host->total_bytes);
-  h->set_available_bytes(host->available_bytes);
+  h->set_capacity_bytes(host.total_bytes);
+  h->set_available_bytes(host.available_bytes);
   h->set_limit_bytes(limits_.host_limit);
   FillTier(r.host, h);
-  const uint64_t host_taken = host->total_bytes - host->available_bytes;
+  const uint64_t host_taken = host.total_bytes - host.available_bytes;
   h->set_external_bytes(host_taken > r.host.used_bytes ? host_taken - r.host.used_bytes : 0);
 
   for (const ModelSnapshot& m : r.models) FillModelInfo(m, state.add_models());

@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "base/status_macros.h"
 
 namespace fusion {
 
@@ -71,9 +72,8 @@ absl::StatusOr<std::vector<gid_t>> PeerGroups(int fd, uid_t uid, gid_t gid) {
 }
 
 absl::StatusOr<std::vector<gid_t>> PeerGroupsFromGrpcPeer(absl::string_view peer, uid_t uid, gid_t gid) {
-  auto fd = FdOfGrpcPeer(peer);
-  if (!fd.ok()) return fd.status();
-  return PeerGroups(*fd, uid, gid);
+  ASSIGN_OR_RETURN(auto fd, FdOfGrpcPeer(peer));
+  return PeerGroups(fd, uid, gid);
 }
 
 absl::StatusOr<AdminPolicy> AdminPolicy::Create(std::vector<uid_t> uids, const std::string& group) {
@@ -110,9 +110,8 @@ absl::Status AdminPolicy::Denied(const char* method, uid_t uid) const {
 }
 
 absl::StatusOr<PeerCred> PeerCredFromGrpcPeer(absl::string_view peer) {
-  auto parsed = FdOfGrpcPeer(peer);
-  if (!parsed.ok()) return parsed.status();
-  const int fd = *parsed;
+  ASSIGN_OR_RETURN(auto parsed, FdOfGrpcPeer(peer));
+  const int fd = parsed;
   ucred cred{};
   socklen_t len = sizeof cred;
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {

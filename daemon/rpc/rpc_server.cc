@@ -15,6 +15,7 @@
 #include "rpc/memfd_registry.h"
 #include "rpc/uds_listener.h"
 #include "rpc/uid_limits.h"
+#include "base/status_macros.h"
 
 namespace fusion {
 
@@ -54,9 +55,8 @@ void ApplyTransportLimits(grpc::ServerBuilder& builder, const DaemonConfig& conf
 absl::StatusOr<std::unique_ptr<RpcServer>> RpcServer::Bind(const DaemonConfig& config, int inherited_fd) {
   std::unique_ptr<RpcServer> self(new RpcServer());
   self->socket_ = config.socket;
-  auto listener = UdsListener::Create({.path = config.socket, .group = config.socket_group, .inherited_fd = inherited_fd});
-  if (!listener.ok()) return listener.status();
-  self->listener_ = *std::move(listener);
+  ASSIGN_OR_RETURN(auto listener, UdsListener::Create({.path = config.socket, .group = config.socket_group, .inherited_fd = inherited_fd}));
+  self->listener_ = std::move(listener);
   self->memfds_ = std::make_unique<MemfdRegistry>(MemfdRegistry::Options{});
   return self;
 }
@@ -64,12 +64,11 @@ absl::StatusOr<std::unique_ptr<RpcServer>> RpcServer::Bind(const DaemonConfig& c
 absl::Status RpcServer::Serve(const DaemonConfig& config, Parts parts) {
   service_ = std::make_unique<FusionService>(std::move(parts.options), parts.memory, parts.jobs, memfds_.get(),
                                              parts.catalogue != nullptr ? parts.residency : nullptr, parts.catalogue);
-  auto fd_exchange = FdExchange::Create(socket_, config.socket_group, config.allowed_uids, memfds_.get(),
+  ASSIGN_OR_RETURN(auto fd_exchange, FdExchange::Create(socket_, config.socket_group, config.allowed_uids, memfds_.get(),
                                         {.max_in_flight = static_cast<int>(config.fd_max_connections),
                                          .max_per_uid = static_cast<int>(config.fd_max_connections_per_uid),
-                                         .inherited_fd = parts.inherited_fd_socket});
-  if (!fd_exchange.ok()) return fd_exchange.status();
-  fd_exchange_ = *std::move(fd_exchange);
+                                         .inherited_fd = parts.inherited_fd_socket}));
+  fd_exchange_ = std::move(fd_exchange);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;

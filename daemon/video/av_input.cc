@@ -15,6 +15,7 @@ extern "C" {
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "spdlog/spdlog.h"
+#include "base/status_macros.h"
 
 namespace fusion::video::internal {
 
@@ -201,7 +202,7 @@ absl::StatusOr<std::unique_ptr<MemoryDemuxer>> MemoryDemuxer::Open(absl::string_
   for (unsigned i = 0; i < d->fmt_->nb_streams; ++i) {
     const AVCodecParameters* p = d->fmt_->streams[i]->codecpar;
     if (p->codec_type != AVMEDIA_TYPE_VIDEO || (p->width == 0 && p->height == 0)) continue;
-    if (absl::Status st = CheckFrameSize(what, p->width, p->height, max_pixels); !st.ok()) return st;
+    RETURN_IF_ERROR(CheckFrameSize(what, p->width, p->height, max_pixels));
   }
   std::vector<AVDictionary*> stream_opts(d->fmt_->nb_streams, nullptr);
   for (AVDictionary*& o : stream_opts) av_dict_set_int(&o, "max_pixels", static_cast<int64_t>(max_pixels), 0);
@@ -215,7 +216,7 @@ absl::StatusOr<std::unique_ptr<MemoryDemuxer>> MemoryDemuxer::Open(absl::string_
         absl::StrCat(what, ": no video stream (the file holds ", StreamList(d->fmt_), ")"));
   }
   const AVCodecParameters* v = d->video()->codecpar;
-  if (absl::Status st = CheckFrameSize(what, v->width, v->height, max_pixels); !st.ok()) return st;
+  RETURN_IF_ERROR(CheckFrameSize(what, v->width, v->height, max_pixels));
   if (avcodec_find_decoder(v->codec_id) == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": no decoder for its video codec '",
                                                    avcodec_get_name(v->codec_id), "'"));

@@ -13,6 +13,7 @@ extern "C" {
 #include "absl/strings/str_cat.h"
 #include "video/av_input.h"
 #include "video/fsync_path.h"
+#include "base/status_macros.h"
 
 namespace fusion::video {
 namespace {
@@ -184,7 +185,7 @@ absl::Status Mp4Writer::Finish() {
   if (finished_) return absl::OkStatus();
   finished_ = true;
   if (int rc = avcodec_send_frame(enc_, nullptr); rc < 0) return EncodeError(path_, "cannot flush libx264", rc);
-  if (absl::Status st = Drain(true); !st.ok()) return st;
+  RETURN_IF_ERROR(Drain(true));
   if (int rc = av_write_trailer(out_); rc < 0) return EncodeError(path_, "cannot write the MP4 index", rc);
   if (int rc = avio_closep(&out_->pb); rc < 0) return EncodeError(path_, "cannot close the file", rc);
   if (const int err = FsyncPath(path_, /*directory=*/false); err != 0) {

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "video/av_input.h"
 #include "video/fsync_path.h"
+#include "base/status_macros.h"
 
 namespace fusion::video {
 namespace {
@@ -40,10 +41,9 @@ class Segment {
     if (map == MAP_FAILED) return absl::InternalError(absl::StrCat("stage 'join': cannot map the segment ", path));
     s->map_ = map;
     s->size_ = static_cast<size_t>(st.st_size);
-    auto demuxer = internal::MemoryDemuxer::Open(absl::string_view(static_cast<const char*>(map), s->size_),
-                                                 absl::StrCat("stage 'join': segment ", path), uint64_t{1} << 40);
-    if (!demuxer.ok()) return demuxer.status();
-    s->demuxer_ = *std::move(demuxer);
+    ASSIGN_OR_RETURN(auto demuxer, internal::MemoryDemuxer::Open(absl::string_view(static_cast<const char*>(map), s->size_),
+                                                 absl::StrCat("stage 'join': segment ", path), uint64_t{1} << 40));
+    s->demuxer_ = std::move(demuxer);
     return s;
   }
   ~Segment() {
@@ -61,16 +61,14 @@ class Segment {
     if (ahead_ == nullptr) {
       ahead_ = av_packet_alloc();
       if (ahead_ == nullptr) return absl::ResourceExhaustedError("stage 'join': no memory for a packet");
-      auto first = Read(ahead_, path);
-      if (!first.ok()) return first.status();
-      have_ahead_ = *first;
+      ASSIGN_OR_RETURN(auto first, Read(ahead_, path));
+      have_ahead_ = first;
       if (have_ahead_) first_dts_ = ahead_->dts;
     }
     if (!have_ahead_) return false;
     av_packet_move_ref(pkt, ahead_);
-    auto more = Read(ahead_, path);
-    if (!more.ok()) return more.status();
-    have_ahead_ = *more;
+    ASSIGN_OR_RETURN(auto more, Read(ahead_, path));
+    have_ahead_ = more;
     const int64_t total = video()->duration;
     if (!have_ahead_ && pkt->duration <= 0 && pkt->dts != AV_NOPTS_VALUE && first_dts_ != AV_NOPTS_VALUE &&
         total > 0 && first_dts_ + total > pkt->dts) {
@@ -123,15 +121,14 @@ absl::Status JoinSegments(const std::vector<std::string>& segments, VideoReader&
                           std::vector<std::string>* degradations) {
   internal::RouteFfmpegLog();
   if (segments.empty()) return absl::InternalError("stage 'join': no segments to join");
-  auto seg = Segment::Open(segments[0]);
-  if (!seg.ok()) return seg.status();
+  ASSIGN_OR_RETURN(auto seg, Segment::Open(segments[0]));
   Output out;
   if (int rc = avformat_alloc_output_context2(&out.ctx, nullptr, "mp4", out_path.c_str()); rc < 0) {
     return JoinError(out_path, "cannot create the MP4 muxer", rc);
   }
   AVStream* vout = avformat_new_stream(out.ctx, nullptr);
   if (vout == nullptr) return absl::ResourceExhaustedError("stage 'join': no memory for the video stream");
-  const AVStream* vseg = (*seg)->video();
+  const AVStream* vseg = (seg)->video();
   avcodec_parameters_copy(vout->codecpar, vseg->codecpar);
   vout->codecpar->codec_tag = 0;
   vout->time_base = vseg->time_base;
@@ -162,13 +159,12 @@ absl::Status JoinSegments(const std::vector<std::string>& segments, VideoReader&
   size_t seg_index = 0;
   bool have_video = false, video_done = false, have_other = false, other_done = false;
   Item other;
-  std::unique_ptr<Segment> current = *std::move(seg);
+  std::unique_ptr<Segment> current = std::move(seg);
   const AVFormatContext* in = packets.demuxer().ctx();
   for (;;) {
     while (!have_video && !video_done) {
-      auto got = current->Next(vpkt.get(), segments[seg_index]);
-      if (!got.ok()) return got.status();
-      if (*got) {
+      ASSIGN_OR_RETURN(auto got, current->Next(vpkt.get(), segments[seg_index]));
+      if (got) {
         have_video = true;
         break;
       }
@@ -177,9 +173,8 @@ absl::Status JoinSegments(const std::vector<std::string>& segments, VideoReader&
         break;
       }
       current.reset();
-      auto next = Segment::Open(segments[seg_index]);
-      if (!next.ok()) return next.status();
-      current = *std::move(next);
+      ASSIGN_OR_RETURN(auto next, Segment::Open(segments[seg_index]));
+      current = std::move(next);
       if (!SameCodec(current->video()->codecpar, first) ||
           av_cmp_q(current->video()->time_base, seg_tb) != 0) {
         return absl::InternalError(absl::StrCat("stage 'join': segment ", segments[seg_index],
@@ -187,9 +182,8 @@ absl::Status JoinSegments(const std::vector<std::string>& segments, VideoReader&
       }
     }
     while (!have_other && !other_done) {
-      auto more = packets.Next(&other);
-      if (!more.ok()) return more.status();
-      if (!*more) {
+      ASSIGN_OR_RETURN(auto more, packets.Next(&other));
+      if (!more) {
         other_done = true;
       } else if (other.kind == Item::Kind::kPacket && stream_map[other.packet.stream_index()] >= 0) {
         have_other = true;

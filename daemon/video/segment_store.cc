@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "video/fsync_path.h"
+#include "base/status_macros.h"
 
 namespace fusion::video {
 namespace {
@@ -101,11 +102,11 @@ absl::Status SegmentStore::Commit(const SegmentCounts& counts) {
     f.close();
     if (!f) return OsError("write", json_tmp, errno);
   }
-  if (absl::Status st = Fsync(json_tmp, false); !st.ok()) return st;
+  RETURN_IF_ERROR(Fsync(json_tmp, false));
   if (std::rename(json_tmp.c_str(), json.c_str()) != 0) return OsError("rename", json_tmp, errno);
   const std::string segment = Path(index, "mp4");
   if (std::rename(TempPath(index).c_str(), segment.c_str()) != 0) return OsError("rename", TempPath(index), errno);
-  if (absl::Status st = Fsync(dir_, true); !st.ok()) return st;
+  RETURN_IF_ERROR(Fsync(dir_, true));
   committed_.push_back(counts);
   return absl::OkStatus();
 }

@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "video/av_input.h"
+#include "base/status_macros.h"
 
 namespace fusion::video {
 namespace {
@@ -41,9 +42,8 @@ bool LooksLikeVideoContainer(absl::string_view b) {
 
 absl::StatusOr<VideoInfo> ProbeVideo(absl::string_view bytes, const std::string& what, uint64_t max_pixels,
                                      FrameRange range) {
-  auto demuxer = MemoryDemuxer::Open(bytes, what, max_pixels);
-  if (!demuxer.ok()) return demuxer.status();
-  MemoryDemuxer& d = **demuxer;
+  ASSIGN_OR_RETURN(auto demuxer, MemoryDemuxer::Open(bytes, what, max_pixels));
+  MemoryDemuxer& d = *demuxer;
   const AVStream* v = d.video();
   VideoInfo info;
   info.container = d.ctx()->iformat->name;

@@ -9,6 +9,7 @@ extern "C" {
 
 #include "absl/strings/str_cat.h"
 #include "video/av_input.h"
+#include "base/status_macros.h"
 
 namespace fusion::video {
 
@@ -54,10 +55,9 @@ VideoReader::~VideoReader() {
 
 absl::StatusOr<std::unique_ptr<VideoReader>> VideoReader::Open(absl::string_view bytes, const std::string& what,
                                                               const Options& options) {
-  auto demuxer = internal::MemoryDemuxer::Open(bytes, what, options.max_pixels);
-  if (!demuxer.ok()) return demuxer.status();
+  ASSIGN_OR_RETURN(auto demuxer, internal::MemoryDemuxer::Open(bytes, what, options.max_pixels));
   std::unique_ptr<VideoReader> r(new VideoReader());
-  r->demuxer_ = *std::move(demuxer);
+  r->demuxer_ = std::move(demuxer);
   r->what_ = what;
   r->options_ = options;
   AVStream* v = r->demuxer_->video();

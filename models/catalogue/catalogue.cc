@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
+#include "base/status_macros.h"
 
 namespace fusion::models {
 namespace {
@@ -102,7 +103,7 @@ absl::Status ParseModel(const json& j, const std::string& origin, ModelSpec& m) 
   s.Update(Read(j, "license", where, m.license));
   s.Update(Read(j, "source", where, m.source));
   if (!s.ok()) return s;
-  if (absl::Status p = CheckPrecision(m, where); !p.ok()) return p;
+  RETURN_IF_ERROR(CheckPrecision(m, where));
   auto files = j.find("files");
   if (files == j.end() || !files->is_array()) {
     return absl::InvalidArgumentError(where + ": 'files' must be an array");
@@ -182,9 +183,8 @@ std::filesystem::path ModelCatalogue::PathOf(const ModelFile& file) const {
 
 absl::Status ModelCatalogue::Verify(std::string_view name_view) const {
   const std::string name(name_view);
-  absl::StatusOr<const ModelSpec*> spec = Get(name);
-  if (!spec.ok()) return spec.status();
-  for (const ModelFile& f : (*spec)->files) {
+  ASSIGN_OR_RETURN(const ModelSpec* spec, Get(name));
+  for (const ModelFile& f : (spec)->files) {
     const std::filesystem::path path = PathOf(f);
     std::error_code ec;
     const uintmax_t size = std::filesystem::file_size(path, ec);
@@ -197,11 +197,10 @@ absl::Status ModelCatalogue::Verify(std::string_view name_view) const {
                                               size, " bytes, expected ", f.file_bytes, "; ",
                                               RestoreHint(models_dir_)));
     }
-    absl::StatusOr<std::string> sha = Sha256OfFile(path);
-    if (!sha.ok()) return sha.status();
-    if (*sha != f.sha256) {
+    ASSIGN_OR_RETURN(std::string sha, Sha256OfFile(path));
+    if (sha != f.sha256) {
       return absl::DataLossError(absl::StrCat("model '", name, "': file ", path.string(),
-                                              " is corrupt (sha256 ", *sha, ", expected ", f.sha256,
+                                              " is corrupt (sha256 ", sha, ", expected ", f.sha256,
                                               "); ", RestoreHint(models_dir_)));
     }
   }

@@ -6,6 +6,7 @@
 
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
+#include "base/status_macros.h"
 
 namespace fusion::faceapi {
 namespace {
@@ -90,7 +91,7 @@ absl::StatusOr<std::vector<ViewAnswer>> LookAgain(
   const size_t passes = (views.size() + kViewCellsPerPass - 1) / kViewCellsPerPass;
   for (size_t first = 0; first < views.size(); first += kViewCellsPerPass) {
     if (before_pass) {
-      if (absl::Status st = before_pass(first / kViewCellsPerPass, passes); !st.ok()) return st;
+      RETURN_IF_ERROR(before_pass(first / kViewCellsPerPass, passes));
     }
     const size_t n = std::min<size_t>(kViewCellsPerPass, views.size() - first);
     cv::Mat mosaic(kViewInputPx, kViewInputPx, CV_8UC3, cv::Scalar::all(0));
@@ -98,9 +99,8 @@ absl::StatusOr<std::vector<ViewAnswer>> LookAgain(
       const int col = static_cast<int>(i) % kViewGrid, row = static_cast<int>(i) / kViewGrid;
       RenderView(rgb, views[first + i], mosaic(cv::Rect(col * kViewCellPx, row * kViewCellPx, kViewCellPx, kViewCellPx)));
     }
-    absl::StatusOr<std::vector<FaceBox>> found = detector.Detect(mosaic, input, tile_px, min_score);
-    if (!found.ok()) return found.status();
-    for (const FaceBox& d : *found) {
+    ASSIGN_OR_RETURN(std::vector<FaceBox> found, detector.Detect(mosaic, input, tile_px, min_score));
+    for (const FaceBox& d : found) {
       const float cx = d.x + d.w / 2, cy = d.y + d.h / 2;
       const int col = static_cast<int>(cx) / kViewCellPx, row = static_cast<int>(cy) / kViewCellPx;
       if (cx < 0 || cy < 0 || col >= kViewGrid || row >= kViewGrid) continue;

@@ -9,6 +9,7 @@
 #include "models/faceapi/image.h"
 #include "models/faceapi/ops.h"
 #include "models/onednn/program.h"
+#include "base/status_macros.h"
 
 namespace fusion::faceapi {
 namespace {
@@ -45,7 +46,7 @@ absl::StatusOr<std::unique_ptr<FaceLandmark68Net>> FaceLandmark68Net::Create(con
   if (!s.ok()) return s;
   net->param_bytes_ = p.DeviceBytes();
   if (fast) {
-    if (absl::Status c = net->Compile(); !c.ok()) return c;
+    RETURN_IF_ERROR(net->Compile());
     p.MakeContiguous();
   }
   return net;
@@ -92,9 +93,8 @@ uint64_t FaceLandmark68Net::ResidentBytes() const {
 
 absl::StatusOr<std::unique_ptr<FaceLandmark68Net>> FaceLandmark68Net::Load(
     const models::ModelCatalogue& catalogue) {
-  absl::StatusOr<tfjs::WeightMap> w = LoadCatalogueWeights(catalogue, kModelName);
-  if (!w.ok()) return w.status();
-  return Create(*w);
+  ASSIGN_OR_RETURN(tfjs::WeightMap w, LoadCatalogueWeights(catalogue, kModelName));
+  return Create(w);
 }
 
 at::Tensor FaceLandmark68Net::DenseBlock(const at::Tensor& x, const std::string& d, bool first) const {

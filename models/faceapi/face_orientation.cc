@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "models/faceapi/context_views.h"
+#include "base/status_macros.h"
 
 namespace fusion::faceapi {
 
@@ -31,11 +32,10 @@ absl::StatusOr<std::vector<FaceOrientation>> EstimateOrientations(
   for (const FaceBox& b : boxes) {
     for (int k = 0; k < 4; ++k) views.push_back({b, -90.0f * k});
   }
-  absl::StatusOr<std::vector<ViewAnswer>> seen = LookAgain(detector, rgb, views, /*min_score=*/0.05f, tile_px, before_pass);
-  if (!seen.ok()) return seen.status();
+  ASSIGN_OR_RETURN(std::vector<ViewAnswer> seen, LookAgain(detector, rgb, views, /*min_score=*/0.05f, tile_px, before_pass));
   std::vector<FaceOrientation> out(boxes.size());
   for (size_t f = 0; f < boxes.size(); ++f) {
-    for (int k = 0; k < 4; ++k) out[f].scores[k] = (*seen)[4 * f + k].score;
+    for (int k = 0; k < 4; ++k) out[f].scores[k] = (seen)[4 * f + k].score;
     out[f].upright_turns = UprightTurns(out[f].scores);
   }
   return out;

@@ -15,6 +15,7 @@
 #include "models/faceapi/image.h"
 #include "models/faceapi/ops.h"
 #include "models/onednn/program.h"
+#include "base/status_macros.h"
 
 namespace fusion::faceapi {
 namespace {
@@ -70,7 +71,7 @@ absl::StatusOr<std::unique_ptr<FaceRecognitionNet>> FaceRecognitionNet::Create(c
   if (!s.ok()) return s;
   net->param_bytes_ = p.DeviceBytes();
   if (fast) {
-    if (absl::Status c = net->Compile(); !c.ok()) return c;
+    RETURN_IF_ERROR(net->Compile());
     p.MakeContiguous();
   }
   return net;
@@ -116,9 +117,8 @@ uint64_t FaceRecognitionNet::ResidentBytes() const {
 
 absl::StatusOr<std::unique_ptr<FaceRecognitionNet>> FaceRecognitionNet::Load(
     const models::ModelCatalogue& catalogue) {
-  absl::StatusOr<tfjs::WeightMap> w = LoadCatalogueWeights(catalogue, kModelName);
-  if (!w.ok()) return w.status();
-  return Create(*w);
+  ASSIGN_OR_RETURN(tfjs::WeightMap w, LoadCatalogueWeights(catalogue, kModelName));
+  return Create(w);
 }
 
 at::Tensor FaceRecognitionNet::ConvLayer(const at::Tensor& x, const std::string& prefix, int stride,

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "models/faceapi/context_views.h"
+#include "base/status_macros.h"
 
 namespace fusion::faceapi {
 namespace {
@@ -237,14 +238,13 @@ absl::StatusOr<std::vector<FaceBox>> WithSecondLook(const FaceDetector& detector
   auto before = [&options, scanned, relook_passes](size_t i, size_t) {
     return options.before_pass ? options.before_pass(scanned + i, scanned + relook_passes) : absl::OkStatus();
   };
-  absl::StatusOr<std::vector<ViewAnswer>> seen = LookAgain(detector, rgb, views, support_score, options.tile_px, before);
-  if (!seen.ok()) return seen.status();
+  ASSIGN_OR_RETURN(std::vector<ViewAnswer> seen, LookAgain(detector, rgb, views, support_score, options.tile_px, before));
   const size_t k = options.relook_rolls.size();
   std::vector<FaceBox> more;
   for (size_t c = 0; c < candidates.size(); ++c) {
-    const ViewAnswer* best = &(*seen)[c * k];
+    const ViewAnswer* best = &(seen)[c * k];
     for (size_t j = 1; j < k; ++j) {
-      if ((*seen)[c * k + j].score > best->score) best = &(*seen)[c * k + j];
+      if ((seen)[c * k + j].score > best->score) best = &(seen)[c * k + j];
     }
     if (best->score >= accept) more.push_back(best->box);
   }
@@ -345,7 +345,7 @@ absl::Status Scan::Run() {
     if (role_[level] != LevelRole::kGated) continue;
     const size_t begin = passes_.size();
     AddGatedLevel(level);
-    if (absl::Status st = RunFrom(begin); !st.ok()) return st;
+    RETURN_IF_ERROR(RunFrom(begin));
   }
   return absl::OkStatus();
 }
@@ -356,7 +356,7 @@ absl::Status Scan::RunFrom(size_t begin) {
   auto body = [&](size_t j) { return RunPass(begin + j); };
   if (options_.for_each_pass) return options_.for_each_pass(passes_.size() - begin, body);
   for (size_t j = 0; begin + j < passes_.size(); ++j) {
-    if (absl::Status st = body(j); !st.ok()) return st;
+    RETURN_IF_ERROR(body(j));
   }
   return absl::OkStatus();
 }
@@ -364,7 +364,7 @@ absl::Status Scan::RunFrom(size_t begin) {
 absl::Status Scan::RunPass(size_t i) {
   const DetectionPass& p = passes_[i];
   if (options_.before_pass) {
-    if (absl::Status st = options_.before_pass(i, passes_.size()); !st.ok()) return st;
+    RETURN_IF_ERROR(options_.before_pass(i, passes_.size()));
   }
   cv::Size size;
   const cv::Mat scaled = PassInput(rgb_, p, size);
@@ -509,7 +509,7 @@ absl::StatusOr<std::vector<FaceBox>> DetectMultiScale(const FaceDetector& detect
                                                    options.max_input, ")"));
   }
   Scan scan(detector, rgb, options);
-  if (absl::Status st = scan.Run(); !st.ok()) return st;
+  RETURN_IF_ERROR(scan.Run());
   return scan.Faces();
 }
 

@@ -7,14 +7,14 @@
 #include "models/common/exception_text.h"
 #include "models/onednn/program.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace fusion::faceapi {
 
 absl::Status Params::Take(const tfjs::WeightMap& w, const std::string& name,
                           std::vector<int64_t> tf_shape, Layout layout) {
-  absl::StatusOr<at::Tensor> t = w.Get(name, std::move(tf_shape));
-  if (!t.ok()) return t.status();
-  at::Tensor v = *t;
+  ASSIGN_OR_RETURN(at::Tensor t, w.Get(name, std::move(tf_shape)));
+  at::Tensor v = t;
   switch (layout) {
     case Layout::kAsIs: break;
     case Layout::kConv: v = v.permute({3, 2, 0, 1}); break;
@@ -90,10 +90,9 @@ uint64_t Params::ResidentBytes(std::initializer_list<const std::unique_ptr<onedn
 
 absl::StatusOr<tfjs::WeightMap> LoadCatalogueWeights(const models::ModelCatalogue& catalogue,
                                                      std::string_view name) {
-  absl::StatusOr<const models::ModelSpec*> spec = catalogue.Get(name);
-  if (!spec.ok()) return spec.status();
-  if (absl::Status s = catalogue.Verify(name); !s.ok()) return s;
-  return tfjs::LoadWeights(catalogue.PathOf((*spec)->files.at(0)));
+  ASSIGN_OR_RETURN(const models::ModelSpec* spec, catalogue.Get(name));
+  RETURN_IF_ERROR(catalogue.Verify(name));
+  return tfjs::LoadWeights(catalogue.PathOf((spec)->files.at(0)));
 }
 
 }  // namespace fusion::faceapi

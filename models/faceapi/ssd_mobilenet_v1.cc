@@ -10,6 +10,7 @@
 #include "models/faceapi/image.h"
 #include "models/faceapi/ops.h"
 #include "models/onednn/program.h"
+#include "base/status_macros.h"
 
 namespace fusion::faceapi {
 namespace {
@@ -74,7 +75,7 @@ absl::StatusOr<std::unique_ptr<SsdMobilenetV1>> SsdMobilenetV1::Create(const tfj
   if (!s.ok()) return s;
   net->param_bytes_ = p.DeviceBytes();
   if (fast) {
-    if (absl::Status c = net->Compile(); !c.ok()) return c;
+    RETURN_IF_ERROR(net->Compile());
     p.MakeContiguous();
   }
   return net;
@@ -125,7 +126,7 @@ absl::Status SsdMobilenetV1::Compile() {
       head.MarkOutput(head.Conv(inputs[k], {.name = b + "/weights", .weight = params_.Release(b + "/weights"), .bias = p[b + "/biases"]}));
     }
   }
-  if (absl::Status st = params_.Adopt(std::move(stem).Build(3, kInputSize, kInputSize), &stem_); !st.ok()) return st;
+  RETURN_IF_ERROR(params_.Adopt(std::move(stem).Build(3, kInputSize, kInputSize), &stem_));
   const int side = kInputSize / kStemStride;
   return params_.Adopt(std::move(head).Build(kBackbone[kStemLayers], side, side), &head_);
 }
@@ -149,9 +150,8 @@ std::vector<at::Tensor> SsdMobilenetV1::BatchNormArgs(int first, int last) const
 
 absl::StatusOr<std::unique_ptr<SsdMobilenetV1>> SsdMobilenetV1::Load(const models::ModelCatalogue& catalogue,
                                                                      Options options) {
-  absl::StatusOr<tfjs::WeightMap> w = LoadCatalogueWeights(catalogue, kModelName);
-  if (!w.ok()) return w.status();
-  return Create(*w, options);
+  ASSIGN_OR_RETURN(tfjs::WeightMap w, LoadCatalogueWeights(catalogue, kModelName));
+  return Create(w, options);
 }
 
 at::Tensor SsdMobilenetV1::Pointwise(const at::Tensor& x, const std::string& prefix, int stride) const {

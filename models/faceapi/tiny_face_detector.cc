@@ -10,6 +10,7 @@
 #include "models/faceapi/image.h"
 #include "models/faceapi/ops.h"
 #include "models/onednn/program.h"
+#include "base/status_macros.h"
 
 namespace fusion::faceapi {
 namespace {
@@ -53,7 +54,7 @@ absl::StatusOr<std::unique_ptr<TinyFaceDetector>> TinyFaceDetector::Create(const
   if (!s.ok()) return s;
   net->param_bytes_ = p.DeviceBytes();
   if (fast) {
-    if (absl::Status c = net->Compile(); !c.ok()) return c;
+    RETURN_IF_ERROR(net->Compile());
     p.MakeContiguous();
   }
   return net;
@@ -90,7 +91,7 @@ absl::Status TinyFaceDetector::Compile() {
   for (int i = 3; i <= 5; ++i) y = block(head, y, i);
   head.MarkOutput(head.Conv(y, {.name = "conv8/filters", .weight = params_.Release("conv8/filters"), .bias = p["conv8/bias"]}));
   const int s = options_.input_size;
-  if (absl::Status st = params_.Adopt(std::move(stem).Build(3, s, s), &stem_); !st.ok()) return st;
+  RETURN_IF_ERROR(params_.Adopt(std::move(stem).Build(3, s, s), &stem_));
   return params_.Adopt(std::move(head).Build(kChannels[2], s / kStemStride, s / kStemStride), &head_);
 }
 
@@ -107,9 +108,8 @@ uint64_t TinyFaceDetector::ResidentBytes() const {
 
 absl::StatusOr<std::unique_ptr<TinyFaceDetector>> TinyFaceDetector::Load(
     const models::ModelCatalogue& catalogue, Options options) {
-  absl::StatusOr<tfjs::WeightMap> w = LoadCatalogueWeights(catalogue, kModelName);
-  if (!w.ok()) return w.status();
-  return Create(*w, options);
+  ASSIGN_OR_RETURN(tfjs::WeightMap w, LoadCatalogueWeights(catalogue, kModelName));
+  return Create(w, options);
 }
 
 at::Tensor TinyFaceDetector::Block(const at::Tensor& x, int i) const {

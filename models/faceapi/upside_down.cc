@@ -9,6 +9,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "models/faceapi/image.h"
+#include "base/status_macros.h"
 
 namespace fusion::faceapi {
 namespace {
@@ -79,10 +80,9 @@ absl::StatusOr<Landmarks68> DetectTurned180(const FaceLandmark68Net& net, const 
   cv::Mat turned;
   cv::rotate(crop, turned, cv::ROTATE_180);
   const float w = static_cast<float>(turned.cols), h = static_cast<float>(turned.rows);
-  absl::StatusOr<Landmarks68> pts = net.Detect(turned, {0, 0, w, h, box.score});
-  if (!pts.ok()) return pts.status();
+  ASSIGN_OR_RETURN(Landmarks68 pts, net.Detect(turned, {0, 0, w, h, box.score}));
   // Detect's points are continuous (a pixel i spans [i, i + 1]): the turn maps x to w - x.
-  for (Point& q : *pts) q = {origin.x + w - q.x, origin.y + h - q.y};
+  for (Point& q : pts) q = {origin.x + w - q.x, origin.y + h - q.y};
   return pts;
 }
 

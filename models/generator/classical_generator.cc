@@ -14,6 +14,7 @@
 #include "models/common/exception_text.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 
 namespace fusion::models {
 namespace {
@@ -396,17 +397,16 @@ absl::StatusOr<at::Tensor> ClassicalGenerator::Fuse(const GeneratorInputs& in) c
   // The warp covers the swap region (swap_region.h): the 68 points and the forehead row above
   // the brows, the region whose hull the blend pastes.
   const std::vector<cv::Point2f> src = SwapRegionPoints(src68), dst = SwapRegionPoints(dst68);
-  absl::StatusOr<std::vector<Triangle>> tris = Delaunay(dst, size);
-  if (!tris.ok()) return tris.status();
+  ASSIGN_OR_RETURN(std::vector<Triangle> tris, Delaunay(dst, size));
   try {
     cv::Mat ids;
-    const at::Tensor affines = RasteriseAffines(*tris, src, dst, size, /*mirror=*/false, &ids);
+    const at::Tensor affines = RasteriseAffines(tris, src, dst, size, /*mirror=*/false, &ids);
     auto [warped, cov] = PiecewiseAffineWarp(in.source, affines, ids);
     if (side >= 0) {
       // Soft symmetry: the target's half that the source shows foreshortened takes the mirror
       // of the source's visible half, split at the target's midline (HalfMask).
       const at::Tensor mirrored =
-          PiecewiseAffineWarp(in.source, RasteriseAffines(*tris, src, dst, size, /*mirror=*/true, nullptr), ids)
+          PiecewiseAffineWarp(in.source, RasteriseAffines(tris, src, dst, size, /*mirror=*/true, nullptr), ids)
               .first;
       cv::Mat half = HalfMask(dst, side, size);
       const at::Tensor w =
@@ -422,7 +422,7 @@ absl::StatusOr<at::Tensor> ClassicalGenerator::Fuse(const GeneratorInputs& in) c
     return in.target + (face - in.target) * weight * in.ratio;
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("classical-fusion generator failed on a ", size, "x",
-                                            size, " crop with ", tris->size(), " triangles: ",
+                                            size, " crop with ", tris.size(), " triangles: ",
                                             ExceptionText(e)));
   }
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace fusion::keras {
 
@@ -26,9 +27,8 @@ absl::StatusOr<at::Tensor> Enhancer::Run(const at::Tensor& rgb01) const {
   }
   const at::Tensor x = rgb01 * 255.0;
   const bool tiled = options_.tile_px > 0 && (x.size(2) > options_.tile_px || x.size(3) > options_.tile_px);
-  absl::StatusOr<at::Tensor> y = tiled ? RunTiled(x) : model_->Forward(x);
-  if (!y.ok()) return y.status();
-  return (*y / 255.0).clamp(0.0, 1.0);
+  ASSIGN_OR_RETURN(at::Tensor y, tiled ? RunTiled(x) : model_->Forward(x));
+  return (y / 255.0).clamp(0.0, 1.0);
 }
 
 absl::StatusOr<at::Tensor> Enhancer::RunTiled(const at::Tensor& x) const {
@@ -40,10 +40,9 @@ absl::StatusOr<at::Tensor> Enhancer::RunTiled(const at::Tensor& x) const {
       const int64_t y1 = std::min(h, y0 + t), x1 = std::min(w, x0 + t);
       const int64_t ya = std::max<int64_t>(0, y0 - halo), xa = std::max<int64_t>(0, x0 - halo);
       const int64_t yb = std::min(h, y1 + halo), xb = std::min(w, x1 + halo);
-      auto tile = model_->Forward(x.slice(2, ya, yb).slice(3, xa, xb));
-      if (!tile.ok()) return tile.status();
+      ASSIGN_OR_RETURN(auto tile, model_->Forward(x.slice(2, ya, yb).slice(3, xa, xb)));
       out.slice(2, y0 * s, y1 * s).slice(3, x0 * s, x1 * s)
-          .copy_(tile->slice(2, (y0 - ya) * s, (y1 - ya) * s).slice(3, (x0 - xa) * s, (x1 - xa) * s));
+          .copy_(tile.slice(2, (y0 - ya) * s, (y1 - ya) * s).slice(3, (x0 - xa) * s, (x1 - xa) * s));
     }
   }
   return out;

@@ -16,6 +16,7 @@
 #include "models/keras/keras_topology.h"
 #include "models/onednn/program.h"
 #include "models/tfjs/weights.h"
+#include "base/status_macros.h"
 
 namespace fusion::keras {
 namespace {
@@ -127,29 +128,27 @@ absl::StatusOr<std::unique_ptr<KerasModel>> KerasModel::Load(const std::filesyst
   if (!f) return absl::NotFoundError(absl::StrCat("Keras model not found: ", model_json.string()));
   std::stringstream text;
   text << f.rdbuf();
-  auto weights = tfjs::LoadWeights(model_json);
-  if (!weights.ok()) return weights.status();
-  return FromJson(text.str(), *weights, model_json.string());
+  ASSIGN_OR_RETURN(auto weights, tfjs::LoadWeights(model_json));
+  return FromJson(text.str(), weights, model_json.string());
 }
 
 absl::StatusOr<std::unique_ptr<KerasModel>> KerasModel::FromJson(std::string_view model_json,
                                                                  const tfjs::WeightMap& weights,
                                                                  std::string_view origin, bool bf16) {
-  absl::StatusOr<Topology> topology = ParseTopology(model_json, origin);
-  if (!topology.ok()) return topology.status();
+  ASSIGN_OR_RETURN(Topology topology, ParseTopology(model_json, origin));
   std::unique_ptr<KerasModel> m(new KerasModel());
   m->origin_ = std::string(origin);
-  for (LayerSpec& spec : topology->layers) {
+  for (LayerSpec& spec : topology.layers) {
     auto l = std::make_unique<Layer>();
     static_cast<LayerSpec&>(*l) = std::move(spec);
     if (l->op == Op::kConv) {
-      if (absl::Status s = BindConv(weights, origin, l.get()); !s.ok()) return s;
+      RETURN_IF_ERROR(BindConv(weights, origin, l.get()));
     }
     m->layers_.push_back(std::move(l));
   }
-  m->input_channels_ = topology->input_channels;
-  m->output_layer_ = topology->output_layer;
-  m->tileable_ = topology->tileable;
+  m->input_channels_ = topology.input_channels;
+  m->output_layer_ = topology.output_layer;
+  m->tileable_ = topology.tileable;
   m->last_use_.assign(m->layers_.size(), -1);
   for (size_t i = 0; i < m->layers_.size(); ++i) {
     for (int k : m->layers_[i]->inputs) m->last_use_[k] = static_cast<int>(i);
@@ -343,9 +342,8 @@ absl::Status KerasModel::Compile(bool bf16) {
   }
   b.MarkOutput(value[output_layer_]);
   b.AllowPadding();  // ESRGAN's few-channel convs run faster padded (program.h)
-  auto built = std::move(b).Build(input_channels_, 64, 64);
-  if (!built.ok()) return built.status();
-  program_ = *std::move(built);
+  ASSIGN_OR_RETURN(auto built, std::move(b).Build(input_channels_, 64, 64));
+  program_ = std::move(built);
   for (int i = 0; i < n; ++i) {  // the packed copies are the resident ones
     if (!keep_weight[i]) layers_[i]->weight = at::Tensor();
   }

@@ -9,6 +9,7 @@
 #include "models/common/exception_text.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 
 namespace fusion::tfjs {
 namespace {
@@ -102,21 +103,18 @@ absl::StatusOr<WeightMap> DecodeWeights(const ParsedManifest& manifest,
 }
 
 absl::StatusOr<WeightMap> LoadWeights(const std::filesystem::path& manifest_path) {
-  absl::StatusOr<std::string> text = ReadFile(manifest_path, "weights manifest");
-  if (!text.ok()) return text.status();
-  absl::StatusOr<ParsedManifest> parsed = ParseManifest(*text, manifest_path.string());
-  if (!parsed.ok()) return parsed.status();
+  ASSIGN_OR_RETURN(std::string text, ReadFile(manifest_path, "weights manifest"));
+  ASSIGN_OR_RETURN(ParsedManifest parsed, ParseManifest(text, manifest_path.string()));
   std::vector<std::string> buffers;
-  for (const ManifestGroup& g : parsed->groups) {
+  for (const ManifestGroup& g : parsed.groups) {
     std::string buf;
     for (const std::string& p : g.paths) {
-      absl::StatusOr<std::string> shard = ReadFile(manifest_path.parent_path() / p, "weight shard");
-      if (!shard.ok()) return shard.status();
-      buf += *shard;
+      ASSIGN_OR_RETURN(std::string shard, ReadFile(manifest_path.parent_path() / p, "weight shard"));
+      buf += shard;
     }
     buffers.push_back(std::move(buf));
   }
-  return DecodeWeights(*parsed, buffers, manifest_path.string());
+  return DecodeWeights(parsed, buffers, manifest_path.string());
 }
 
 absl::StatusOr<at::Tensor> WeightMap::Get(std::string_view name_view,
