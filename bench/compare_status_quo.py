@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Status quo vs fusiond: N tools each running the pipeline in-process with its own models
-(bench/inprocess) against N clients of one fusiond (bench/loadgen), in one run (issue 15).
+(bench/inprocess) against N clients of one fusiond (bench/loadgen), in one run.
 
   bench/compare_status_quo.py --build build [--n 1,2,4] [--jobs 2] [--photos DIR] [--json OUT]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Seeded residency trace generator (issue 3): writes a JSON Lines trace for bench/residency_trace
+"""Seeded residency trace generator: writes a JSON Lines trace for bench/residency_trace
 and prints the trace's three device budgets as JSON on stdout.
 
   gen_trace.py --kind single|three|bursty --seed N --out FILE

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# RSS of fusiond before, at the peak of, and 10 s after an 80 MP JPEG job (issue 11; the
-# figures in daemon/common/heap_release.h and docs/HOSTILE-INPUTS.md).
+# RSS of fusiond before, at the peak of, and 10 s after an 80 MP JPEG job (the figures
+# in docs/HOSTILE-INPUTS.md).
 # usage: bench/heap_after_job.sh [BUILD_DIR] [VAR=VALUE ...]   (extra args: fusiond's environment,
 #        e.g. MALLOC_CONF=... or LD_PRELOAD=... to compare allocators)
 # Needs python3-opencv, the fetched models and test photos (scripts/fetch-models.sh).

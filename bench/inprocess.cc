@@ -1,5 +1,5 @@
 // inprocess: the status quo fusiond replaces — one tool running the face-fusion pipeline in its
-// own process with its own model copies (issue 15). The same libraries and PipelineRunner the
+// own process with its own model copies. The same libraries and PipelineRunner the
 // daemon runs, with no daemon: catalogue over the fetched weights, the CPU device metered by the
 // budget allocator, its own model store and residency manager. Not a test: it prints figures.
 //

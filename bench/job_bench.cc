@@ -1,9 +1,9 @@
-// fusion_job_bench: where one image job's time goes, per stage, in wall and CPU time (issue 12's
-// whole-job figure). The daemon's PipelineRunner in this process (catalogue over the fetched
-// weights, the CPU device metered by the budget allocator), one job at a time, so the process's
-// CPU time between a stage's start and finish events is that stage's CPU time (all its
-// threads). Wall time alone is what another engineer's build on the same two cores moves most;
-// CPU time moves much less, so both are printed. Not a test: it prints figures.
+// fusion_job_bench: where one image job's time goes, per stage, in wall and CPU time (the whole-job
+// figure of docs/PERFORMANCE.md). The daemon's PipelineRunner in this process (catalogue over the
+// fetched weights, the CPU device metered by the budget allocator), one job at a time, so the
+// process's CPU time between a stage's start and finish events is that stage's CPU time (all its
+// threads). Wall time alone is what another engineer's build on the same two cores moves most; CPU
+// time moves much less, so both are printed. Not a test: it prints figures.
 //
 //   fusion_job_bench --models-dir DIR --source IMG --target IMG [--runs 5] [--threads 1]
 //                    [--simple] [--min-face-px N] [--face-cache] [--json OUT]

@@ -1,5 +1,5 @@
 // job_overhead_bench: the latency a job adds over its pipeline time, split into image transport
-// and journal write, for the 11-megapixel mosaic (issue 6; goal: transport < 5 ms). Not a test.
+// and journal write, for the 11-megapixel mosaic (goal: transport < 5 ms). Not a test.
 //
 //   transport in   SDK PutMemfd (sealed memfd over <socket>.fd, SCM_RIGHTS) + the daemon's
 //                  MemfdRegistry::Get + the copy SubmitJob makes of the mapped bytes

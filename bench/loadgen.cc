@@ -1,5 +1,5 @@
 // loadgen: N client processes x M jobs with mixed options against a running fusiond, through the
-// C++ SDK (issue 15). Not a test: it prints figures (docs/PERFORMANCE.md).
+// C++ SDK. Not a test: it prints figures (docs/PERFORMANCE.md).
 //
 //   loadgen --socket S --photos DIR [--clients 4] [--jobs 4] [--max-seconds 300] [--daemon-pid P]
 //           [--mix simple,plain,enhance2,small] [--json OUT] [--timeline OUT.jsonl]

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """python_sdk_overhead: the Python SDK's image transport next to the C++ SDK's, against one
-fusiond (issue 16: within 10%). Not a test; prints figures.
+fusiond (goal: within 10%). Not a test; prints figures.
 
 Starts fusiond (CPU) in a temporary directory, runs the 11-megapixel mosaic job (its 11 MiB
 PNG result comes back by memfd) and a small job (its result comes inline), then measures, for

@@ -32,7 +32,7 @@ struct Active {
   size_t next_stage;
 };
 
-// The rotation of issue 3's replay rules; depends on the trace alone.
+// The rotation of the replay rules (trace_replay.h); depends on the trace alone.
 class Scheduler {
  public:
   Scheduler(const Trace& trace, int concurrency) : trace_(trace), slots_(concurrency) {

@@ -1,5 +1,6 @@
 // Trace replay for bench/residency_trace: drives the real ResidencyManager and eviction policy
-// with a fake loader over a JSON Lines trace (format and rules in issue 3 and README below).
+// with a fake loader over a JSON Lines trace (format: the structs below, written by
+// bench/gen_trace.py; rules below).
 //
 // Replay rules: sequential. The clock starts at the first arrival's t. Before each turn, every
 // job with t <= clock joins the queue; free active slots (concurrency C) are filled from the

@@ -6,7 +6,7 @@
 # The clip: SIZE (default 1280x720), 30 fps H.264 with a 48-kHz AAC track, one face
 # (grace_hopper panned over a blurred copy of herself), made with ffmpeg's lavfi.
 # Runs one job per length in LENGTHS (seconds, default "$SECONDS_ 2*$SECONDS_") and prints the
-# last length's peak RSS over the first's (issue #13: RSS for 60 s <= 1.2 x RSS for 5 s).
+# last length's peak RSS over the first's (the goal: RSS for 60 s <= 1.2 x RSS for 5 s).
 # usage: [SIZE=1920x1080] [LENGTHS="5 60"] [BUDGET=256MiB] bench/video_fps.sh [BUILD_DIR] [SECONDS] [swap flags, e.g. --simple]
 # Needs the ffmpeg CLI and the fetched models (scripts/fetch-models.sh). Prints figures; not a test.
 set -euo pipefail

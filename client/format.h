@@ -18,8 +18,8 @@ nlohmann::json ModelToJson(const ModelStatus& model);
 std::string ModelToText(const ModelStatus& model);
 nlohmann::json JobToJson(const JobInfo& job);
 std::string JobToText(const JobInfo& job);
-// DESIGN.md §7: job_id, state, device, faces_swapped, faces[{box, identity_distance,
-// target_identity_distance, score}],
+// The job report (docs/USER-GUIDE.md#swap---json-the-job-report): job_id, state, device,
+// faces_swapped, faces[{box, identity_distance, target_identity_distance, score}],
 // stages[{name, ms, mode, attempts, tile, upload_wait_ms, peak_bytes}], degradations.
 nlohmann::json JobResultToJson(const JobResult& result);
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The project's weights and tier-B test photos, from the files the repository ships (issue 29).
+# The project's weights and tier-B test photos, from the files the repository ships.
 #
 #   scripts/fetch-models.sh [--models-only] [MODELS_DIR]
 #

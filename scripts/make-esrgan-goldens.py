@@ -2,7 +2,7 @@
 """Writes tests/data/fusion/esrgan_goldens.json: outputs of UpscalerJS ESRGAN slim x2, slim x4
 and medium x4 on one fixed 32x32 RGB crop, computed by the numpy reference executor
 (shared/reference/upscaler_ref.py). The C++ Keras interpreter must match them within 0.1 on the
-0-255 scale (issue 4).
+0-255 scale.
 
 Only needed to regenerate the committed file:
   scripts/make-esrgan-goldens.py <upscaler_ref dir> <models dir> <astronaut png> > tests/data/fusion/esrgan_goldens.json

@@ -1,4 +1,4 @@
-// A/B of each network's CPU fast path (onednn::Program, issue #12) against its at:: path, in one
+// A/B of each network's CPU fast path (onednn::Program) against its at:: path, in one
 // process, runs interleaved (A, B, A, B, ...) so that load from other processes hits both alike.
 // Not a test: it asserts nothing, it measures.
 //

@@ -1,6 +1,6 @@
-// Prints per-network CPU time for one face and device bytes per face-api model (issue 4's
-// closing figures). Not a test: it asserts nothing, it measures. The networks run their CPU
-// fast path (onednn::Program, issue #12) unless FUSION_ONEDNN=0; "device bytes" are the fp32
+// Prints per-network CPU time for one face and device bytes per face-api model. Not a test: it
+// asserts nothing, it measures. The networks run their CPU
+// fast path (onednn::Program) unless FUSION_ONEDNN=0; "device bytes" are the fp32
 // parameters (the catalogue's figure), "resident bytes" what the copy holds (packed weights).
 //
 //   fusion_models_bench [--models-dir DIR] [--runs N]

@@ -1,4 +1,4 @@
-"""bench/peers driver (issue 12): times fusiond's own forward, ONNX Runtime and OpenCV dnn on the
+"""bench/peers driver: times fusiond's own forward, ONNX Runtime and OpenCV dnn on the
 same weights and input, interleaved, and prints a markdown table. ONNX Runtime (onnxruntime from
 PyPI, requirements.txt) runs here; fusiond and OpenCV dnn run in `fusion_peer_bench worker` (one
 process, started by this one), so exactly one runtime computes at a time. Per network and thread

@@ -1,8 +1,8 @@
-// The networks of issue 12's peer benchmark as fusiond runs them: each made through its public
-// header (models/faceapi/*.h, models/keras/enhancer.h: Create + Forward / Run), so the benchmark
-// measures whatever those become. One input per network, cut from the committed astronaut
-// photo, and one output: the network's outputs flattened and concatenated (SSD: boxes then
-// scores), so an ONNX export with a single output can be compared value for value.
+// The networks of the peer benchmark (bench/peers) as fusiond runs them: each made through its
+// public header (models/faceapi/*.h, models/keras/enhancer.h: Create + Forward / Run), so the
+// benchmark measures whatever those become. One input per network, cut from the committed astronaut
+// photo, and one output: the network's outputs flattened and concatenated (SSD: boxes then scores),
+// so an ONNX export with a single output can be compared value for value.
 //
 // Ids and inputs (NCHW fp32, RGB):
 //   tiny_face_detector_416  [1,3,416,416] 0..255  whole image (ToBatchTensor, pad bottom/right)

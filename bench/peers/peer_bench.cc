@@ -1,4 +1,4 @@
-// fusion_peer_bench: the C++ side of issue 12's peer benchmark (bench/peers/run.sh drives it).
+// fusion_peer_bench: the C++ side of the peer benchmark (bench/peers/run.sh drives it).
 // It runs fusiond's own forward (fusiond_nets.h) and OpenCV dnn on the ONNX export
 // (opencv_dnn_net.h) in this process; ONNX Runtime runs in the Python driver (driver.py), which
 // starts this program as its worker, so the three runtimes are timed interleaved, one at a time.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 12's peer benchmark in one command: fusiond's own forward against ONNX Runtime and
+# The peer benchmark in one command: fusiond's own forward against ONNX Runtime and
 # OpenCV dnn on the same weights and input, at 1 and 2 threads; prints a markdown table (also
 # written to $OUT/table.md). Run by hand; not part of scripts/test.sh or CI.
 #

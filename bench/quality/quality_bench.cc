@@ -1,4 +1,4 @@
-// bench/quality: the swap quality a person sees, in figures and in one picture (issue #10).
+// bench/quality: the swap quality a person sees, in figures and in one picture.
 // Runs the real pipeline (PipelineRunner on the CPU device, default options unless flags say
 // otherwise) over (source, target) pairs: the group photos with their ground truth, Grace, and
 // images this tool makes from them (colour casts, greyscale, rotated heads on a canvas, a

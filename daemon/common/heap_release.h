@@ -1,5 +1,5 @@
 // Hands the heap that jobs freed back to the system, so the daemon's RSS returns to its level
-// before a large job (issue 11: an 80 MP job left 112 MiB resident 10 s after it ended).
+// before a large job (glibc's malloc alone keeps much of a large job's freed heap resident).
 //
 // fusiond runs on jemalloc (linked into the binary, configured by main.cc's malloc_conf:
 // background purging thread, dirty pages returned after 1 s, muzzy at once; MALLOC_CONF in the
@@ -8,11 +8,9 @@
 // jemalloc, or a test binary) it calls malloc_trim(0) instead: glibc keeps freed chunks below
 // its (adaptive, up to 32 MiB) mmap threshold in its arenas, and only malloc_trim returns
 // their whole pages.
-// Measured on an 80 MP JPEG job (10328x7760, 4 faces, CPU, docs/HOSTILE-INPUTS.md), RSS 10 s
-// after the job minus RSS before it: glibc as is +112 / +88 MiB; glibc + malloc_trim(0) after
-// each job +22 / +40 MiB; glibc with arena_max=2, trim and mmap thresholds 128 KiB +1 MiB but
-// the job 3x slower (every large buffer a fresh mmap); jemalloc defaults +22 MiB; jemalloc with
-// background_thread and 1 s decay +2 / +2 MiB, and a peak 100 MiB lower (1287 vs 1390 MiB).
+// Why jemalloc with these options: of the allocators and settings measured after an 80 MP job
+// it returns the most to the system without slowing the job, and lowers the peak
+// (docs/HOSTILE-INPUTS.md#memory-after-a-large-job).
 // Cost: jemalloc's purge ~1 ms; malloc_trim walks every arena's free lists holding its lock,
 // so both run only when no job is running (JobManager::Options::on_idle).
 // Thread-safety: may be called from any thread, concurrently.

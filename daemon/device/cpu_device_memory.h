@@ -1,4 +1,5 @@
-// The CPU device tier (DESIGN.md §3): a budget-enforcing c10 CPU allocator with device scopes.
+// The CPU device tier (docs/ARCHITECTURE.md#invariants, 1): a budget-enforcing c10 CPU allocator
+// with device scopes.
 //
 // On `--device cpu` the device tier is every tensor allocated inside a device scope: a model's
 // device copy (scope = that model) or any allocation made while a stage holds its lease (scope

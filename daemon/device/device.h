@@ -34,8 +34,9 @@ class Device {
 // is insufficient ..."); INVALID_ARGUMENT for a malformed spec.
 absl::StatusOr<std::unique_ptr<Device>> OpenDevice(const std::string& spec);
 
-// The device budget of DESIGN.md §3: min(limit, available + own_usage - reserve), where
-// `limit` 0 means no configured limit. Never underflows (0 when reserve exceeds the rest).
+// The device budget (docs/ARCHITECTURE.md#invariants, 2): min(limit, available + own_usage
+// - reserve), where `limit` 0 means no configured limit. Never underflows (0 when reserve
+// exceeds the rest).
 uint64_t EffectiveBudget(uint64_t limit, uint64_t available, uint64_t own_usage,
                          uint64_t reserve);
 

@@ -1,4 +1,5 @@
-// DeviceMeter: the device layer's measurement for the residency manager (DESIGN.md §3).
+// DeviceMeter: the device layer's measurement for the residency manager
+// (docs/ARCHITECTURE.md#invariants, 1).
 //
 // Measured charges come through it: a model's device bytes (its scope's current bytes after
 // the upload) and a stage's working-set peak (ResetPeak before the stage, Usage().peak_bytes

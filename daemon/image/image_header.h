@@ -1,5 +1,6 @@
-// Image headers read before anything is decoded (DESIGN.md §3, §5: "an image is measured from
-// its header before it is decoded"; "every size is bounded before allocation").
+// Image headers read before anything is decoded (docs/ARCHITECTURE.md#invariants, 1 and 8: "an
+// image is measured from its header before it is decoded"; "every size is bounded before
+// allocation").
 //
 // ReadImageHeader() identifies the format from the leading bytes and reads the header with the
 // format's own library (libpng, libjpeg, libwebp, libtiff; BMP's fixed header by hand). It

@@ -1,7 +1,7 @@
 // JPEG decoding with libjpeg directly (not cv::imdecode), so that damaged data is seen: libjpeg
 // reports a premature end or corrupt entropy-coded data only as warnings and fills the rest of
-// the image with grey, which OpenCV's decoder prints to stderr and ignores (issue 11: a JPEG
-// with 2/3 of its rows grey was swapped and returned SUCCEEDED).
+// the image with grey, which OpenCV's decoder prints to stderr and ignores (a JPEG with 2/3 of
+// its rows grey would be swapped and returned SUCCEEDED).
 // Policy: a JPEG whose data libjpeg had to patch is refused, INVALID_ARGUMENT:
 //   "target image truncated: 412 of 1200 rows decoded (the JPEG data ends early)"
 //   "target image corrupt: the JPEG data is damaged (detected after row 412 of 1200; the decoder

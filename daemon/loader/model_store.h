@@ -1,7 +1,7 @@
 // ModelStore: the ModelLoader over the model catalogue (models/manifest.json) with LibTorch, and
 // where a stage finds the copy of its model to run.
 //
-// Tiers (DESIGN.md §3):
+// Tiers (docs/ARCHITECTURE.md#invariants, 3):
 //   LoadToHost   STORAGE -> HOST: verifies the catalogue's files (size + sha256), reads the
 //                weights into CPU tensors outside any device scope (TF.js weights; a Keras
 //                model also keeps its model.json). Returns the host bytes (fp32 weights + JSON).

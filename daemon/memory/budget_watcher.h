@@ -3,7 +3,8 @@
 // Every `period` (and once in Create): device budget = EffectiveBudget(limit, available,
 // fusiond's own usage, reserve) where own usage is the manager's resident + reserved bytes
 // (memory another process takes shrinks `available`, so the budget shrinks and the manager
-// evicts down to it; DESIGN.md §3); host budget = EffectiveBudget(host limit, MemAvailable,
+// evicts down to it; docs/ARCHITECTURE.md#invariants, 2); host budget = EffectiveBudget(host
+// limit, MemAvailable,
 // host tier usage (weights + host working sets), 0). On `cpu` both tiers are RAM, so the host
 // budget is what is left of MemAvailable + both tiers' own usage - reserve after the device
 // budget: device + host budgets together stay within MemAvailable. On `cpu` the device budget

@@ -1,6 +1,6 @@
 // ResidencyManager's host tier working sets (AcquireHost): the host tier is budgeted like the
-// device tier (DESIGN.md §3). Apart from residency_manager.cc only to keep files small; the
-// same class, lock and invariant.
+// device tier (docs/ARCHITECTURE.md#invariants, 1). Apart from residency_manager.cc only to keep
+// files small; the same class, lock and invariant.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"

@@ -1,6 +1,7 @@
 // ResidencyManager: which stage models live on the device, and admission of stages by memory.
 //
-// Tiers STORAGE -> HOST -> DEVICE, each with its own budget (DESIGN.md §3). A stage calls
+// Tiers STORAGE -> HOST -> DEVICE, each with its own budget
+// (docs/ARCHITECTURE.md#invariants, 1-3). A stage calls
 // Acquire(owner, model, working_bytes, deadline) and gets a move-only Lease: while it lives,
 // the model is on the device and `working_bytes` are reserved for the stage's activations.
 // To make room the manager evicts unleased, unpinned models chosen by its EvictionPolicy;
@@ -23,7 +24,8 @@
 // admitted until it fits again). Pinned or leased models are never evicted. A model's charge is
 // its measured bytes once uploaded; the reservation is released when the last lease drops.
 //
-// Host working sets (DESIGN.md §3, "the host tier is budgeted like the device tier"):
+// Host working sets (docs/ARCHITECTURE.md#invariants, 1: the host tier is budgeted like the
+// device tier):
 // AcquireHost reserves bytes of the host budget for a host computation (a CPU-fallback stage,
 // an image buffer) before it allocates, and returns a Lease for them. Host copies of weights are
 // a cache and are dropped (LRU, as above) to make room; other host leases are waited for.

@@ -1,6 +1,7 @@
 // Value types of the residency manager: model states, owners, counters and snapshots.
 //
-// Model state machine (DESIGN.md §3). Every model starts ABSENT (weights only in STORAGE):
+// Model state machine (docs/ARCHITECTURE.md#state-machines). Every model starts ABSENT (weights
+// only in STORAGE):
 //
 //        Load/Acquire                 upload                  first lease
 //   ABSENT ---------> LOADING ---> HOST ---------> UPLOADING ---> DEVICE <-----> IN_USE

@@ -80,9 +80,9 @@ class Execution {
                          const std::function<absl::Status(const Checkpoint&)>& fn);
 
  private:
-  // Uploads `model` on a worker thread when it fits in the free budget now, evicting nothing
-  // (DESIGN.md §3 prefetch; on CUDA the upload itself runs on a side stream from pinned memory,
-  // ModelStore::Upload). Failures only cost the wait.
+  // Uploads `model` on a worker thread when it fits in the free budget now, evicting nothing (a
+  // prefetch, docs/ARCHITECTURE.md#invariants, 3; on CUDA the upload itself runs on a side stream
+  // from pinned memory, ModelStore::Upload). Failures only cost the wait.
   void Prefetch(const std::string& model);
   void Finish(const v1::StageReport& r, float progress, const std::vector<std::string>& degradations);
   // Per-frame mode: merges `r` into the report's stage of the same name (or appends it).

@@ -1,6 +1,6 @@
 // FaceCache: the analysis of a job's source (or reference) image, kept across jobs so that a
 // user swapping one source into many targets pays its detection, landmarks and descriptor once
-// (issue 12: 2 SSD passes, a landmark and a recogniser forward per job for the same image).
+// (else every job repeats 2 SSD passes, a landmark and a recogniser forward on the same image).
 //
 // An entry is what the pipeline keeps of such an image after those stages: its largest upright
 // face (box, 68 landmarks, 128-d descriptor) and the turned faces the detector saw (for the
@@ -10,7 +10,8 @@
 // The caller inserts only analyses whose stages ran in the normal mode (on the device copy,
 // untiled): a tiled or CPU-fallback analysis may differ in the last float bits.
 //
-// Memory (DESIGN.md §3): the entries' bytes (EntryBytes: the entry, its key and list/map node
+// Memory (docs/ARCHITECTURE.md#invariants, 1): the entries' bytes (EntryBytes: the entry, its
+// key and list/map node
 // overhead) never exceed Options::capacity_bytes; least recently used entries are evicted to
 // make room. The entries are charged to the host tier in slabs of Options::slab_bytes: a slab
 // is one ResidencyManager::AcquireHost lease, taken (without waiting) before the entry that

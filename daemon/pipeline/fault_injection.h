@@ -1,5 +1,5 @@
 // FaultInjector: makes chosen ladder attempts of chosen stages fail with a device OOM, to test
-// every step of the OOM ladder (DESIGN.md §4) without a real shortage.
+// every step of the OOM ladder (docs/ARCHITECTURE.md#invariants, 5) without a real shortage.
 //
 // Modes per stage:
 //   fail_first_device   the first device attempt fails (-> evict + retry succeeds)

@@ -44,8 +44,9 @@ absl::StatusOr<std::string> EncodeResult(const DecodedImage& target, const cv::M
                                          v1::OutputFormat format);
 
 // Host memory of decoding and encoding, from sizes known before anything is allocated
-// (DESIGN.md §3: a job admits these on the host tier first). Bytes, upper bounds; the figures
-// per format are measured by ImageIoMemory* in tests/pipeline/image_io_memory_test.cc.
+// (docs/ARCHITECTURE.md#invariants, 1: a job admits these on the host tier first). Bytes, upper
+// bounds; the figures per format are measured by ImageIoMemory* in
+// tests/pipeline/image_io_memory_test.cc.
 struct DecodeFootprint {
   // `original` and `bgr` of the DecodedImage: held while the job uses the image.
   uint64_t kept = 0;

@@ -1,5 +1,5 @@
 // OomLadder: runs one pipeline stage under a residency lease and degrades, instead of
-// crashing, when device memory runs out (DESIGN.md §4):
+// crashing, when device memory runs out (docs/ARCHITECTURE.md#invariants, 5):
 //   1. admission from the working-set estimate (per model and input-shape bucket);
 //   2. on a real device OOM: raise the estimate to the measured peak, evict everything
 //      evictable, retry once (an admission that can never fit skips to 3);
@@ -14,7 +14,8 @@
 //   5. RESOURCE_EXHAUSTED naming the stage, the model, the tier(s) and the bytes.
 // Every device attempt's scope is limited to the bytes its lease admitted: a stage runs out
 // only of its own admission, whatever other jobs hold, so it takes the same path and gives the
-// same bytes alone or beside others (DESIGN.md §3, contention). Admission itself waits for
+// same bytes alone or beside others (docs/ARCHITECTURE.md#invariants, 4). Admission itself
+// waits for
 // other leases when the stage could fit once they end ("could fit" vs "can never fit",
 // ResidencyManager::Acquire). An attempt refused by the shared device budget while within its
 // own admission (someone else's memory: an upload's temporaries, a charge above its estimate)

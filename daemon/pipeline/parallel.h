@@ -1,4 +1,4 @@
-// A job's threads (issue 12): how many CPU threads one job's stages use, and how.
+// A job's threads: how many CPU threads one job's stages use, and how.
 //
 // LibTorch's intra-op parallelism (its OpenMP team, which oneDNN uses too) splits every op of a
 // small network across threads that meet at a barrier after each op; on the 2 shared cores of

@@ -1,4 +1,5 @@
-// PipelineRunner: the face-fusion pipeline as fusiond's JobRunner (DESIGN.md §2, §4).
+// PipelineRunner: the face-fusion pipeline as fusiond's JobRunner
+// (docs/ARCHITECTURE.md#the-life-of-an-image-job; the OOM ladder: #invariants, 5).
 //
 // A job: decode (image_io.h) -> detect -> landmarks -> encode -> generate -> enhance (optional,
 // on face crops) -> blend -> score -> upscale (optional, whole frame) -> encode PNG/JPEG.

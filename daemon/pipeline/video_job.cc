@@ -1,5 +1,5 @@
 // PipelineRunner::SwapVideo: a video target through the one pipeline (pipeline_runner.h,
-// DESIGN.md §5b). No LibTorch in this TU.
+// docs/ARCHITECTURE.md#the-life-of-a-video-frame). No LibTorch in this TU.
 //
 //   decode thread                    job thread                           encode thread
 //   VideoReader::Next --[queue N]--> detect/landmarks/generate/blend --[queue N]--> ChunkEncoder

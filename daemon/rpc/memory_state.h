@@ -1,10 +1,10 @@
 // MemoryStateSource: where GetMemoryState's answer comes from.
 //
-// ResidencyMemoryStateSource reports the DESIGN.md §7 fields: the device and host tiers (capacity
-// and availability from the device layer; budget, used, reserved, peak, over_budget from the
-// residency manager), every model, the counters, and per uid its queued and running jobs (from
-// the job queue, JobManager::CountsByUid, when one is attached) merged with the working bytes of
-// the leases it holds now (from the residency manager).
+// ResidencyMemoryStateSource reports the fields of docs/MEMORY.md#watching-it: the device and host
+// tiers (capacity and availability from the device layer; budget, used, reserved, peak, over_budget
+// from the residency manager), every model, the counters, and per uid its queued and running jobs
+// (from the job queue, JobManager::CountsByUid, when one is attached) merged with the working bytes
+// of the leases it holds now (from the residency manager).
 // Thread-safety: Snapshot() may be called from any thread concurrently.
 #pragma once
 

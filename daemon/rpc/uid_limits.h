@@ -1,5 +1,5 @@
 // Per-uid limits on what a caller may hold open in the daemon, so that one uid cannot take
-// every slot (DESIGN.md §5: the uid is the unit of quota and fairness).
+// every slot (docs/ARCHITECTURE.md#invariants, 8: the uid is the unit of quota and fairness).
 //
 //  - UidSlots: counted slots per uid (fusiond: open WatchJob + WatchMemory streams). A Slot is
 //    an RAII handle; its destructor gives the slot back.

@@ -7,7 +7,7 @@
 // Forward output: [N,136] = x0,y0,x1,y1,... relative to the 112x112 padded square (0..1).
 // Detect(): 68 points in image pixels for a detection box (crop clipped, not enlarged).
 // Device bytes: 1,427,360 (356,840 fp32 parameters). Tileable: no (one face crop).
-// CPU fast path (issue #12): Create on the CPU compiles the dense blocks into an
+// CPU fast path: Create on the CPU compiles the dense blocks into an
 // onednn::Program (weights packed once; bias, the dense sums and the ReLU fused; activations
 // NHWC); Forward runs it for a float32 CPU input (else, and after To() another device, the
 // at:: path). ResidentBytes() is what the copy holds, DeviceBytes() the fp32 parameters:

@@ -9,7 +9,7 @@
 // Forward output: [N,128] descriptor, not normalised (norm ~1.4). Euclidean distance < 0.6
 //                 means the same person (dlib's convention).
 // Device bytes: 22,458,368 (5,614,592 fp32 parameters). Tileable: no.
-// CPU fast path (issue #12): Create on the CPU compiles the convolutions into an
+// CPU fast path: Create on the CPU compiles the convolutions into an
 // onednn::Program (weights packed once; bias, the per-channel scale layer, the residual sum and
 // the ReLU fused into each convolution; activations NHWC); Forward runs it for a float32 CPU
 // input (else, and after To() another device, the at:: path). ResidentBytes() is what the copy

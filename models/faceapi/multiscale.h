@@ -50,7 +50,7 @@
 // 109 -> 112 of 120; no box on the group photos with their faces painted out, as they are and
 // rolled by 20 degrees (tests), nor on the quality bench's clutter. Cost: one pass per 3.2
 // candidates (none on the six group photos, one on grid50).
-// Proposal gating (DetectorTraits::proposal_score > 0, MultiScaleOptions::gate_tiles, issue 12):
+// Proposal gating (DetectorTraits::proposal_score > 0, MultiScaleOptions::gate_tiles):
 // a level of several tiles whose next coarser level has whole-image or tile passes of its own
 // does not run its tiles. That coarser level's passes detect down to proposal_score (SSD: 0.05)
 // and each of their boxes up to 1.05 * face_max_px network px wide is a proposal: a face the

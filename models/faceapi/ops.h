@@ -24,7 +24,7 @@ at::Tensor PadSame(const at::Tensor& x, int k, int s, double value = 0.0);
 // k x k max pool with stride s and no padding, as at::max_pool2d(x, {k,k}, {s,s}, {0,0}, {1,1},
 // ceil_mode) — bit-identical (a maximum is exact, NaN propagates), but as the maximum of k*k
 // strided views (LibTorch 1.13's CPU max_pool2d on NCHW is a scalar kernel that also writes an
-// int64 index per output: 52-56% of TinyFaceDetector's time, issue #12). ceil_mode keeps a last
+// int64 index per output: over half of TinyFaceDetector's time). ceil_mode keeps a last
 // window that starts inside the input and runs past it (its outside elements are ignored: the
 // input is padded with -inf there). x [N,C,H,W] floating, any device; returns a new tensor.
 at::Tensor MaxPool(const at::Tensor& x, int k, int s, bool ceil_mode = false);

@@ -14,7 +14,7 @@
 // Tiles: Forward(x, tile_px > 0) runs the stride-8 stem (Conv2d_0-Conv2d_5, where the largest
 // activations are) in tile_px windows with a 32-px halo (ops::TiledPrefix; the stem's receptive
 // field is 43 px) and the rest whole: the same output up to float order.
-// CPU fast path (issue #12): Create on the CPU compiles the stem and the rest (backbone,
+// CPU fast path: Create on the CPU compiles the stem and the rest (backbone,
 // prediction layers, box predictors) as two onednn::Programs (weights packed once; bias, the
 // depthwise layers' batch norm as a per-channel scale/shift and the ReLU6 fused; activations
 // NHWC); Forward runs them for a float32 CPU input (else, and after To() another device, the

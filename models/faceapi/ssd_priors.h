@@ -1,6 +1,6 @@
 // SSD MobileNetV1's prior (anchor) boxes, regenerated: the rule behind the 5118 boxes the weights
-// store (`Output/extra_dim`), for inputs larger than 512 (issue 12: one forward of a larger input
-// instead of overlapping 512-px tiles; not wired into Forward yet).
+// store (`Output/extra_dim`), for inputs larger than 512 (so that a larger input can run as one
+// forward instead of overlapping 512-px tiles; not wired into Forward yet).
 //
 // The stored priors are TensorFlow Object Detection's ssd_anchor_generator as face-api's model was
 // exported: 6 feature maps at strides 16, 32, 64, 128, 256, 512 input px (32, 16, 8, 4, 2, 1 cells

@@ -13,7 +13,7 @@
 // bytes at S = 416) in tile_px windows with a 32-px halo (ops::TiledPrefix; the stem's
 // receptive field is 22 px) and the rest whole: the same output up to float order.
 // Device bytes: 773,284 (193,321 fp32 parameters). Tileable: yes (a fully convolutional net).
-// CPU fast path (issue #12): Create on the CPU compiles the stem and the rest as two
+// CPU fast path: Create on the CPU compiles the stem and the rest as two
 // onednn::Programs (weights packed once, activations NHWC, bias + leaky ReLU fused); Forward
 // runs them for a float32 CPU input (else, and after To() another device, the at:: path).
 // ResidentBytes() is what the copy holds (the packed weights replace the plain ones): fp32

@@ -16,7 +16,7 @@
 // Parsing: keras_topology.h (no LibTorch); FromJson binds the weights to it.
 // Errors: parse errors are InvalidArgument naming the model and the layer (unknown class,
 // unsupported option, unknown inbound layer, missing or mis-shaped weight).
-// CPU fast path (issue #12): on the CPU, FromJson compiles the graph into an onednn::Program
+// CPU fast path: on the CPU, FromJson compiles the graph into an onednn::Program
 // (weights packed once, bias + ReLU (its own or a following Activation's) and a conv's following
 // two-input Add fused, NHWC activations kept across layers, concat/sum/nearest-upsample as
 // oneDNN primitives; a nearest upsample followed by a "same" conv, ESRGAN's SR, as one conv on

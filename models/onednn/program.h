@@ -1,4 +1,4 @@
-// onednn::Program: a small convolutional network compiled for oneDNN on the CPU (issue #12).
+// onednn::Program: a small convolutional network compiled for oneDNN on the CPU.
 //
 // Why: calling at::mkldnn_convolution per layer re-lays out every activation (NCHW -> blocked
 // -> NCHW) and every weight (OIHW -> blocked) on each call, with no fusion. A Program keeps the

@@ -1,4 +1,4 @@
-// The blotch metric of a swapped face (issue #10): how much of the face carries colour that the
+// The blotch metric of a swapped face: how much of the face carries colour that the
 // target does not have nearby. Used by bench/quality and by the pipeline tests.
 //
 // Exactly, for a face with box (x, y, w, h) in target pixels (rounded to integers):

@@ -164,8 +164,8 @@ TEST_F(DaemonProcessTest, StaleSocketFileIsReplaced) {
   auto second = StartDaemon({});
   ASSERT_TRUE(WaitFor([&] { return Ctl({"health"}).exit_code == 0; }, absl::Seconds(10)));
   EXPECT_TRUE(second->Running());
-  // Removed first thing (issue #30: it stayed until the models had loaded, so the README's wait
-  // for the socket file ended at once and the next call failed), before the budgets are set up.
+  // Removed first thing, before the budgets are set up (a stale file left until the models have
+  // loaded would end a wait for the socket file at once, and the next call would fail).
   second->Signal(SIGTERM);
   const RunResult stopped = second->Wait(absl::Seconds(15));
   const size_t removed = stopped.err.find("removed stale socket file " + socket_);
@@ -201,7 +201,7 @@ TEST_F(DaemonProcessTest, BadFlagsAndConfigExit2NamingTheKey) {
   RunResult help = RunProcess({FUSIONCTL_BIN, "--help"}, dir_.path());
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_NE(help.out.find("2  fusiond unreachable"), std::string::npos) << help.out;
-  // `fusionctl help` said "A subcommand is required" (issue #30): it prints the same help.
+  // `fusionctl help` prints the same help (not "A subcommand is required").
   RunResult help_word = RunProcess({FUSIONCTL_BIN, "help"}, dir_.path());
   EXPECT_EQ(help_word.exit_code, 0) << help_word.err;
   EXPECT_EQ(help_word.out, help.out);
@@ -220,9 +220,9 @@ TEST_F(DaemonProcessTest, BadFlagsAndConfigExit2NamingTheKey) {
   EXPECT_FALSE(Exists(dir_.File("x.mp4")));
 }
 
-// Issue #30: started as the README shows (umask 022) the state directory was 0755 and the
-// journal 0644, and any local user copied everyone's images out of it. Now nothing under it is
-// readable by group or others, and a second uid's read of the journal fails.
+// Started as the README shows (umask 022), nothing under the state directory is readable by
+// group or others (else any local user could copy everyone's images out of it), and a second
+// uid's read of the journal fails.
 TEST_F(DaemonProcessTest, StateIsPrivateUnderUmask022) {
   const mode_t old_umask = umask(022);
   auto daemon = StartDaemon({"--models-dir", dir_.File("no-models")});

@@ -1,4 +1,4 @@
-// HTTP/2 abuse on the gRPC socket (issue #11): PING floods that never read the replies must cost
+// HTTP/2 abuse on the gRPC socket: PING floods that never read the replies must cost
 // the daemon bounded memory, given back when they close, while normal clients are served.
 // The daemon runs in this process; the floods are threads writing raw HTTP/2 to its socket.
 #include <malloc.h>

@@ -1,4 +1,4 @@
-// Issue #11 on the gRPC socket: residency changes are for admins only (root, the daemon's uid,
+// Access control on the gRPC socket: residency changes are for admins only (root, the daemon's uid,
 // admin_uids, admin_group), reading stays open; per-uid limits on connections and watch streams.
 // Other uids connect through a forked child (only system calls there) that drops to the uid,
 // connects, and passes the connected fd back over SCM_RIGHTS: SO_PEERCRED and SO_PEERGROUPS keep

@@ -1,5 +1,5 @@
 // End-to-end classical swap (generator + blend) on real faces: the byte-exact and ratio-0
-// guarantees of issue 4, in both blend modes.
+// guarantees, in both blend modes.
 #include <gtest/gtest.h>
 
 #include <opencv2/imgcodecs.hpp>
@@ -95,9 +95,9 @@ INSTANTIATE_TEST_SUITE_P(
 
 // A grey source face carries almost no chroma. The face must still take the target's colour,
 // with no spots in either mode: the blotch metric (models/quality/blotch.h) over Grace's face.
-// Measured: before (moment matching) full 8.1% / p99.5 34 for the colour astronaut; a grey
-// source's 4.5x chroma gain made green/cyan blotches. Now (target's low frequencies) see the
-// printed figures; the goal of issue #10 is <= 3% and p99.5 <= 30.
+// The blend takes the target's low frequencies: moment matching would give a grey source a
+// 4.5x chroma gain (green/cyan blotches). Bounds: blotch fraction <= 3% and p99.5 <= 30; the
+// figures are printed.
 TEST(Blend, GreySourceGetsTheTargetsColourWithoutBlotches) {
   cv::Mat grey;
   cv::cvtColor(Load("astronaut_eileen_collins_512.png"), grey, cv::COLOR_BGR2GRAY);

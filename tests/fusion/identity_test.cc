@@ -1,5 +1,5 @@
 // Fusion quality with the real face-api networks: after a swap (ratio 1, full blend) every result
-// face is detected again and its descriptor moves towards the source's (issue 4's done-when).
+// face is detected again and its descriptor moves towards the source's.
 // The distances printed here are the fusion-quality baseline.
 #include <gtest/gtest.h>
 

@@ -107,8 +107,9 @@ v1::JobState WaitFinal(JobManager& m, const std::string& id) {
   return state;
 }
 
-// Issue #30: on an 8 MB tmpfs a job stayed QUEUED at position 0 forever once the journal could
-// not record its end; cancel changed nothing, a waiting client hung, and the restart ran it again.
+// On an 8 MB tmpfs a job must not stay QUEUED at position 0 once the journal cannot record its
+// end: every job still ends, a cancel takes effect, a waiting client gets the end, and a restart
+// does not run the ended jobs again.
 TEST(FullDiskTest, JobsWhoseEndCannotBeRecordedStillEndAndDoNotRunAgain) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount a small tmpfs";
   testing::TempDir dir;

@@ -124,7 +124,7 @@ TEST_F(JobManagerTest, FailedRunKeepsTheStatusAndResultIsFailedPrecondition) {
   EXPECT_EQ(got->error_code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
   EXPECT_EQ(got->error_message(), "detect: no face in the target");
   EXPECT_EQ(m->Result(job->job_id(), 1).status().code(), absl::StatusCode::kFailedPrecondition);
-  // The job's own error says why there is no result (issue #30: `fusionctl result` omitted it).
+  // The job's own error says why there is no result.
   EXPECT_EQ(m->Result(job->job_id(), 1).status().message(),
             "job '" + job->job_id() + "' is FAILED, not SUCCEEDED: detect: no face in the target");
 }

@@ -1,6 +1,6 @@
-// Issue #30: a restart that pruned to a smaller retention took 17 s before serving, logged
-// nothing and grew the WAL to 333 MB. Pruning at start now runs in the background, in small
-// transactions (the WAL stays within journal_size_limit after each checkpoint), and is logged.
+// A restart that prunes to a smaller retention serves at once: pruning at start runs in the
+// background, in small transactions (the WAL stays within journal_size_limit after each
+// checkpoint), and is logged.
 #include <sys/stat.h>
 
 #include <atomic>

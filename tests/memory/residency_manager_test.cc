@@ -57,9 +57,10 @@ class ResidencyTest : public ::testing::Test {
   std::unique_ptr<ResidencyManager> manager_;
 };
 
-// The host tier is budgeted like the device tier (DESIGN.md §3): a host working set drops
-// host copies of weights (a cache) to fit, waits for another job's host working set to end,
-// and is refused at once, naming the tier and the bytes, when it exceeds the whole budget.
+// The host tier is budgeted like the device tier (docs/ARCHITECTURE.md#invariants, 1): a host
+// working set drops host copies of weights (a cache) to fit, waits for another job's host working
+// set to end, and is refused at once, naming the tier and the bytes, when it exceeds the whole
+// budget.
 TEST_F(ResidencyTest, HostWorkingSetsDropWeightCopiesWaitForOthersAndRefuseWhatCanNeverFit) {
   Make(/*budget_mib=*/100, "lru", /*host_mib=*/50);
   Add("a", 20);
@@ -378,9 +379,9 @@ TEST_F(ResidencyTest, OneShotModelIsReleasedWhenLessThanTheMinimumIsFree) {
   EXPECT_EQ(Model("detect").state, ModelState::kHost);
 }
 
-// Issue #30: fusiond's 512 MiB minimum on a 256 MiB budget was always "pressure": detect and
-// landmarks were uploaded again for every frame of a video. The minimum is capped at an eighth
-// of the budget (32 MiB here).
+// The one-shot minimum free is capped at an eighth of the budget (32 MiB here): fusiond's 512
+// MiB on a 256 MiB budget would always be "pressure", uploading detect and landmarks again for
+// every frame of a video.
 TEST_F(ResidencyTest, TheMinimumFreeScalesWithASmallBudget) {
   Make(256, "lru", 0, nullptr, 0.85, /*one_shot_min_free_mib=*/512);
   Add("detect", 20, /*one_shot=*/true), Add("gen", 100);

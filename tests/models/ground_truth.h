@@ -1,5 +1,5 @@
 // Ground truth of the group photos (tests/data/faces/ground_truth.json) and of the mosaic
-// derived from it, and the scoring rule of issue 4: a detection matches a face at IoU >= 0.4;
+// derived from it, and the scoring rule: a detection matches a face at IoU >= 0.4;
 // a detection lying mostly (>= 50% of its area) inside an ignore region is neither a hit nor a
 // false box; any other unmatched detection is a false box.
 #pragma once

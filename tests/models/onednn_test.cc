@@ -1,4 +1,4 @@
-// The CPU fast path (onednn::Program, issue #12): each op against its at:: meaning on random data,
+// The CPU fast path (onednn::Program): each op against its at:: meaning on random data,
 // the graph checks, the packed weights' round trip, and every face-api network's fast path
 // against its at:: path (FUSION_ONEDNN=0) with the real weights.
 #include "models/onednn/program.h"

@@ -118,9 +118,9 @@ daemon_uid=64011 fusion_gid=64012 client_uid=64013 client_gid=64014
 run=$tmp/run state=$tmp/state out=$tmp/out
 mkdir -p "$run" "$state" "$out"
 chown "$daemon_uid:$fusion_gid" "$run" "$state"; chmod 0750 "$run"; chmod 0755 "$state"
-# Leftovers of an earlier `sudo fusiond` on the state directory (issue #30: the service then
-# failed with "cannot open /var/lib/fusiond/lock: Permission denied"). The package's tmpfiles.d
-# lines, pointed at $state and the test's uids, are what the postinst and boot run.
+# Leftovers of an earlier `sudo fusiond` on the state directory must not stop the service
+# ("cannot open /var/lib/fusiond/lock: Permission denied"): the package's tmpfiles.d lines,
+# pointed at $state and the test's uids, are what the postinst and boot run.
 echo 4242 >"$state/lock"; : >"$state/journal.sqlite3"; mkdir -p "$state/results" "$state/models"
 echo x >"$state/results/j-0000000000000000.mp4"; chmod 0644 "$state/lock" "$state/journal.sqlite3"
 sed -e "s|/var/lib/fusiond|$state|g" -e "s/ fusiond fusion / $daemon_uid $fusion_gid /" -e '/\/run\//d' \

@@ -1,4 +1,4 @@
-// Issue 11 (images) through the real fusiond and fusionctl: a decompression bomb is refused at
+// Hostile images through the real fusiond and fusionctl: a decompression bomb is refused at
 // SubmitJob from its header without the daemon growing (the acceptance test), and every input
 // of the hostile corpus gets its documented outcome. With FUSION_HOSTILE_TABLE=PATH the second
 // test writes its table (outcome, VmHWM delta, RSS after) into PATH between the markers
@@ -97,7 +97,7 @@ class HostileInputsTest : public ::testing::Test {
   std::unique_ptr<Process> daemon_;
 };
 
-// The acceptance test of issue 11's image part: the 400 MP bomb, alone and two at once.
+// The acceptance test for hostile images: the 400 MP bomb, alone and two at once.
 TEST_F(HostileInputsTest, TwentyThousandSquarePngBombIsRefusedAtSubmitWithoutTheDaemonGrowing) {
   const std::string bomb = dir_.File("bomb.png");
   WriteFile(bomb, testing::PngBomb(20000, 20000, true));

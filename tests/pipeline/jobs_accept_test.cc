@@ -1,8 +1,8 @@
-// Issue 6's acceptance through the real binaries: fusiond with the pipeline and fusionctl run as
-// other uids (raw uids 65534 and 65533 in the socket's group, 65532 in the group but not allowed),
-// concurrent jobs of two clients, ownership, cancel of a running job, kill -9 and restart on the
-// same journal, SIGTERM past the drain and restart, the 11-megapixel mosaic by memfd. Tests that
-// switch uids skip when not root.
+// The job service's acceptance through the real binaries: fusiond with the pipeline and fusionctl
+// run as other uids (raw uids 65534 and 65533 in the socket's group, 65532 in the group but not
+// allowed), concurrent jobs of two clients, ownership, cancel of a running job, kill -9 and restart
+// on the same journal, SIGTERM past the drain and restart, the 11-megapixel mosaic by memfd. Tests
+// that switch uids skip when not root.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -242,7 +242,7 @@ std::map<std::string, std::pair<int, int>> JournalRows(const std::string& path) 
   }
   sqlite3_stmt* st = nullptr;
   // A result is an image in the row or a file the row names (fusiond keeps image results as
-  // files under results/ since issue #30).
+  // files under results/).
   sqlite3_prepare_v2(db,
                      "SELECT id, (result_image IS NOT NULL AND length(result_image) > 0) OR "
                      "(result_file IS NOT NULL AND length(result_file) > 0) FROM jobs",

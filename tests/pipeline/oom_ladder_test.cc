@@ -230,9 +230,8 @@ TEST_F(OomLadderTest, AdmissionThatCanNeverFitGoesStraightToTiles) {
   EXPECT_EQ(out->tile_px, 128);
   EXPECT_EQ(body.tiles, (std::vector<int>{128}));  // no untiled attempt, no retry
   EXPECT_EQ(out->attempts, 1u);
-  // One line saying what happened and why, 20 MiB of model + 200 MiB (issue #30: before,
-  // "enhance: too big for the device: ... it cannot fit even after every eviction" read as a
-  // failure of a job that succeeded).
+  // One line saying what happened and why, 20 MiB of model + 200 MiB, worded as the degradation
+  // of a job that succeeds, not as a failure.
   EXPECT_EQ(out->degradations, (std::vector<std::string>{
                                    "enhance: ran in 128-px tiles: the model and its working set need 220.0 MiB of "
                                    "the 100.0 MiB device budget"}));
@@ -298,7 +297,7 @@ TEST_F(OomLadderTest, CancellationWhileWaitingForMemoryEndsTheLadderAtOnce) {
   ExpectClean();
 }
 
-// Step 4 on the host tier (issue 11): nothing is admitted on the device; the whole frame (200 MiB
+// Step 4 on the host tier: nothing is admitted on the device; the whole frame (200 MiB
 // estimate + the 20 MiB model) and 256-px tiles (112.5 + 20 MiB) can never fit a 60 MiB host
 // budget and are refused at admission; 128-px tiles are admitted (28.125 + 20 MiB) but need 64
 // MiB for real, so the host scope's limit refuses them; 64-px tiles (7.03 + 20 MiB admitted,
@@ -376,9 +375,9 @@ class ContendedBody final : public StageBody {
   std::string me_;
 };
 
-// Contention (DESIGN.md §3): the stage fits alone; a neighbour's lease, released after 200 ms,
-// makes its first attempt run out. It waits and runs again at the same size: the same mode,
-// tile and degradations as alone (before: evict-retry, tiles, then the CPU).
+// Contention (docs/ARCHITECTURE.md#invariants, 4): the stage fits alone; a neighbour's lease,
+// released after 200 ms, makes its first attempt run out. It waits and runs again at the same
+// size: the same mode, tile and degradations as alone (not evict-retry, tiles, then the CPU).
 TEST_F(OomLadderTest, ContentionWaitsForTheNeighbourRatherThanDegrading) {
   OomLadder ladder(residency_.get(), &meter_, &faults_, {});
   const StageSpec spec = Spec("enhance", "enhancer", true, 10 * MiB);

@@ -338,7 +338,7 @@ TEST(PipelineRunner, NextStageModelIsPrefetchedWhileTheCurrentStageRuns) {
   ExpectAtRest();
 }
 
-// Every model stage under every fault mode (issue 5's done-when). Small images keep it quick:
+// Every model stage under every fault mode. Small images keep it quick:
 // a 256x300 target (one face), enhance and upscale at x2, blend in simple mode.
 struct LadderCase {
   std::string stage;
@@ -690,7 +690,7 @@ TEST(EnhancerEstimate, WorkingSetPerPixelCoversTheMeasuredPeak) {
   }
 }
 
-// Issue 5's small-device case: the 3840x2896 mosaic (13 faces, fetched test data) with
+// The small-device case: the 3840x2896 mosaic (13 faces, fetched test data) with
 // enhance x4 on a 64 MiB device. Detection may tile; enhance must (a 64-px esrgan-slim-x4 tile
 // still needs ~72 MB); nothing may fall back to the CPU, and the allocator's device-scope peak
 // (models + working sets, every scope) stays within the budget. ~18 s.

@@ -1,9 +1,8 @@
-// Swap quality through the job path (issue #10): on the six group photos, every swapped face
+// Swap quality through the job path: on the six group photos, every swapped face
 // takes the target's colour — blotch fraction <= 3% and p99.5 <= 30 (models/quality/blotch.h)
 // for the astronaut, Grace and the grey cameraman as sources, fusionctl's default options (ratio 1,
 // full blend); the turned profile source is named in the job's degradations.
-// Before the generator took the target's low frequencies: sample3's faces 41%, 17%, 27%
-// (p99.5 75, 50, 62) with the astronaut; see docs/QUALITY.md for the whole bench.
+// The whole bench: docs/QUALITY.md.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -58,7 +57,7 @@ TEST_P(GroupPhotoColour, EverySwappedFaceIsFreeOfBlotches) {
     }
   }
   EXPECT_GE(faces, 19);  // of the 21 ground-truth faces
-  // The swap moves identity towards the source on average (issue #10 asks >= 0.15; a turned
+  // The swap moves identity towards the source on average (by >= 0.15; a turned
   // head of sample1 still moves away: 0.695 -> 0.724 with the astronaut).
   std::printf("%s: mean identity margin %.3f over %d faces\n", GetParam(), margin / faces, faces);
   EXPECT_GE(margin / std::max(1, faces), 0.15);

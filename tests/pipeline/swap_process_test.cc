@@ -153,7 +153,7 @@ std::string PngWithDamagedRows() {
   return std::string("\x89PNG\r\n\x1a\n", 8) + chunk("IHDR", ihdr) + chunk("IDAT", zlib) + chunk("IEND", "");
 }
 
-// Issue #30: a PNG whose pixel data is damaged failed with "stage": "" in swap --json.
+// A PNG whose pixel data is damaged fails in stage "decode" in swap --json (not "stage": "").
 TEST_F(SwapProcessTest, DamagedPngPixelDataFailsInStageDecode) {
   auto daemon = StartDaemon("");
   ASSERT_TRUE(daemon->Running());
@@ -182,9 +182,8 @@ TEST_F(SwapProcessTest, DamagedPngPixelDataFailsInStageDecode) {
   EXPECT_EQ(stopped.err.find("libpng error: "), std::string::npos) << stopped.err;
 }
 
-// Issue #30: root could not list or cancel another uid's jobs; a runaway job could only be
-// stopped by restarting the daemon. Now an admin lists every uid's jobs with their owner and
-// cancels any of them, and the daemon logs it with the admin's uid.
+// An admin lists every uid's jobs with their owner and cancels any of them (a runaway job stops
+// without a restart of the daemon), and the daemon logs it with the admin's uid.
 TEST_F(SwapProcessTest, AnOperatorListsAndCancelsAnotherUidsJobs) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to run a client as another uid";
   constexpr int kNobody = 65534;
@@ -250,7 +249,7 @@ TEST_F(SwapProcessTest, SwapJsonOfAFailedJobPrintsTheErrorAsJson) {
   const nlohmann::json b = nlohmann::json::parse(bad.out, nullptr, false);
   ASSERT_FALSE(b.is_discarded()) << "stdout: " << bad.out;
   EXPECT_EQ(b["error"]["code"], "INVALID_ARGUMENT") << b;
-  // An image's own fault found at submit is the decode's (issue #30), as in a job.
+  // An image's own fault found at submit is the decode's, as in a job.
   EXPECT_EQ(b["error"]["stage"], "decode");
   EXPECT_EQ(b["state"], "NOT_SUBMITTED");
   // A cut PNG (no IEND), refused from its bytes at submit: stage "decode" too.
@@ -544,17 +543,17 @@ uint64_t ProcStatusBytes(pid_t pid, const std::string& field) {
   return 0;
 }
 
-// Issue 11's "done when", on a 64 MiB device with a 256 MiB host tier: no request raises the
+// On a 64 MiB device with a 256 MiB host tier, no request raises the
 // daemon's peak RSS (VmHWM, reset to the current RSS with clear_refs 5 before each case) above
 // its RSS after one warm-up swap + 64 MiB (device) + 256 MiB (host) + 200 MiB of slack (what
 // no tier counts: oneDNN scratch, allocations on LibTorch's worker threads, the gRPC messages
 // carrying images and results, the allocator's retained pages). The cases, one after another:
-//  - upscale x4 of a 640x427 target (sample1.jpg resized; the small repro: before, the CPU
-//    fallback ran the whole frame unadmitted and peaked at 3.3 GB): tiled, on the device or
-//    the host tier, or RESOURCE_EXHAUSTED;
+//  - upscale x4 of a 640x427 target (sample1.jpg resized; a CPU fallback of the whole frame,
+//    unadmitted, would peak at 3.3 GB): tiled, on the device or the host tier, or
+//    RESOURCE_EXHAUSTED;
 //  - upscale x4 of the 11-MP mosaic (3840x2896): its images alone (3.9 GB) can never fit the
 //    host tier, so it is RESOURCE_EXHAUSTED naming the stage, the tier and the bytes, before
-//    any stage runs (before: 17.9 GB RSS, then INTERNAL);
+//    any stage runs (not an INTERNAL error after the RSS has grown by gigabytes);
 //  - --enhance x4 of the 640x427 target's largest face in 3 concurrent jobs (a 3-job daemon).
 // ~45 s: the first case is most of it (its 32-px tiles on 2 cores).
 TEST_F(SwapProcessTest, PeakRssStaysWithinBothTiersForUpscalesOfSmallAndElevenMegapixelTargetsAndThreeEnhances) {
@@ -637,9 +636,8 @@ TEST_F(SwapProcessTest, PeakRssStaysWithinBothTiersForUpscalesOfSmallAndElevenMe
   Stop(std::move(daemon));
 }
 
-// Issue 11: "the mosaic with --enhance x4 on 64 MiB gives byte-identical output alone and
-// beside three running jobs" (before: beside three swaps it skipped the tiles, ran on the CPU
-// and differed in 12 pixels). A 1024x640 crop of the mosaic with two of its faces, not the
+// The mosaic with --enhance x4 on 64 MiB gives byte-identical output alone and beside three
+// running jobs. A 1024x640 crop of the mosaic with two of its faces, not the
 // whole 11 MP: the enhance works on each face's 256-px crop whatever the frame (at 64 MiB in
 // 32-px tiles: 705 MiB untiled), so two faces take the same ladder path as thirteen, in 12 s
 // instead of 87 s alone. On a 4-job daemon: the crop alone, then again while three normal swaps

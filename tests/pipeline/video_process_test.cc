@@ -79,7 +79,7 @@ class VideoProcessTest : public ::testing::Test {
     StartDaemon();
   }
   // Chunks of 6 frames: the clips' 24-30 frames make 4-5 committed segments. A 256 MiB device
-  // budget (issue #13: no frame in CPU fallback at it).
+  // budget: at it no frame falls back to the CPU.
   void StartDaemon() {
     const std::vector<std::string> argv = {FUSIOND_BIN, "--socket", socket_, "--device", "cpu",
                                            "--device-memory-limit", "256MiB", "--state-dir", state_,

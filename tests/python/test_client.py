@@ -98,7 +98,7 @@ def test_progress_events_arrive_in_order_then_jobs_and_job(client: fusiond.Clien
     started = [e.stage for e in events if isinstance(e, fusiond.StageStarted) and e.stage]
     finished = [e for e in events if isinstance(e, fusiond.StageFinished)]
     # simple_swap analysed the astronaut first: this job's source comes from the face cache.
-    # "decode" starts first and has no StageFinished: a damaged image fails in it (issue 30).
+    # "decode" starts first and has no StageFinished: a damaged image fails in it.
     assert started == ["decode"] + STAGES_CACHED_SOURCE and [e.stage for e in finished] == STAGES_CACHED_SOURCE
     assert all(e.report.name == e.stage and e.report.ms > 0 for e in finished)
     # Each stage starts, then finishes, before the next starts; progress never goes back.

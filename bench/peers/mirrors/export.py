@@ -7,7 +7,7 @@ FLOPs. Run with Debian's /usr/bin/python3 (python3-torch, python3-onnx: bench/pe
 
 Per ID it writes OUT/ID.onnx and OUT/ID.mirror.json {"mirror_max_abs_diff", "max_abs_output",
 "tolerance", "ok", "flops", "opset"} and prints one line. Exit status 1 when a mirror differs from the port by more
-than the tolerance (1e-4 absolute on every output value): the script check of issue 12.
+than the tolerance (1e-4 absolute on every output value).
 """
 import argparse
 import json

@@ -8,7 +8,7 @@ from ssd_mobilenet_v1 import SsdMobilenetV1
 from tfjs_weights import load_layers_model, load_manifest
 from tiny_face_detector import TinyFaceDetector
 
-# Absolute, per output value (issue 12). PEERS_TOLERANCE overrides it, e.g. when a change of the
+# Absolute, per output value. PEERS_TOLERANCE overrides it, e.g. when a change of the
 # port's fp32 summation order moves the tiny detector's logits (up to 44 in magnitude; 9.0e-5
 # today) past 1e-4 while the mirror is still right.
 TOLERANCE = float(os.environ.get("PEERS_TOLERANCE", "1e-4"))
