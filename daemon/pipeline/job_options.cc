@@ -68,7 +68,7 @@ absl::Status ScreenJobImages(const v1::JobOptions& o, const std::string& source_
     RETURN_IF_ERROR(image::ScreenImage(*bytes, what, max_pixels).status());
   }
   if (o.faces() == v1::REFERENCE) {
-    ASSIGN_OR_RETURN(auto h, image::ScreenImage(o.reference().inline_bytes(), "reference image", max_pixels));
+    RETURN_IF_ERROR(image::ScreenImage(o.reference().inline_bytes(), "reference image", max_pixels).status());
   }
   return absl::OkStatus();
 }

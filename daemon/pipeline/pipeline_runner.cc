@@ -76,7 +76,7 @@ absl::StatusOr<uint64_t> PipelineRunner::ScreenImages(const v1::JobOptions& o, c
                                                      const std::string& target_image) const {
   RETURN_IF_ERROR(image::ScreenImage(source_image, "source image", options_.max_pixels).status());
   if (o.faces() == v1::REFERENCE) {
-    ASSIGN_OR_RETURN(auto h, image::ScreenImage(o.reference().inline_bytes(), "reference image", options_.max_pixels));
+    RETURN_IF_ERROR(image::ScreenImage(o.reference().inline_bytes(), "reference image", options_.max_pixels).status());
   }
   if (target.kind == TargetKind::kImage) {
     return EncodedResultBound(target.image, o.upscale() != 0 ? o.upscale() : 1, o.format());
@@ -163,7 +163,53 @@ void CacheAnalyses(const std::vector<Picture>& pics, const std::vector<std::stri
 absl::Status FinishJob(const FaceStages& m, const v1::JobOptions& o, const DecodedImage& target,
                        Execution& run, cv::Mat frame, jobs::JobRunner::Output& output);
 
+// Fails a picture without a face (naming a turned one); keeps the largest face of the source and
+// the reference, and of the target with --faces largest; notes every turned face.
+absl::Status ChooseFaces(Execution& run, const v1::JobOptions& o, std::vector<Picture>& pics) {
+  for (Picture& p : pics) {
+    for (const TurnedFace& t : p.turned) run.Degrade(TurnedFaceNote(p.what, t));
+    if (p.faces.empty() && !p.turned.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("no upright face in the ", p.what, ": ", TurnedFaceNote(p.what, p.turned[0])));
+    }
+    if (p.faces.empty()) return absl::FailedPreconditionError(absl::StrCat("no face in the ", p.what));
+    // The source and reference faces are the largest of their image; LARGEST keeps one target.
+    if (&p != &pics[1] || o.faces() == v1::LARGEST) p.faces = {p.faces[LargestFace(p.faces)]};
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+// detect: every picture not from the face cache, in one stage.
+absl::Status PipelineRunner::DetectPictures(Execution& run, const DetectSettings& detect,
+                                            std::vector<Picture>& pics) const {
+  // Passes run detect.threads at a time: that many of the largest network input bound the set.
+  int detect_side = 0;
+  for (const Picture& p : pics) {
+    if (p.analysed) continue;
+    ASSIGN_OR_RETURN(auto side, LargestDetectInput(options_.detector, p.rgb.cols, p.rgb.rows, detect));
+    detect_side = std::max(detect_side, side);
+  }
+  // Progress moves from 5% to 15% (the landmarks stage's) over the pictures' scan passes: a
+  // large target's detection is most of the job (seconds to minutes).
+  return run.Stage("detect", options_.detector, DetectStagePixels(detect_side, detect),
+                   DetectStageBucket(detect_side, detect), 0.05f,
+                   [&](const ModelCopy& m, int tile, const Checkpoint& cp) {
+                     for (size_t k = 0; k < pics.size(); ++k) {
+                       Picture& p = pics[k];
+                       if (p.analysed) continue;  // from the face cache
+                       std::atomic<size_t> started{0};  // passes may run several at once
+                       auto on_pass = [&](size_t, size_t n) {
+                         const size_t i = started.fetch_add(1);
+                         const float f = (k + static_cast<float>(i) / std::max<size_t>(1, n)) / pics.size();
+                         run.Progress("detect", absl::StrCat(p.what, ": pass ", i + 1, " of ", n), 0.05f + 0.10f * f);
+                       };
+                       RETURN_IF_ERROR(DetectFaces(m, tile, detect, p, cp.Within(p.what), on_pass));
+                     }
+                     return absl::OkStatus();
+                   });
+}
 
 absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Swap(const Owner& owner,
                                                              const std::string& source_image,
@@ -247,52 +293,14 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Execute(const Owner& own
     const auto [what, bytes] = UpscaleImages(EnhancerFor(o, o.upscale()), o, target);
     RETURN_IF_ERROR(residency_->CheckHostCanFit(what, bytes));
   }
-  // detect
-  // Passes run detect.threads at a time: that many of the largest network input bound the set.
-  int detect_side = 0;
-  for (const Picture& p : pics) {
-    if (p.analysed) continue;
-    ASSIGN_OR_RETURN(auto side, LargestDetectInput(options_.detector, p.rgb.cols, p.rgb.rows, detect));
-    detect_side = std::max(detect_side, side);
-  }
-  // Progress moves from 5% to 15% (the landmarks stage's) over the pictures' scan passes: a
-  // large target's detection is most of the job (seconds to minutes).
-  absl::Status st = run.Stage("detect", options_.detector, DetectStagePixels(detect_side, detect),
-                              DetectStageBucket(detect_side, detect), 0.05f,
-                              [&](const ModelCopy& m, int tile, const Checkpoint& cp) {
-                                for (size_t k = 0; k < pics.size(); ++k) {
-                                  Picture& p = pics[k];
-                                  if (p.analysed) continue;  // from the face cache
-                                  std::atomic<size_t> started{0};  // passes may run several at once
-                                  auto on_pass = [&](size_t, size_t n) {
-                                    const size_t i = started.fetch_add(1);
-                                    const float f = (k + static_cast<float>(i) / std::max<size_t>(1, n)) / pics.size();
-                                    run.Progress("detect", absl::StrCat(p.what, ": pass ", i + 1, " of ", n), 0.05f + 0.10f * f);
-                                  };
-                                  if (absl::Status s = DetectFaces(m, tile, detect, p, cp.Within(p.what), on_pass); !s.ok()) {
-                                    return s;
-                                  }
-                                }
-                                return absl::OkStatus();
-                              });
-  if (!st.ok()) return st;
-  for (Picture& p : pics) {
-    for (const TurnedFace& t : p.turned) run.Degrade(TurnedFaceNote(p.what, t));
-    if (p.faces.empty() && !p.turned.empty()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("no upright face in the ", p.what, ": ", TurnedFaceNote(p.what, p.turned[0])));
-    }
-    if (p.faces.empty()) return absl::FailedPreconditionError(absl::StrCat("no face in the ", p.what));
-    // The source and reference faces are the largest of their image; LARGEST keeps one target.
-    if (&p != &tgt || o.faces() == v1::LARGEST) p.faces = {p.faces[LargestFace(p.faces)]};
-  }
+  RETURN_IF_ERROR(DetectPictures(run, detect, pics));
+  RETURN_IF_ERROR(ChooseFaces(run, o, pics));
   if (tgt.faces.size() > options_.max_faces) tgt.faces.resize(options_.max_faces);
   const FaceStages stages{options_.landmarks, options_.encoder, options_.generator,
                           o.enhance_scale() != 0 ? EnhancerFor(o, o.enhance_scale()) : "",
                           options_.blender, o.upscale() != 0 ? EnhancerFor(o, o.upscale()) : "", JobThreads()};
   cv::Mat frame;
-  st = SwapFaces(stages, o, pics, run, report, &frame);
-  if (!st.ok()) return st;
+  RETURN_IF_ERROR(SwapFaces(stages, o, pics, run, report, &frame));
   if (face_cache_) CacheAnalyses(pics, pic_keys, report, face_cache_.get());
   // What the encode no longer needs goes back first: the pictures' RGB copies, the source and
   // reference images.
@@ -302,8 +310,7 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::Execute(const Owner& own
   *reference = DecodedImage{};
   source_buffers.Release();
   reference_buffers.Release();
-  st = FinishJob(stages, o, target, run, std::move(frame), output);
-  if (!st.ok()) return st;
+  RETURN_IF_ERROR(FinishJob(stages, o, target, run, std::move(frame), output));
   return output;
 }
 

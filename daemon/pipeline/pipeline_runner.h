@@ -137,6 +137,8 @@ class PipelineRunner final : public jobs::JobRunner {
   // The job by its plan (Run's and Swap's).
   absl::StatusOr<Output> Execute(const Owner& owner, const jobs::JobPlan& plan, const std::string& source_image,
                                  const std::string& target_image, Context& context);
+  // Execute's detect stage over the pictures not analysed yet.
+  absl::Status DetectPictures(Execution& run, const DetectSettings& detect, std::vector<Picture>& pics) const;
   int JobThreads() const;  // options_.job_threads, 0 resolved
   // What an image's analysis depends on besides its bytes (the face cache's key).
   std::string AnalysisSettings(const DetectSettings& d) const;

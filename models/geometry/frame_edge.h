@@ -13,14 +13,8 @@
 // in the mean face's frame, rotated with the face) beyond the frame. Above kMaxOutsideShare no
 // swap is credible (the generator and the blend see too little of the face) and the face is left
 // as it is and named in the job's degradations (CutFaceNote).
-// Measured (bench/edge; docs/QUALITY.md "Faces cut by the frame edge"): the 23 faces of the
-// group photos, Grace and the astronaut rolled by 0/+30/-15 degrees and cut by each edge at
-// 10/35/60% of their ground-truth box, 450 cases found upright and landmarked: mean |error| 0.122
-// before the fit (the detector's axis-aligned box and the points' hull), 0.081 with it; 90th
-// percentile 0.100 (10% cuts), 0.199 (35%), 0.367 (60%). Not yet the +-0.07 aimed at: the net
-// squeezes a whole face into the visible part (most at 35-60%) and the fit follows it (estimates
-// of 0.0-0.2 for some 35-60% cuts). Of the 35% cuts 35 of 163 are still swapped (85 before), of
-// the 10% cuts 230 of 239 are (221 before).
+// Its accuracy on cut faces is measured by bench/edge (docs/QUALITY.md, "Faces cut by the frame
+// edge").
 // Units: pixels of the frame (x right, y down). Thread-safety: pure functions.
 #pragma once
 

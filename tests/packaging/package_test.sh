@@ -55,7 +55,7 @@ for f in usr/sbin/fusiond usr/bin/fusionctl usr/sbin/fusiond-fetch-models \
     usr/lib/sysusers.d/fusiond.conf usr/lib/tmpfiles.d/fusiond.conf \
     usr/share/man/man8/fusiond.8.gz usr/share/man/man1/fusionctl.1.gz \
     usr/share/man/man8/fusiond-fetch-models.8.gz usr/share/bash-completion/completions/fusionctl \
-    usr/share/doc/fusiond/copyright usr/share/doc/fusiond/README.md \
+    usr/share/doc/fusiond/copyright usr/share/doc/fusiond/README.md usr/share/doc/fusiond/docs/OPERATIONS.md \
     usr/share/doc/fusiond/examples/metrics.conf usr/include/fusion/client.h; do
   [ -e "$root/$f" ] || fail "missing /$f"
 done
