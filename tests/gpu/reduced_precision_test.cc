@@ -61,6 +61,19 @@ constexpr double Tolerance() {
 }
 #endif
 
+// The tolerances hold where bf16 runs in hardware (fp16 on CUDA; AVX512-BF16 dot products on the
+// CPU, which AMX CPUs have too). Where the CPU only emulates bf16 (AVX2, AVX-512 without BF16) the
+// error can be several times larger, and the daemon's own probe (ReducedPrecisionError) then runs
+// the net at fp32: there the comparison must say so (OUT_OF_RANGE) or pass.
+bool HardwareReducedPrecision() {
+#if FUSION_RP_FP16
+  return true;
+#else
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bf16");
+#endif
+}
+
 // grace_hopper_512x600.jpg (committed) and its golden face-api boxes (golden_faceapi.json).
 const faceapi::FaceBox kDetBox{163.5f, 75.8f, 115.4f, 110.5f};
 const faceapi::FaceBox kAlignBox{170.0f, 70.0f, 106.0f, 106.0f};
@@ -110,7 +123,11 @@ class ReducedPrecisionTest : public ::testing::Test {
                 model.c_str(), kDevice, kPrecision, d.max_abs, tolerance, d.count, d.non_finite);
     RecordProperty("max_abs_difference", std::to_string(d.max_abs));
     const absl::Status s = models::CheckReducedPrecision(model, kPrecision, Span(full), Span(reduced), tolerance);
-    EXPECT_TRUE(s.ok()) << s;
+    if (HardwareReducedPrecision()) {
+      EXPECT_TRUE(s.ok()) << s;
+    } else {
+      EXPECT_TRUE(s.ok() || absl::IsOutOfRange(s)) << s;
+    }
     // The reduced run really ran reduced: an identical output means autocast did not apply.
     EXPECT_GT(d.max_abs, 0.0) << model << ": " << kPrecision << " output equals fp32's";
   }
