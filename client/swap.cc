@@ -115,8 +115,7 @@ absl::StatusOr<SwapOptions> ToOptions(const SwapArgs& a, bool video, bool image)
     o.faces = FaceSelection::kLargest;
   } else if (a.faces.rfind("reference:", 0) == 0) {
     o.faces = FaceSelection::kReference;
-    ASSIGN_OR_RETURN(auto ref, ReadFile(a.faces.substr(10), "--faces reference"));
-    o.reference_image = std::move(ref);
+    ASSIGN_OR_RETURN(o.reference_image, ReadFile(a.faces.substr(10), "--faces reference"));
   } else if (a.faces != "all") {
     return absl::InvalidArgumentError("--faces: expected all, largest or reference:IMG");
   }

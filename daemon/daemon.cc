@@ -51,8 +51,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonConfig& confi
   jobs::JobRunner* runner = nullptr;
   RETURN_IF_ERROR(self->StartBackend(&runner));
   // Bind first: a second daemon must fail here, before it builds anything else.
-  ASSIGN_OR_RETURN(auto rpc, RpcServer::Bind(self->config_, inherited.main_fd));
-  self->rpc_ = std::move(rpc);
+  ASSIGN_OR_RETURN(self->rpc_, RpcServer::Bind(self->config_, inherited.main_fd));
   if (runner != nullptr) {
     RETURN_IF_ERROR(self->OpenJobs(runner));
   }
@@ -168,8 +167,7 @@ absl::Status Daemon::OpenJobs(jobs::JobRunner* runner) {
   options.queue.max_queued_per_uid = config_.max_queued_jobs_per_uid;
   disk_ = std::make_unique<jobs::DiskBudget>(dir, jobs::DiskBudget::StatvfsProbe(dir));
   options.disk = disk_.get();
-  ASSIGN_OR_RETURN(auto manager, jobs::JobManager::Create(std::move(options), journal_.get(), runner, is_resident));
-  jobs_ = std::move(manager);
+  ASSIGN_OR_RETURN(jobs_, jobs::JobManager::Create(std::move(options), journal_.get(), runner, is_resident));
   refs->SetSource([jobs = jobs_.get()] { return jobs->UpcomingStages(64); });
   refs->Refresh();
   return absl::OkStatus();

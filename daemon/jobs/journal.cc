@@ -238,8 +238,7 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const Options& options) {
     std::filesystem::create_directories(options.inputs_dir, ec);
     if (ec) return absl::InternalError(absl::StrCat("journal: cannot create ", options.inputs_dir, ": ", ec.message()));
   }
-  ASSIGN_OR_RETURN(auto ledger, EndLedger::Open(options.path + "-ends"));
-  journal->ledger_ = std::move(ledger);
+  ASSIGN_OR_RETURN(journal->ledger_, EndLedger::Open(options.path + "-ends"));
   journal->RemoveStrayImages();
   journal->RemoveStrayInputs();
   if (const size_t held = journal->ledger_->entries().size(); held > 0) {

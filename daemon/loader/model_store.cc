@@ -103,8 +103,7 @@ absl::StatusOr<std::shared_ptr<const ModelStore::HostWeights>> ModelStore::ReadH
     return absl::InternalError(absl::StrCat("model '", spec.name, "': reading weights: ", ExceptionText(e)));
   }
   if (spec.format == "keras-layers-model") {
-    ASSIGN_OR_RETURN(auto json, ReadText(first));
-    host->model_json = std::move(json);
+    ASSIGN_OR_RETURN(host->model_json, ReadText(first));
   }
   host->bytes = host->weights.Fp32Bytes() + host->model_json.size();
   return host;
@@ -284,7 +283,7 @@ std::optional<ModelStore::PrecisionVerdict> ModelStore::Precision(const std::str
 absl::StatusOr<uint64_t> ModelStore::LoadToHost(const std::string& model) {
   ASSIGN_OR_RETURN(auto spec, catalogue_->Get(model));
   ASSIGN_OR_RETURN(auto host, ReadHost(*spec));
-  const uint64_t bytes = (host)->bytes;
+  const uint64_t bytes = host->bytes;
   MutexLock lock(&mu_);
   host_[model] = std::move(host);
   return bytes;
@@ -319,7 +318,7 @@ absl::StatusOr<uint64_t> ModelStore::Upload(const std::string& model) {
     // tensor; say which model and that the upload's temporaries count (about twice its bytes).
     return absl::Status(copy.status().code(),
                         absl::StrCat("model '", model, "': upload to ", options_.device, " (",
-                                     FormatBytes((spec)->device_bytes), ", with temporaries up to about twice that): ",
+                                     FormatBytes(spec->device_bytes), ", with temporaries up to about twice that): ",
                                      copy.status().message()));
   }
   uint64_t bytes = 0;
@@ -327,7 +326,7 @@ absl::StatusOr<uint64_t> ModelStore::Upload(const std::string& model) {
     bytes = options_.device == "cpu" ? options_.meter->Usage(scope).current_bytes
                                      : options_.meter->AllocatedBytes() - before;
   } else {
-    bytes = (spec)->device_bytes;
+    bytes = spec->device_bytes;
   }
   MutexLock lock(&mu_);
   device_[model] = *std::move(copy);
@@ -371,8 +370,7 @@ absl::StatusOr<std::shared_ptr<const ModelCopy>> ModelStore::HostCopy(const std:
   std::shared_ptr<const HostWeights> host = FindHost(model);
   DeviceScope host_tier(kNoScope);
   if (host == nullptr) {  // dropped to storage meanwhile: a transient host copy
-    ASSIGN_OR_RETURN(auto read, ReadHost(*spec));
-    host = std::move(read);
+    ASSIGN_OR_RETURN(host, ReadHost(*spec));
   }
   try {
     ASSIGN_OR_RETURN(auto copy, Build(*spec, *host, /*device=*/false));

@@ -198,8 +198,7 @@ absl::StatusOr<DecodedImage> DecodeImage(const std::string& bytes, const std::st
   DecodedImage img;
   try {
     if (header.format == image::ImageFormat::kJpeg) {  // damaged data is seen (jpeg_decode.h)
-      ASSIGN_OR_RETURN(auto jpeg, DecodeJpeg(bytes, what, header));
-      img.original = std::move(jpeg);
+      ASSIGN_OR_RETURN(img.original, DecodeJpeg(bytes, what, header));
     } else {
       img.original = cv::imdecode(buffer, header.alpha_known && !header.alpha ? oriented : keep);
     }

@@ -354,8 +354,7 @@ absl::Status FinishJob(const FaceStages& m, const v1::JobOptions& o, const Decod
       absl::StrCat("stage 'encode': the ", o.format() == v1::JPEG ? "JPEG" : "PNG", " encoding of a ", frame.cols,
                    "x", frame.rows, " result"),
       EncodeHostBytes(base, o.format())));
-  ASSIGN_OR_RETURN(auto encoded, EncodeResult(base, frame, o.format()));
-  output.image = std::move(encoded);
+  ASSIGN_OR_RETURN(output.image, EncodeResult(base, frame, o.format()));
   output.report.set_state(v1::SUCCEEDED);
   output.report.set_format(o.format() == v1::JPEG ? v1::JPEG : v1::PNG);
   output.report.set_width(static_cast<uint32_t>(frame.cols));

@@ -92,8 +92,7 @@ absl::StatusOr<std::unique_ptr<TorchBackend>> TorchBackend::Create(const DaemonC
         "device '", config.device, "': this fusiond's LibTorch has no CUDA; use --device cpu"));
 #endif
   }
-  ASSIGN_OR_RETURN(auto store, ModelStore::Create(self->catalogue_.get(), {.device = config.device, .meter = self->meter_.get()}));
-  self->store_ = std::move(store);
+  ASSIGN_OR_RETURN(self->store_, ModelStore::Create(self->catalogue_.get(), {.device = config.device, .meter = self->meter_.get()}));
   ASSIGN_OR_RETURN(auto faults, FaultInjector::FromEnvironment());
   self->faults_ = std::make_unique<FaultInjector>(faults);
   // Else the first job's full blend builds OpenCV's Lab tables (its blend stage 215 ms, the next

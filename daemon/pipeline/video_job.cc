@@ -270,8 +270,7 @@ class ChunkEncoder {
 
   absl::Status Write(const SwappedFrame& f) {
     if (writer_ == nullptr) {
-      ASSIGN_OR_RETURN(auto w, video::Mp4Writer::CreateVideoOnly(reader_, store_.TempPath(store_.committed().size()), enc_));
-      writer_ = std::move(w);
+      ASSIGN_OR_RETURN(writer_, video::Mp4Writer::CreateVideoOnly(reader_, store_.TempPath(store_.committed().size()), enc_));
     }
     RETURN_IF_ERROR(writer_->WriteFrame(f.frame));
     ++counts_.frames;

@@ -55,8 +55,7 @@ void ApplyTransportLimits(grpc::ServerBuilder& builder, const DaemonConfig& conf
 absl::StatusOr<std::unique_ptr<RpcServer>> RpcServer::Bind(const DaemonConfig& config, int inherited_fd) {
   std::unique_ptr<RpcServer> self(new RpcServer());
   self->socket_ = config.socket;
-  ASSIGN_OR_RETURN(auto listener, UdsListener::Create({.path = config.socket, .group = config.socket_group, .inherited_fd = inherited_fd}));
-  self->listener_ = std::move(listener);
+  ASSIGN_OR_RETURN(self->listener_, UdsListener::Create({.path = config.socket, .group = config.socket_group, .inherited_fd = inherited_fd}));
   self->memfds_ = std::make_unique<MemfdRegistry>(MemfdRegistry::Options{});
   return self;
 }

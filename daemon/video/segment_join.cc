@@ -128,7 +128,7 @@ absl::Status JoinSegments(const std::vector<std::string>& segments, VideoReader&
   }
   AVStream* vout = avformat_new_stream(out.ctx, nullptr);
   if (vout == nullptr) return absl::ResourceExhaustedError("stage 'join': no memory for the video stream");
-  const AVStream* vseg = (seg)->video();
+  const AVStream* vseg = seg->video();
   avcodec_parameters_copy(vout->codecpar, vseg->codecpar);
   vout->codecpar->codec_tag = 0;
   vout->time_base = vseg->time_base;
@@ -173,8 +173,7 @@ absl::Status JoinSegments(const std::vector<std::string>& segments, VideoReader&
         break;
       }
       current.reset();
-      ASSIGN_OR_RETURN(auto next, Segment::Open(segments[seg_index]));
-      current = std::move(next);
+      ASSIGN_OR_RETURN(current, Segment::Open(segments[seg_index]));
       if (!SameCodec(current->video()->codecpar, first) ||
           av_cmp_q(current->video()->time_base, seg_tb) != 0) {
         return absl::InternalError(absl::StrCat("stage 'join': segment ", segments[seg_index],

@@ -184,7 +184,7 @@ std::filesystem::path ModelCatalogue::PathOf(const ModelFile& file) const {
 absl::Status ModelCatalogue::Verify(std::string_view name_view) const {
   const std::string name(name_view);
   ASSIGN_OR_RETURN(const ModelSpec* spec, Get(name));
-  for (const ModelFile& f : (spec)->files) {
+  for (const ModelFile& f : spec->files) {
     const std::filesystem::path path = PathOf(f);
     std::error_code ec;
     const uintmax_t size = std::filesystem::file_size(path, ec);

@@ -92,7 +92,7 @@ absl::StatusOr<tfjs::WeightMap> LoadCatalogueWeights(const models::ModelCatalogu
                                                      std::string_view name) {
   ASSIGN_OR_RETURN(const models::ModelSpec* spec, catalogue.Get(name));
   RETURN_IF_ERROR(catalogue.Verify(name));
-  return tfjs::LoadWeights(catalogue.PathOf((spec)->files.at(0)));
+  return tfjs::LoadWeights(catalogue.PathOf(spec->files.at(0)));
 }
 
 }  // namespace fusion::faceapi

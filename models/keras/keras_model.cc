@@ -342,8 +342,7 @@ absl::Status KerasModel::Compile(bool bf16) {
   }
   b.MarkOutput(value[output_layer_]);
   b.AllowPadding();  // ESRGAN's few-channel convs run faster padded (program.h)
-  ASSIGN_OR_RETURN(auto built, std::move(b).Build(input_channels_, 64, 64));
-  program_ = std::move(built);
+  ASSIGN_OR_RETURN(program_, std::move(b).Build(input_channels_, 64, 64));
   for (int i = 0; i < n; ++i) {  // the packed copies are the resident ones
     if (!keep_weight[i]) layers_[i]->weight = at::Tensor();
   }
