@@ -60,7 +60,7 @@ World& TheWorld() {
     jobs::JobSpec spec;
     spec.owner_uid = 1000;
     spec.source_image = spec.target_image = "x";
-    auto record = w->journal->Insert(spec, 1);
+    auto record = w->journal->Insert(spec, jobs::JobPlan{}, 1);
     FUZZ_CHECK(record.ok());
     w->known_id = record->id;
     return w;
