@@ -1,0 +1,137 @@
+// Face tracking geometry (face_track.h).
+#include "geometry/face_track.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <opencv2/imgproc.hpp>
+
+namespace fusion::geometry {
+
+faceapi::Point PointsCentre(const faceapi::Landmarks68& l) {
+  double x = 0, y = 0;
+  for (const faceapi::Point& p : l) x += p.x, y += p.y;
+  return {static_cast<float>(x / l.size()), static_cast<float>(y / l.size())};
+}
+
+float PointsSpread(const faceapi::Landmarks68& l) {
+  float lo = l[0].x, hi = l[0].x;
+  for (const faceapi::Point& p : l) lo = std::min(lo, p.x), hi = std::max(hi, p.x);
+  return std::max(hi - lo, 1.f);
+}
+
+BoxRelation RelationOf(const faceapi::FaceBox& box, const faceapi::Landmarks68& l) {
+  const faceapi::Point c = PointsCentre(l);
+  const float s = PointsSpread(l);
+  return {(box.x + box.w / 2 - c.x) / s, (box.y + box.h / 2 - c.y) / s, box.w / s, box.h / s};
+}
+
+faceapi::FaceBox BoxFrom(const BoxRelation& rel, const faceapi::Landmarks68& l) {
+  const faceapi::Point c = PointsCentre(l);
+  const float s = PointsSpread(l);
+  const float w = rel.w * s, h = rel.h * s;
+  return {c.x + rel.dx * s - w / 2, c.y + rel.dy * s - h / 2, w, h, 0.f};
+}
+
+faceapi::Landmarks68 Extrapolate(const faceapi::Landmarks68& before, const faceapi::Landmarks68& now) {
+  const faceapi::Point c0 = PointsCentre(before), c1 = PointsCentre(now);
+  const float k = std::clamp(PointsSpread(now) / PointsSpread(before), 0.8f, 1.25f);
+  faceapi::Landmarks68 next;
+  for (size_t i = 0; i < now.size(); ++i) {
+    next[i] = {c1.x + (c1.x - c0.x) + (now[i].x - c1.x) * k, c1.y + (c1.y - c0.y) + (now[i].y - c1.y) * k};
+  }
+  return next;
+}
+
+namespace {
+
+cv::Point2f EyeCentre(const faceapi::Landmarks68& l, int first) {
+  cv::Point2f c(0, 0);
+  for (int i = first; i < first + 6; ++i) c += cv::Point2f(l[i].x, l[i].y);
+  return c / 6.f;
+}
+
+}  // namespace
+
+cv::Mat FacePatch(const cv::Mat& gray, const faceapi::Landmarks68& l) {
+  // The similarity that maps the eye centres to (14, 18) and (34, 18): the patch spans the face
+  // from the brows to below the mouth.
+  const cv::Point2f a = EyeCentre(l, 36), b = EyeCentre(l, 42);
+  const cv::Point2f d = b - a;
+  const double len = std::max(1e-3, static_cast<double>(std::hypot(d.x, d.y)));
+  const double scale = 20.0 / len;
+  const double cs = scale * d.x / len, sn = scale * d.y / len;
+  // [cs sn; -sn cs] rotates the eye line level and scales it to 20 px; a goes to (14, 18).
+  cv::Matx23d m(cs, sn, 0, -sn, cs, 0);
+  m(0, 2) = 14 - (cs * a.x + sn * a.y);
+  m(1, 2) = 18 - (-sn * a.x + cs * a.y);
+  cv::Mat patch;
+  cv::warpAffine(gray, patch, m, cv::Size(kPatchSide, kPatchSide), cv::INTER_LINEAR, cv::BORDER_REPLICATE);
+  patch.convertTo(patch, CV_32F);
+  patch -= cv::mean(patch)[0];
+  const double norm = cv::norm(patch);
+  if (norm > 1e-6) patch /= norm;
+  return patch;
+}
+
+float PatchSimilarity(const cv::Mat& a, const cv::Mat& b) {
+  if (a.empty() || b.empty() || a.size() != b.size()) return -1.f;
+  return static_cast<float>(a.dot(b));
+}
+
+cv::Mat Thumbnail(const cv::Mat& bgr) {
+  cv::Mat small, gray;
+  const int w = 160, h = std::max(1, bgr.rows * w / std::max(1, bgr.cols));
+  cv::resize(bgr, small, cv::Size(w, h), 0, 0, cv::INTER_AREA);
+  cv::cvtColor(small, gray, cv::COLOR_BGR2GRAY);
+  return gray;
+}
+
+double MeanDifference(const cv::Mat& a, const cv::Mat& b) {
+  cv::Mat d;
+  cv::absdiff(a, b, d);
+  return cv::mean(d)[0];
+}
+
+double HistogramDistance(const cv::Mat& a, const cv::Mat& b) {
+  const int bins = 32;
+  const float range[] = {0, 256};
+  const float* ranges[] = {range};
+  const int channel = 0;
+  cv::Mat ha, hb;
+  cv::calcHist(&a, 1, &channel, cv::Mat(), ha, 1, &bins, ranges);
+  cv::calcHist(&b, 1, &channel, cv::Mat(), hb, 1, &bins, ranges);
+  return cv::compareHist(ha, hb, cv::HISTCMP_BHATTACHARYYA);
+}
+
+bool IsSceneCut(const cv::Mat& previous, const cv::Mat& current) {
+  if (previous.empty() || previous.size() != current.size()) return true;
+  return MeanDifference(previous, current) > kCutMeanDifference &&
+         HistogramDistance(previous, current) > kCutHistogramDistance;
+}
+
+faceapi::Landmarks68 OneEuroPoints::Filter(const faceapi::Landmarks68& raw, double dt_s) {
+  if (!started_ || dt_s <= 0) {
+    started_ = true;
+    x_ = raw;
+    speed_ = 0;
+    return raw;
+  }
+  const auto alpha = [dt_s](double cutoff_hz) {
+    const double tau = 1.0 / (2 * M_PI * cutoff_hz);
+    return 1.0 / (1.0 + tau / dt_s);
+  };
+  // The face's speed: its centre's displacement and its spread's change, in face widths.
+  const faceapi::Point c0 = PointsCentre(x_), c1 = PointsCentre(raw);
+  const double s0 = PointsSpread(x_), s1 = PointsSpread(raw);
+  const double moved = std::hypot(c1.x - c0.x, c1.y - c0.y) / s0 + std::abs(s1 - s0) / s0;
+  speed_ += alpha(p_.d_cutoff_hz) * (moved / dt_s - speed_);
+  const float a = static_cast<float>(alpha(p_.min_cutoff_hz + p_.beta * speed_));
+  for (size_t i = 0; i < raw.size(); ++i) {
+    x_[i].x += a * (raw[i].x - x_[i].x);
+    x_[i].y += a * (raw[i].y - x_[i].y);
+  }
+  return x_;
+}
+
+}  // namespace fusion::geometry

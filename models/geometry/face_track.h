@@ -1,0 +1,88 @@
+// Face tracking geometry for video: what carries a face from one frame to the next between
+// detections, what tells a scene cut, and what steadies the points over time. OpenCV, no
+// LibTorch: the networks (detector, landmark net) run in the pipeline (daemon/pipeline/
+// video_faces.h), which calls these between them (docs/ARCHITECTURE.md#the-life-of-a-video-frame).
+//
+// - BoxRelation: where the detector puts a face's box relative to its 68 points, measured at a
+//   detection and reused to make a detector-like box from points on frames without detection,
+//   so the landmark net sees the same kind of crop on tracked frames as on detected ones.
+// - FacePatch / PatchSimilarity: a 48x48 gray patch of the face aligned by its eye centres, and
+//   the zero-mean normalised correlation of two patches in [-1, 1]: a track whose patch no longer
+//   resembles the one at its last detection has lost its face (it slid onto background or
+//   another face).
+// - Thumbnail / IsSceneCut: a hard cut tells itself by a large change of the whole frame's gray
+//   levels and of their histogram at once (a pan or a zoom changes the first, hardly the second).
+// - OneEuroPoints: the One-Euro filter (Casiez, Roussel, Vogel, CHI 2012) over a face's 68
+//   points, one cutoff for the whole face from its speed in face widths per second: a still face
+//   is smoothed hard (no shimmer), a moving one followed closely (no lag). All points move with
+//   one weight, so the shape is never distorted.
+// Thread-safety: value types and pure functions; an OneEuroPoints is used by one thread.
+#pragma once
+
+#include <opencv2/core.hpp>
+
+#include "models/faceapi/types.h"
+
+namespace fusion::geometry {
+
+// A face's box in the units of its points' spread: centre offset and size over `Spread`.
+struct BoxRelation {
+  float dx = 0, dy = 0;  // box centre minus points' centre, over the spread
+  float w = 0, h = 0;    // box size over the spread
+};
+// The points' centre (mean of the 68) and spread (width of their bounding box; > 0 for any
+// face the net returns).
+faceapi::Point PointsCentre(const faceapi::Landmarks68& l);
+float PointsSpread(const faceapi::Landmarks68& l);
+BoxRelation RelationOf(const faceapi::FaceBox& box, const faceapi::Landmarks68& l);
+// The box `rel` puts around `l` (score 0).
+faceapi::FaceBox BoxFrom(const BoxRelation& rel, const faceapi::Landmarks68& l);
+// `l` moved by the motion from `before` to `now` (each point by the mean displacement; the
+// spread scaled by their spread's ratio about the centre): where the face will be one frame on.
+faceapi::Landmarks68 Extrapolate(const faceapi::Landmarks68& before, const faceapi::Landmarks68& now);
+
+inline constexpr int kPatchSide = 48;
+// The face's gray patch (CV_32F, kPatchSide square, zero mean, unit norm) aligned so that its eye
+// centres (points 36-41, 42-47) land at fixed places; `gray` is CV_8U. Outside the frame: the
+// border replicated.
+cv::Mat FacePatch(const cv::Mat& gray, const faceapi::Landmarks68& l);
+// Zero-mean normalised correlation of two FacePatch results, in [-1, 1].
+float PatchSimilarity(const cv::Mat& a, const cv::Mat& b);
+// Below this a tracked face is lost. Measured on the bench clips (docs/PERFORMANCE.md#video-jobs):
+// the same face across frames 0.75-0.99, the patch on background or a neighbour <= 0.45.
+inline constexpr float kMinPatchSimilarity = 0.55f;
+
+// A frame's gray thumbnail (CV_8U, 160 px wide) for IsSceneCut.
+cv::Mat Thumbnail(const cv::Mat& bgr);
+// A hard cut between two consecutive frames' thumbnails: mean absolute gray difference above
+// kCutMeanDifference and gray histograms (32 bins) apart by more than kCutHistogramDistance
+// (Bhattacharyya).
+inline constexpr double kCutMeanDifference = 25;
+inline constexpr double kCutHistogramDistance = 0.25;
+bool IsSceneCut(const cv::Mat& previous, const cv::Mat& current);
+// The two measures, for tests and figures.
+double MeanDifference(const cv::Mat& a, const cv::Mat& b);
+double HistogramDistance(const cv::Mat& a, const cv::Mat& b);
+
+class OneEuroPoints {
+ public:
+  struct Params {
+    double min_cutoff_hz = 1.0;  // cutoff of a still face: lower = steadier, more lag
+    double beta = 4.0;           // cutoff added per face width per second of speed
+    double d_cutoff_hz = 1.0;    // cutoff of the speed estimate
+  };
+  OneEuroPoints() = default;
+  explicit OneEuroPoints(Params p) : p_(p) {}
+  // The steadied points for `raw`, `dt_s` seconds after the previous call (the first call and
+  // the first after Reset return `raw` unchanged).
+  faceapi::Landmarks68 Filter(const faceapi::Landmarks68& raw, double dt_s);
+  void Reset() { started_ = false; }
+
+ private:
+  Params p_;
+  bool started_ = false;
+  faceapi::Landmarks68 x_{};
+  double speed_ = 0;  // the face's smoothed speed, face widths per second
+};
+
+}  // namespace fusion::geometry
