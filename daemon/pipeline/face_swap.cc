@@ -77,10 +77,15 @@ absl::Status BlendFaces(const FaceStages& m, const v1::JobOptions& o, const Pict
 // video frame's caller names them once per job, not per frame).
 absl::Status LandmarkStage(const FaceStages& m, std::vector<Picture>& pics, Execution& run, const FaceWork& work) {
   Picture& tgt = pics[1];
+  if (work.source_ready && work.target_ready) {
+    SetAsideCutFaces(tgt);
+    return absl::OkStatus();
+  }
   absl::Status st = run.Stage("landmarks", m.landmarks, 112 * 112, "112x112", 0.15f,
                               [&](const ModelCopy& c, int, const Checkpoint& cp) {
                                 for (Picture& p : pics) {
                                   if (work.source_ready && &p != &tgt) continue;  // done once per job
+                                  if (work.target_ready && &p == &tgt) continue;  // tracked
                                   if (p.analysed) continue;                        // from the face cache
                                   RETURN_IF_ERROR(FindLandmarks(c, p, cp.Within(p.what)));
                                 }

@@ -33,6 +33,10 @@ struct FaceWork {
   // The source picture (pics[0]) and a reference (pics[2]) already have their landmarks and
   // descriptors: only the target (pics[1]) is landmarked (and described for REFERENCE).
   bool source_ready = false;
+  // The target's faces have their landmarks and are the ones to swap (a video frame's tracked
+  // faces, selected by track): no landmarks or encode stage for the target, only the faces too
+  // far outside the frame set aside.
+  bool target_ready = false;
   // Re-describe each swapped face in the result (the score stage; report.faces with identity
   // distances). Video frames skip it.
   bool score = true;

@@ -2,9 +2,9 @@
 // docs/ARCHITECTURE.md#the-life-of-a-video-frame). No LibTorch in this TU.
 //
 //   decode thread                    job thread                           encode thread
-//   VideoReader::Next --[queue N]--> detect/landmarks/generate/blend --[queue N]--> ChunkEncoder
-//   (the range's frames; frames      /score per frame (Execution           (H.264, one segment
-//    of committed chunks dropped)     per-frame mode)                       file per chunk)
+//   VideoReader::Next --[queue N]--> VideoFaces (detect or track)  --[queue N]--> ChunkEncoder
+//   (the range's frames; frames      -> steady -> generate/blend/score    (H.264, one segment
+//    of committed chunks dropped)     (Execution per-frame mode)           file per chunk)
 //
 // Chunks and resume: frames are encoded in chunks of video_chunk_frames, each chunk by its own
 // libx264 encoder into its own segment file, committed when the chunk is done
@@ -17,9 +17,13 @@
 // Every chunk starts with an IDR frame (a new encoder), so an uninterrupted and a resumed run
 // encode exactly the same chunks: same frames, same timestamps.
 //
-// The source face is detected, landmarked and encoded once, before the first frame. Frames
-// without a face (or, for REFERENCE, none within the distance) pass through unchanged and are
-// counted. Memory: both queues hold at most N frames each; the decoder, encoder, queued frames
+// The source face is detected, landmarked and encoded once, before the first frame. The
+// target's faces come from VideoFaces (video_faces.h: keyframes scanned by the detector, tracks
+// between them, faces traced back from the keyframe that finds them), so the job thread holds
+// up to keyframe_interval + 1 decoded frames until their faces are final. Each track's points
+// are steadied over time (geometry::OneEuroPoints) before the per-face stages; every
+// kScoreEvery-th frame is scored. Frames without a face (or, for REFERENCE, none within the
+// distance) pass through unchanged and are counted. Memory: both queues hold at most N frames each; the decoder, encoder, queued frames
 // and one frame's working copies are admitted on the host tier before the threads start
 // (FrameHostBytes), so RAM does not grow with the video's length. Cancellation is checked
 // before every frame and inside its stages (checkpoints), so a cancel ends within one frame.
@@ -47,6 +51,12 @@
 #include "geometry/frame_edge.h"
 #include "pipeline/pipeline_runner.h"
 #include "pipeline/target_kind.h"
+#include "pipeline/video_faces.h"
+#include "geometry/face_track.h"
+#include "absl/container/flat_hash_map.h"
+#include <opencv2/imgproc.hpp>
+#include <deque>
+#include <optional>
 #include "video/mp4_writer.h"
 #include "video/segment_join.h"
 #include "video/segment_store.h"
@@ -62,9 +72,13 @@ using video::SegmentCounts;
 
 // What the swap did to one frame, carried with it to the encode thread (a chunk's counts).
 struct FrameOutcome {
+  bool keyframe = false;      // the detector scanned it
+  bool tracked = false;       // a face of it was carried by tracking
+  uint32_t tracks_started = 0;
   bool swapped = false;
   uint32_t faces = 0;
-  std::vector<float> identity_distances;  // per swapped face: source vs result descriptor
+  std::vector<float> identity_distances;  // per swapped face of a scored frame: source vs result
+  double flicker_input = 0, flicker_output = 0;  // SegmentCounts' sums, this frame's share
 };
 
 struct SwappedFrame {
@@ -129,10 +143,13 @@ absl::Status Publish(const std::string& tmp, const std::string& path, const std:
 // Host bytes of the video job's frames: the frames the queues and the three threads hold (BGR,
 // 3 B/px each) and the job thread's working copies of one frame: its RGB picture and the blend's
 // working frame (3 B/px each) and, simple mode, the blend attempt's copy (3 B/px).
-uint64_t FrameHostBytes(int w, int h, size_t queue_frames, bool simple) {
+// Tracking holds `analysed` frames with their RGB copies (6 B/px) until their faces are final
+// (VideoFaces::HeldFrames), and the swap keeps the frame before, input and output, for the
+// flicker sums (3 B/px each).
+uint64_t FrameHostBytes(int w, int h, size_t queue_frames, size_t analysed, bool simple) {
   const uint64_t px = static_cast<uint64_t>(w) * static_cast<uint64_t>(h);
   const uint64_t held = 2 * queue_frames + 3;
-  return px * 3 * held + px * (simple ? 9 : 6);
+  return px * 3 * held + px * (simple ? 9 : 6) + px * 6 * analysed + px * 3 * 2;
 }
 
 // The source (and reference) picture of a video job: decoded, detected, landmarked and
@@ -193,72 +210,134 @@ absl::Status PrepareSource(Execution& run, const PipelineRunner::Options& opt, c
   });
 }
 
-// One frame through detect and the per-face core (SwapFaces, source ready, no score); counts.
+// Frames from one periodic keyframe to the next (VideoDetect TRACK, keyframe_interval 0).
+constexpr int kKeyframeInterval = 10;
+
+// Every kScoreEvery-th frame is scored (its swapped faces described again in the result): the
+// identity distances' median and worst come from them.
+constexpr int64_t kScoreEvery = 5;
+
+// The mean gray change between two frames inside `r` (both BGR).
+double RegionChange(const cv::Mat& a, const cv::Mat& b, const cv::Rect& r) {
+  cv::Mat ga, gb, d;
+  cv::cvtColor(a(r), ga, cv::COLOR_BGR2GRAY);
+  cv::cvtColor(b(r), gb, cv::COLOR_BGR2GRAY);
+  cv::absdiff(ga, gb, d);
+  return cv::mean(d)[0];
+}
+
+// The union of two boxes grown by 10% of its size on each side, within the frame.
+cv::Rect FlickerRegion(const faceapi::FaceBox& a, const faceapi::FaceBox& b, cv::Size frame) {
+  const float x0 = std::min(a.x, b.x), y0 = std::min(a.y, b.y);
+  const float x1 = std::max(a.x + a.w, b.x + b.w), y1 = std::max(a.y + a.h, b.y + b.h);
+  const float gx = 0.1f * (x1 - x0), gy = 0.1f * (y1 - y0);
+  const cv::Rect r(cv::Point(static_cast<int>(x0 - gx), static_cast<int>(y0 - gy)),
+                   cv::Point(static_cast<int>(x1 + gx), static_cast<int>(y1 + gy)));
+  return r & cv::Rect(cv::Point(0, 0), frame);
+}
+
+// One analysed frame through the per-face core (SwapFaces, source and target ready): each
+// track's points steadied (geometry::OneEuroPoints, one filter per track), the faces chosen,
+// the frame swapped; the flicker sums of its tracks against the frame before.
 class FrameSwapper {
  public:
-  FrameSwapper(Execution& run, const PipelineRunner::Options& opt, const v1::JobOptions& o, DetectSettings detect,
-               FaceStages stages, const std::vector<Picture>& fixed, uint64_t total, v1::JobResult& report)
-      : run_(run), opt_(opt), o_(o), detect_(detect), stages_(std::move(stages)), fixed_(fixed), total_(total),
-        report_(report) {}
+  FrameSwapper(Execution& run, const v1::JobOptions& o, FaceStages stages, const std::vector<Picture>& fixed,
+               size_t max_faces, double fps, uint64_t total, v1::JobResult& report)
+      : run_(run), o_(o), stages_(std::move(stages)), fixed_(fixed), max_faces_(max_faces),
+        dt_(fps > 0 ? 1.0 / fps : 1.0 / 30), total_(total), report_(report) {}
 
-  absl::Status Init(int width, int height) {
-    ASSIGN_OR_RETURN(auto side, LargestDetectInput(opt_.detector, width, height, detect_));
-    detect_px_ = DetectStagePixels(side, detect_);
-    bucket_ = DetectStageBucket(side, detect_);
-    return absl::OkStatus();
-  }
-
-  // Replaces frame.bgr with the swapped frame (unchanged when it has no face); *out says what
-  // was done, with the identity distance of every swapped face (the score stage).
-  absl::Status Swap(video::Frame& frame, FrameOutcome* out) {
-    *out = FrameOutcome();
-    const std::string what = absl::StrCat("target video frame ", frame.index + 1, " of ", total_);
+  // Replaces a.frame.bgr with the swapped frame (unchanged when it has no face to swap).
+  absl::Status Swap(AnalysedFrame& a, FrameOutcome* out) {
+    *out = FrameOutcome{.keyframe = a.keyframe};
+    const std::string what = a.picture.what;
     if (run_.context().Cancelled()) {
-      return absl::CancelledError(absl::StrCat("job cancelled at frame ", frame.index + 1, " of ", total_));
+      return absl::CancelledError(absl::StrCat("job cancelled at frame ", a.frame.index + 1, " of ", total_));
     }
-    run_.set_frame(absl::StrCat("frame ", frame.index + 1, " of ", total_));  // stage text, cancel messages
-    ASSIGN_OR_RETURN(auto tgt, MakePicture(frame.bgr, what));
-    std::vector<Picture> pics = {fixed_[0], std::move(tgt)};
-    if (o_.faces() == v1::REFERENCE) pics.push_back(fixed_[1]);
-    absl::Status st = run_.Stage("detect", opt_.detector, detect_px_, bucket_, 0.05f,
-                                 [&](const ModelCopy& m, int tile, const Checkpoint& cp) {
-                                   return DetectFaces(m, tile, detect_, pics[1], cp);  // cp names the frame
-                                 });
-    if (!st.ok()) return st;
-    if (pics[1].faces.empty()) return absl::OkStatus();
-    if (o_.faces() == v1::LARGEST) pics[1].faces = {pics[1].faces[LargestFace(pics[1].faces)]};
-    if (pics[1].faces.size() > opt_.max_faces) pics[1].faces.resize(opt_.max_faces);
-    cv::Mat result;
-    report_.clear_faces();
-    st = SwapFaces(stages_, o_, pics, run_, report_, &result, FaceWork{.source_ready = true, .score = true});
-    if (!pics[1].cut.empty() && !cut_noted_) {  // once per job: the first frame's face names it
-      const CutFace& c = pics[1].cut.front();
-      run_.Degrade(absl::StrCat(CutFaceNote(what, c.box, c.edges, c.outside_share),
-                                " (nor any face cut as much in a later frame)"));
-      cut_noted_ = true;
+    run_.set_frame(absl::StrCat("frame ", a.frame.index + 1, " of ", total_));  // stage text, cancel messages
+    std::vector<DetectedFace> faces = Steadied(a, out);
+    if (o_.faces() == v1::LARGEST && !faces.empty()) faces = {faces[LargestFace(faces)]};
+    if (faces.size() > max_faces_) faces.resize(max_faces_);
+    const cv::Mat input = a.frame.bgr;
+    cv::Mat output = input;
+    if (!faces.empty()) {
+      std::vector<Picture> pics = {fixed_[0], std::move(a.picture)};
+      pics[1].faces = std::move(faces);
+      report_.clear_faces();
+      cv::Mat result;
+      const bool score = a.frame.index % kScoreEvery == 0;
+      absl::Status st = SwapFaces(stages_, o_, pics, run_, report_, &result,
+                                  FaceWork{.source_ready = true, .target_ready = true, .score = score});
+      if (!pics[1].cut.empty() && !cut_noted_) {  // once per job: the first frame's face names it
+        const CutFace& c = pics[1].cut.front();
+        run_.Degrade(absl::StrCat(CutFaceNote(what, c.box, c.edges, c.outside_share),
+                                  " (nor any face cut as much in a later frame)"));
+        cut_noted_ = true;
+      }
+      for (const v1::FaceReport& f : report_.faces()) out->identity_distances.push_back(f.identity_distance());
+      report_.clear_faces();  // a video's result has no per-face reports
+      if (!st.ok()) return st;
+      if (report_.faces_swapped() > 0) {  // else none within the reference distance
+        output = result;
+        out->swapped = true;
+        out->faces = report_.faces_swapped();
+      }
     }
-    for (const v1::FaceReport& f : report_.faces()) out->identity_distances.push_back(f.identity_distance());
-    report_.clear_faces();  // a video's result has no per-face reports
-    if (!st.ok()) return st;
-    if (report_.faces_swapped() == 0) return absl::OkStatus();  // none within the reference distance
-    frame.bgr = result;
-    out->swapped = true;
-    out->faces = report_.faces_swapped();
+    Flicker(a, input, output, out);
+    a.frame.bgr = output;
     return absl::OkStatus();
   }
 
  private:
+  // The frame's selected faces with their tracks' steadied points; tracks that ended lose their
+  // filters. Counts the tracks that start here and whether any face was tracked.
+  std::vector<DetectedFace> Steadied(const AnalysedFrame& a, FrameOutcome* out) {
+    absl::flat_hash_map<uint64_t, geometry::OneEuroPoints> next;
+    std::vector<DetectedFace> faces;
+    for (const TrackedFace& t : a.faces) {
+      auto it = filters_.find(t.track);
+      if (it == filters_.end() || a.cut) ++out->tracks_started;
+      geometry::OneEuroPoints filter = it != filters_.end() && !a.cut ? it->second : geometry::OneEuroPoints();
+      DetectedFace d = t.face;
+      d.landmarks = filter.Filter(t.face.landmarks, dt_);
+      next.emplace(t.track, filter);
+      out->tracked = out->tracked || t.tracked;
+      if (t.selected) faces.push_back(std::move(d));
+    }
+    filters_ = std::move(next);
+    return faces;
+  }
+
+  // The flicker sums of the tracks in this frame and the one before (not across a cut).
+  void Flicker(const AnalysedFrame& a, const cv::Mat& input, const cv::Mat& output, FrameOutcome* out) {
+    absl::flat_hash_map<uint64_t, faceapi::FaceBox> boxes;
+    for (const TrackedFace& t : a.faces) boxes.emplace(t.track, t.face.box);
+    if (!a.cut && !prev_in_.empty() && prev_in_.size() == input.size()) {
+      for (const auto& [track, box] : boxes) {
+        auto p = prev_boxes_.find(track);
+        if (p == prev_boxes_.end()) continue;
+        const cv::Rect r = FlickerRegion(p->second, box, input.size());
+        if (r.empty()) continue;
+        out->flicker_input += RegionChange(prev_in_, input, r);
+        out->flicker_output += RegionChange(prev_out_, output, r);
+      }
+    }
+    prev_in_ = input;
+    prev_out_ = output;
+    prev_boxes_ = std::move(boxes);
+  }
+
   Execution& run_;
-  const PipelineRunner::Options& opt_;
   const v1::JobOptions& o_;
-  const DetectSettings detect_;
   const FaceStages stages_;
   const std::vector<Picture>& fixed_;
+  const size_t max_faces_;
+  const double dt_;
   const uint64_t total_;
   v1::JobResult& report_;
-  uint64_t detect_px_ = 0;
-  std::string bucket_;
   bool cut_noted_ = false;  // a face too far outside the frame was named (once per job)
+  absl::flat_hash_map<uint64_t, geometry::OneEuroPoints> filters_;
+  cv::Mat prev_in_, prev_out_;
+  absl::flat_hash_map<uint64_t, faceapi::FaceBox> prev_boxes_;
 };
 
 // The encode thread's end: frames into chunk segments of `chunk` frames, each its own libx264
@@ -282,6 +361,11 @@ class ChunkEncoder {
     }
     counts_.identity_distances.insert(counts_.identity_distances.end(), f.outcome.identity_distances.begin(),
                                       f.outcome.identity_distances.end());
+    counts_.keyframes += f.outcome.keyframe ? 1 : 0;
+    counts_.frames_tracked += f.outcome.tracked ? 1 : 0;
+    counts_.tracks += f.outcome.tracks_started;
+    counts_.flicker_input += f.outcome.flicker_input;
+    counts_.flicker_output += f.outcome.flicker_output;
     return counts_.frames == chunk_ ? Commit() : absl::OkStatus();
   }
   absl::Status Finish() { return writer_ != nullptr ? Commit() : absl::OkStatus(); }
@@ -308,9 +392,11 @@ class ChunkEncoder {
 // are the other streams' packets (the join copies them). Returns the first error of the three
 // (CANCELLED included) or OK with every frame encoded and the last chunk committed; frames
 // still queued after an error are dropped unencoded. *encoded: `first` + frames encoded.
+// `process` takes each decoded frame in order (nullopt once at the end of the stream) and
+// appends the frames it has finished to its output, in order.
+using ProcessFn = std::function<absl::Status(std::optional<video::Frame>, std::vector<SwappedFrame>*)>;
 absl::Status Stream(video::VideoReader& reader, ChunkEncoder& sink, size_t queue_frames, uint64_t first,
-                    FrameProgress& progress, const std::function<absl::Status(video::Frame&, FrameOutcome*)>& swap,
-                    uint64_t* encoded_frames) {
+                    FrameProgress& progress, const ProcessFn& process, uint64_t* encoded_frames) {
   BoundedQueue<video::Frame> decoded(queue_frames);
   BoundedQueue<SwappedFrame> swapped(queue_frames);
   FirstError error;
@@ -340,14 +426,20 @@ absl::Status Stream(video::VideoReader& reader, ChunkEncoder& sink, size_t queue
     swapped.Cancel();  // a failed writer stops the job thread's pushes
     decoded.Cancel();
   });
-  while (auto frame = decoded.Pop()) {
-    SwappedFrame out{.frame = *std::move(frame)};
-    if (absl::Status st = swap(out.frame, &out.outcome); !st.ok()) {
-      error.Set(st);
-      break;
+  std::vector<SwappedFrame> done;
+  const auto send = [&](absl::Status st) {
+    if (!st.ok()) error.Set(st);
+    for (SwappedFrame& f : done) {
+      if (!st.ok() || !swapped.Push(std::move(f))) return false;
     }
-    if (!swapped.Push(std::move(out))) break;
+    done.clear();
+    return st.ok();
+  };
+  bool going = true;
+  while (auto frame = decoded.Pop()) {
+    if (!(going = send(process(std::move(frame), &done)))) break;
   }
+  if (going && error.Get().ok()) send(process(std::nullopt, &done));
   if (error.Get().ok()) {
     swapped.Close();  // the end of the stream: the encoder drains it and commits the last chunk
   } else {
@@ -391,32 +483,55 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::SwapVideo(Execution& run
   const video::EncodeOptions enc{.crf = o.video_crf() != 0 ? static_cast<int>(o.video_crf()) : 18,
                                  .preset = o.video_preset().empty() ? "medium" : o.video_preset()};
   const std::string size = absl::StrCat(info.width, "x", info.height);
+  const uint64_t total = static_cast<uint64_t>(info.frames_in_range);
+  const size_t chunk = std::max<size_t>(options_.video_chunk_frames, 1);
+  const VideoFaces::Settings tracking{
+      .every_frame = o.video_detect() == v1::VIDEO_DETECT_EVERY_FRAME,
+      .interval = o.keyframe_interval() != 0 ? static_cast<int>(o.keyframe_interval()) : kKeyframeInterval,
+      .chunk = chunk,
+      .total = total,
+      .reference = o.faces() == v1::REFERENCE ? &source.pictures[1] : nullptr,
+      .reference_limit = o.reference_max_distance() > 0 ? o.reference_max_distance() : 0.6f};
+  VideoFaces analysis(run, options_.detector, options_.landmarks, options_.encoder, detect, tracking);
+  RETURN_IF_ERROR(analysis.Init(info.width, info.height));
   ASSIGN_OR_RETURN(auto decode_lease, run.HostBuffers(absl::StrCat("stage 'decode': the video decoder and the queued ", size, " frames"),
                                       video::VideoReader::DecoderHostBytes(info.width, info.height, info.rotation != 0) +
-                                          FrameHostBytes(info.width, info.height, options_.video_queue_frames, o.simple())));
+                                          FrameHostBytes(info.width, info.height, options_.video_queue_frames,
+                                                         analysis.HeldFrames(), o.simple())));
   ASSIGN_OR_RETURN(auto encode_lease, run.HostBuffers(absl::StrCat("stage 'encode': the H.264 encoder's ", size, " frames"),
                                       video::Mp4Writer::EncoderHostBytes(info.width, info.height, enc)));
   ASSIGN_OR_RETURN(auto reader, video::VideoReader::Open(target, "target video", {.max_pixels = options_.max_pixels, .range = RangeOf(o)}));
   ASSIGN_OR_RETURN(auto store, video::SegmentStore::Open(parts));
-  const uint64_t total = static_cast<uint64_t>(info.frames_in_range);
   const uint64_t resumed = std::min<uint64_t>(store.frames_committed(), total);
   if (resumed > 0) {
     spdlog::info("job {}: resuming at frame {} of {} ({} committed chunks of an interrupted run)",
                  run.owner().job_id, resumed + 1, total, store.committed().size());
   }
-  FrameSwapper swapper(run, options_, o, detect,
+  FrameSwapper swapper(run, o,
                        FaceStages{options_.landmarks, options_.encoder, options_.generator,
                                   o.enhance_scale() != 0 ? EnhancerFor(o, o.enhance_scale()) : "", options_.blender, "",
                                   JobThreads()},
-                       source.pictures, total, report);
-  RETURN_IF_ERROR(swapper.Init(info.width, info.height));
+                       source.pictures, options_.max_faces, info.fps, total, report);
   FrameProgress progress(run.context(), total, resumed);
-  const size_t chunk = std::max<size_t>(options_.video_chunk_frames, 1);
   ChunkEncoder sink(*reader, store, enc, chunk);
   uint64_t encoded = 0;
   run.set_per_frame(true);
-  absl::Status streamed = Stream(*reader, sink, options_.video_queue_frames, resumed, progress,
-                                 [&](video::Frame& f, FrameOutcome* out) { return swapper.Swap(f, out); }, &encoded);
+  std::deque<AnalysedFrame> ready;
+  const ProcessFn process = [&](std::optional<video::Frame> f, std::vector<SwappedFrame>* out) -> absl::Status {
+    if (f.has_value()) {
+      RETURN_IF_ERROR(analysis.Push(*std::move(f), &ready));
+    } else {
+      analysis.Finish(&ready);
+    }
+    for (; !ready.empty(); ready.pop_front()) {
+      SwappedFrame s;
+      RETURN_IF_ERROR(swapper.Swap(ready.front(), &s.outcome));
+      s.frame = std::move(ready.front().frame);
+      out->push_back(std::move(s));
+    }
+    return absl::OkStatus();
+  };
+  absl::Status streamed = Stream(*reader, sink, options_.video_queue_frames, resumed, progress, process, &encoded);
   run.set_per_frame(false);
   reader.reset();
   SegmentCounts sum;
@@ -426,6 +541,11 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::SwapVideo(Execution& run
     sum.frames_without_face += c.frames_without_face;
     sum.faces_swapped += c.faces_swapped;
     sum.identity_distances.insert(sum.identity_distances.end(), c.identity_distances.begin(), c.identity_distances.end());
+    sum.keyframes += c.keyframes;
+    sum.frames_tracked += c.frames_tracked;
+    sum.tracks += c.tracks;
+    sum.flicker_input += c.flicker_input;
+    sum.flicker_output += c.flicker_output;
   }
   if (streamed.ok() && (encoded != total || sum.frames != total)) {
     streamed = absl::InvalidArgumentError(absl::StrCat("target video: ", encoded, " of ", total, " frames could be decoded"));
@@ -458,6 +578,10 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::SwapVideo(Execution& run
   report.set_frames_without_face(sum.frames_without_face);
   report.set_frames_resumed(resumed);
   report.set_chunk_frames(chunk);
+  report.set_keyframes(sum.keyframes);
+  report.set_frames_tracked(sum.frames_tracked);
+  report.set_tracks(sum.tracks);
+  report.set_flicker_ratio(sum.flicker_input > 0 ? sum.flicker_output / sum.flicker_input : 0);
   if (!sum.identity_distances.empty()) {
     std::vector<float>& d = sum.identity_distances;
     std::sort(d.begin(), d.end());

@@ -41,6 +41,12 @@ bool ReadCounts(const std::string& path, SegmentCounts* c) {
     c->frames_without_face = j.at("frames_without_face").get<uint64_t>();
     c->faces_swapped = j.at("faces_swapped").get<uint64_t>();
     c->identity_distances = j.at("identity_distances").get<std::vector<float>>();
+    // Tracking's counts; absent from the segments of a fusiond without tracking (0).
+    c->keyframes = j.value("keyframes", uint64_t{0});
+    c->frames_tracked = j.value("frames_tracked", uint64_t{0});
+    c->tracks = j.value("tracks", uint64_t{0});
+    c->flicker_input = j.value("flicker_input", 0.0);
+    c->flicker_output = j.value("flicker_output", 0.0);
   } catch (const nlohmann::json::exception&) {
     return false;
   }
@@ -94,7 +100,12 @@ absl::Status SegmentStore::Commit(const SegmentCounts& counts) {
                             {"frames_swapped", counts.frames_swapped},
                             {"frames_without_face", counts.frames_without_face},
                             {"faces_swapped", counts.faces_swapped},
-                            {"identity_distances", counts.identity_distances}};
+                            {"identity_distances", counts.identity_distances},
+                            {"keyframes", counts.keyframes},
+                            {"frames_tracked", counts.frames_tracked},
+                            {"tracks", counts.tracks},
+                            {"flicker_input", counts.flicker_input},
+                            {"flicker_output", counts.flicker_output}};
   const std::string json = Path(index, "json"), json_tmp = json + ".tmp";
   {
     std::ofstream f(json_tmp, std::ios::trunc);

@@ -2,7 +2,8 @@
 //
 // A video job encodes its frames in chunks of N frames; chunk k becomes the segment file
 // <dir>/<k, 6 digits>.mp4 (the chunk's H.264 stream, Mp4Writer::CreateVideoOnly) and its
-// counts <dir>/<k>.json (frames, frames swapped / without a face, faces, identity distances).
+// counts <dir>/<k>.json (frames, frames swapped / without a face, faces, identity distances,
+// keyframes, tracked frames, tracks started, the flicker sums).
 // Commit order: the counts are written to a temporary name, fsynced and renamed, then the
 // segment's temporary file (complete and fsynced by Mp4Writer::Finish) is renamed, then the
 // directory is fsynced. So a segment file under its final name is a completed chunk whose
@@ -33,7 +34,13 @@ struct SegmentCounts {
   uint64_t frames_swapped = 0;
   uint64_t frames_without_face = 0;
   uint64_t faces_swapped = 0;
-  std::vector<float> identity_distances;  // one per swapped face, in frame order
+  std::vector<float> identity_distances;  // one per swapped face of the scored frames, in frame order
+  uint64_t keyframes = 0;       // frames the detector scanned
+  uint64_t frames_tracked = 0;  // frames with a face carried by tracking
+  uint64_t tracks = 0;          // face tracks started
+  // Sums over consecutive frames of a track (JobResult.flicker_ratio = output / input): the mean
+  // gray change inside the face's region, of the input and of the output.
+  double flicker_input = 0, flicker_output = 0;
 };
 
 class SegmentStore {

@@ -53,7 +53,7 @@ cv::Point2f EyeCentre(const faceapi::Landmarks68& l, int first) {
 
 }  // namespace
 
-cv::Mat FacePatch(const cv::Mat& gray, const faceapi::Landmarks68& l) {
+cv::Mat FacePatch(const cv::Mat& image, const faceapi::Landmarks68& l) {
   // The similarity that maps the eye centres to (14, 18) and (34, 18): the patch spans the face
   // from the brows to below the mouth.
   const cv::Point2f a = EyeCentre(l, 36), b = EyeCentre(l, 42);
@@ -66,7 +66,8 @@ cv::Mat FacePatch(const cv::Mat& gray, const faceapi::Landmarks68& l) {
   m(0, 2) = 14 - (cs * a.x + sn * a.y);
   m(1, 2) = 18 - (-sn * a.x + cs * a.y);
   cv::Mat patch;
-  cv::warpAffine(gray, patch, m, cv::Size(kPatchSide, kPatchSide), cv::INTER_LINEAR, cv::BORDER_REPLICATE);
+  cv::warpAffine(image, patch, m, cv::Size(kPatchSide, kPatchSide), cv::INTER_LINEAR, cv::BORDER_REPLICATE);
+  if (patch.channels() == 3) cv::cvtColor(patch, patch, cv::COLOR_BGR2GRAY);
   patch.convertTo(patch, CV_32F);
   patch -= cv::mean(patch)[0];
   const double norm = cv::norm(patch);

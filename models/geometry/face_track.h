@@ -43,9 +43,9 @@ faceapi::Landmarks68 Extrapolate(const faceapi::Landmarks68& before, const facea
 
 inline constexpr int kPatchSide = 48;
 // The face's gray patch (CV_32F, kPatchSide square, zero mean, unit norm) aligned so that its eye
-// centres (points 36-41, 42-47) land at fixed places; `gray` is CV_8U. Outside the frame: the
-// border replicated.
-cv::Mat FacePatch(const cv::Mat& gray, const faceapi::Landmarks68& l);
+// centres (points 36-41, 42-47) land at fixed places; `image` is CV_8U gray or CV_8UC3 BGR (only
+// the patch is turned gray). Outside the frame: the border replicated.
+cv::Mat FacePatch(const cv::Mat& image, const faceapi::Landmarks68& l);
 // Zero-mean normalised correlation of two FacePatch results, in [-1, 1].
 float PatchSimilarity(const cv::Mat& a, const cv::Mat& b);
 // Below this a tracked face is lost. Measured on the bench clips (docs/PERFORMANCE.md#video-jobs):

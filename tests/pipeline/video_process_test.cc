@@ -152,6 +152,15 @@ TEST_F(VideoProcessTest, SwapKeepsFramesTimestampsAndAudioAndCountsFramesWithout
   EXPECT_GT(j["frames_per_second"].get<double>(), 0.0);
   EXPECT_EQ(j["chunk_frames"].get<int>(), 6);  // 4 segments joined
   EXPECT_EQ(j["frames_resumed"].get<int>(), 0);
+  // Tracking: chunks of 6 start and end with a keyframe (0, 5, 6, 11, 12, 17, 18, 23), the cut
+  // to grey (15) is one more: 9; between them (frames 1-4, 7-10, 13-14) the face is tracked.
+  // One track per chunk with the face (3). The swapped face changes about as much as the still
+  // photo's face does under the H.264 round trip: a ratio, bounded.
+  EXPECT_EQ(j["keyframes"].get<int>(), 9) << r.out;
+  EXPECT_EQ(j["frames_tracked"].get<int>(), 10);
+  EXPECT_EQ(j["tracks"].get<int>(), 3);
+  EXPECT_GT(j["flicker_ratio"].get<double>(), 0.0);
+  EXPECT_LT(j["flicker_ratio"].get<double>(), 3.0);
   // Every swapped face re-described in its result frame: the source's identity (distance under
   // face_recognition's 0.6 same-person threshold; the target photo's own face is far above it).
   const double median = j["identity_distance_median"].get<double>(), worst = j["identity_distance_worst"].get<double>();
@@ -185,6 +194,34 @@ TEST_F(VideoProcessTest, SwapKeepsFramesTimestampsAndAudioAndCountsFramesWithout
   }
   EXPECT_EQ(ResultFiles(".mp4"), 1);
   EXPECT_EQ(ResultFiles(".tmp"), 0);
+  ExpectAtRest();
+}
+
+// --video-detect every-frame scans every frame and carries nothing; the default finds the same
+// faces with 9 scans. Both swap the face in all 15 face frames.
+TEST_F(VideoProcessTest, EveryFrameDetectionAndTrackingSwapTheSameFrames) {
+  const std::string clip = testclips::FaceThenGreyMp4(dir_.path(), kPhoto);  // 15 face + 9 grey frames
+  ASSERT_FALSE(clip.empty());
+  nlohmann::json every, tracked;
+  for (auto [mode, j] : {std::pair{"every-frame", &every}, std::pair{"track", &tracked}}) {
+    const RunResult r = Ctl({"swap", "--source", kSource, "--target", clip, "-o", dir_.File(absl::StrCat(mode, ".mp4")),
+                             "--simple", "--json", "--video-detect", mode});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    *j = nlohmann::json::parse(r.out);
+    EXPECT_EQ((*j)["frames_swapped"].get<int>(), 15) << mode;
+    EXPECT_EQ((*j)["faces_swapped"].get<int>(), 15) << mode;
+  }
+  EXPECT_EQ(every["keyframes"].get<int>(), 24);
+  EXPECT_EQ(every["frames_tracked"].get<int>(), 0);
+  EXPECT_EQ(every["tracks"].get<int>(), 3);  // one per chunk with the face: matched frame to frame
+  EXPECT_EQ(tracked["keyframes"].get<int>(), 9);
+  EXPECT_EQ(tracked["frames_tracked"].get<int>(), 10);
+  // An interval of 2: every other frame after a keyframe, and each chunk's end, so 4 a chunk
+  // (0 2 4 5, 6 8 10 11, 12 14 15 17 with the cut, 18 20 22 23): 16.
+  const RunResult r = Ctl({"swap", "--source", kSource, "--target", clip, "-o", dir_.File("k2.mp4"), "--simple",
+                           "--json", "--keyframe-interval", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["keyframes"].get<int>(), 16) << r.out;
   ExpectAtRest();
 }
 
@@ -267,6 +304,19 @@ TEST_F(VideoProcessTest, KillNineMidVideoResumesAfterTheCommittedChunks) {
   for (size_t i = 0; i < 30; ++i) EXPECT_GT(MeanAbsDiff(res.frames[i], in.frames[i]), 1.5) << "frame " << i;
   EXPECT_FALSE(std::filesystem::exists(parts));  // the segments go with the published result
   EXPECT_EQ(ResultFiles(".tmp"), 0);
+  // The same job uninterrupted gives the same frames, bit for bit: each chunk's tracks start
+  // at its first frame, whichever run made it.
+  const std::string once = dir_.File("once.mp4");
+  const RunResult whole = Ctl({"swap", "--source", kSource, "--target", clip, "--simple", "-o", once, "--json"});
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  const Decoded uninterrupted = Decode(ReadFile(once));
+  ASSERT_EQ(uninterrupted.frames.size(), res.frames.size());
+  for (size_t i = 0; i < res.frames.size(); ++i) {
+    EXPECT_EQ(MeanAbsDiff(uninterrupted.frames[i], res.frames[i]), 0.0) << "frame " << i;
+  }
+  const nlohmann::json w = nlohmann::json::parse(whole.out);
+  for (const char* key : {"keyframes", "frames_tracked", "tracks", "faces_swapped"}) EXPECT_EQ(w[key], j[key]) << key;
+  EXPECT_DOUBLE_EQ(w["flicker_ratio"].get<double>(), j["flicker_ratio"].get<double>());
   ExpectAtRest();
 }
 

@@ -1,0 +1,197 @@
+// VideoFaces (video_faces.h). No LibTorch in this TU: the networks run in stages.cc.
+#include "pipeline/video_faces.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "geometry/frame_edge.h"
+
+namespace fusion {
+namespace {
+
+// A tracked face more than this share outside the frame has left it: its track ends.
+constexpr float kLeftFrameShare = 0.5f;
+// Two tracks whose boxes overlap this much hold one face: one of them is wrong.
+constexpr float kSameFaceIoU = 0.5f;
+
+faceapi::Landmarks68 Predicted(const faceapi::Landmarks68& before, const faceapi::Landmarks68& last, bool has_before) {
+  return has_before ? geometry::Extrapolate(before, last) : last;
+}
+
+}  // namespace
+
+absl::Status VideoFaces::Init(int width, int height) {
+  ASSIGN_OR_RETURN(auto side, LargestDetectInput(detector_, width, height, detect_));
+  detect_px_ = DetectStagePixels(side, detect_);
+  bucket_ = DetectStageBucket(side, detect_);
+  return absl::OkStatus();
+}
+
+absl::Status VideoFaces::Landmarks(Picture& pic) {
+  if (pic.faces.empty()) return absl::OkStatus();
+  return run_.Stage("landmarks", landmarks_, 112 * 112, "112x112", 0.15f,
+                    [&](const ModelCopy& c, int, const Checkpoint& cp) { return FindLandmarks(c, pic, cp); });
+}
+
+absl::Status VideoFaces::DescribeNew(Picture& pic, const std::vector<size_t>& which) {
+  return run_.Stage("encode", encoder_, 150 * 150, "150x150", 0.25f,
+                    [&](const ModelCopy& c, int, const Checkpoint& cp) { return DescribeFaces(c, pic, which, cp); });
+}
+
+absl::Status VideoFaces::Push(video::Frame frame, std::deque<AnalysedFrame>* ready) {
+  AnalysedFrame f;
+  ASSIGN_OR_RETURN(f.picture, MakePicture(frame.bgr, absl::StrCat("target video frame ", frame.index + 1, " of ", s_.total)));
+  f.frame = std::move(frame);
+  const uint64_t i = static_cast<uint64_t>(f.frame.index);
+  const cv::Mat thumb = geometry::Thumbnail(f.frame.bgr);
+  const bool chunk_end = i % s_.chunk == s_.chunk - 1 || i + 1 >= s_.total;
+  f.cut = i % s_.chunk == 0 || geometry::IsSceneCut(last_thumb_, thumb);
+  last_thumb_ = thumb;
+  if (f.cut) {  // the scene before ends: its held frames go as they are, its tracks end
+    Emit(ready);
+    tracks_.clear();
+  }
+  bool keyframe = s_.every_frame || f.cut || chunk_end || since_key_ + 1 >= s_.interval;
+  if (!keyframe) {
+    bool held = true;
+    RETURN_IF_ERROR(Step(f, tracks_, /*backward=*/false, &held));
+    keyframe = !held;  // a track lost: the detector looks at this frame
+  }
+  if (!keyframe) {
+    ++since_key_;
+    held_.push_back(std::move(f));
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(Keyframe(f));
+  since_key_ = 0;
+  Emit(ready);
+  held_.push_back(std::move(f));
+  if (chunk_end) Emit(ready);
+  return absl::OkStatus();
+}
+
+void VideoFaces::Finish(std::deque<AnalysedFrame>* ready) { Emit(ready); }
+
+void VideoFaces::Emit(std::deque<AnalysedFrame>* ready) {
+  for (AnalysedFrame& f : held_) ready->push_back(std::move(f));
+  held_.clear();
+}
+
+absl::Status VideoFaces::Step(AnalysedFrame& f, std::vector<Track>& tracks, bool backward, bool* held) {
+  *held = true;
+  if (tracks.empty()) return absl::OkStatus();
+  Picture probe;  // the frame's RGB with the tracks' predicted boxes
+  probe.what = f.picture.what;
+  probe.rgb = f.picture.rgb;
+  for (const Track& t : tracks) {
+    DetectedFace d;
+    d.box = geometry::BoxFrom(t.rel, Predicted(t.before, t.last, t.has_before));
+    d.upside_down_logit = t.upside_down_logit;
+    probe.faces.push_back(d);
+  }
+  RETURN_IF_ERROR(Landmarks(probe));
+  const cv::Size size = f.picture.rgb.size();
+  std::vector<bool> keep(tracks.size(), true);
+  for (size_t k = 0; k < tracks.size(); ++k) {
+    DetectedFace& d = probe.faces[k];
+    d.box = geometry::BoxFrom(tracks[k].rel, d.landmarks);
+    if (FaceOutsideShare(d.box, d.landmarks, size) > kLeftFrameShare) {
+      keep[k] = false;  // the face left the frame
+      continue;
+    }
+    bool lost = geometry::PatchSimilarity(geometry::FacePatch(f.frame.bgr, d.landmarks), tracks[k].patch) <
+                geometry::kMinPatchSimilarity;
+    for (size_t j = 0; j < k && !lost; ++j) lost = keep[j] && faceapi::IoU(d.box, probe.faces[j].box) >= kSameFaceIoU;
+    for (const TrackedFace& other : f.faces) lost = lost || faceapi::IoU(d.box, other.face.box) >= kSameFaceIoU;
+    if (lost && !backward) {
+      *held = false;
+      return absl::OkStatus();
+    }
+    keep[k] = !lost;
+  }
+  std::vector<Track> kept;
+  for (size_t k = 0; k < tracks.size(); ++k) {
+    if (!keep[k]) continue;
+    Track t = tracks[k];
+    t.before = t.last;
+    t.has_before = true;
+    t.last = probe.faces[k].landmarks;
+    f.faces.push_back(TrackedFace{.track = t.id, .face = probe.faces[k], .tracked = true, .selected = t.selected});
+    kept.push_back(std::move(t));
+  }
+  tracks = std::move(kept);
+  return absl::OkStatus();
+}
+
+absl::Status VideoFaces::Keyframe(AnalysedFrame& f) {
+  f.keyframe = true;
+  Picture& pic = f.picture;
+  RETURN_IF_ERROR(run_.Stage("detect", detector_, detect_px_, bucket_, 0.05f,
+                             [&](const ModelCopy& m, int tile, const Checkpoint& cp) {
+                               return DetectFaces(m, tile, detect_, pic, cp);  // cp names the frame
+                             }));
+  RETURN_IF_ERROR(Landmarks(pic));
+  // Detections to tracks, best overlap first.
+  std::vector<std::tuple<float, size_t, size_t>> pairs;  // IoU, track, detection
+  for (size_t t = 0; t < tracks_.size(); ++t) {
+    const Track& tr = tracks_[t];
+    const faceapi::FaceBox predicted = geometry::BoxFrom(tr.rel, Predicted(tr.before, tr.last, tr.has_before));
+    for (size_t d = 0; d < pic.faces.size(); ++d) {
+      const float iou = faceapi::IoU(predicted, pic.faces[d].box);
+      if (iou >= kMatchIoU) pairs.emplace_back(iou, t, d);
+    }
+  }
+  std::sort(pairs.begin(), pairs.end(), [](const auto& a, const auto& b) { return std::get<0>(a) > std::get<0>(b); });
+  std::vector<int> track_of(pic.faces.size(), -1);
+  std::vector<bool> matched(tracks_.size(), false);
+  for (const auto& [iou, t, d] : pairs) {
+    if (matched[t] || track_of[d] >= 0) continue;
+    matched[t] = true;
+    track_of[d] = static_cast<int>(t);
+  }
+  // New tracks: described first when selecting by reference.
+  std::vector<size_t> unmatched;
+  for (size_t d = 0; d < pic.faces.size(); ++d) {
+    if (track_of[d] < 0) unmatched.push_back(d);
+  }
+  if (s_.reference != nullptr && !unmatched.empty()) {
+    RETURN_IF_ERROR(DescribeNew(pic, unmatched));
+  }
+  std::vector<Track> next, fresh;
+  for (size_t d = 0; d < pic.faces.size(); ++d) {
+    const DetectedFace& det = pic.faces[d];
+    Track t;
+    if (track_of[d] >= 0) {
+      t = tracks_[track_of[d]];
+      t.before = t.last;
+      t.has_before = true;
+    } else {
+      t.id = next_id_++;
+      t.selected = s_.reference == nullptr ||
+                   DescriptorDistance(det.descriptor, s_.reference->faces[0].descriptor) < s_.reference_limit;
+    }
+    t.last = det.landmarks;
+    t.rel = geometry::RelationOf(det.box, det.landmarks);
+    t.patch = geometry::FacePatch(f.frame.bgr, det.landmarks);
+    t.upside_down_logit = det.upside_down_logit;
+    f.faces.push_back(TrackedFace{.track = t.id, .face = det, .tracked = false, .selected = t.selected});
+    (track_of[d] >= 0 ? next : fresh).push_back(t);
+  }
+  tracks_ = next;
+  tracks_.insert(tracks_.end(), fresh.begin(), fresh.end());
+  if (s_.every_frame || fresh.empty()) return absl::OkStatus();
+  return TraceBack(std::move(fresh));
+}
+
+absl::Status VideoFaces::TraceBack(std::vector<Track> fresh) {
+  for (Track& t : fresh) t.has_before = false;  // its motion backwards is not known yet
+  for (auto it = held_.rbegin(); it != held_.rend() && !fresh.empty(); ++it) {
+    bool held = true;
+    RETURN_IF_ERROR(Step(*it, fresh, /*backward=*/true, &held));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace fusion

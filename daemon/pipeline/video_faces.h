@@ -1,0 +1,122 @@
+// VideoFaces: where the faces of a video job's frames are, frame by frame, before the per-face
+// stages swap them (docs/ARCHITECTURE.md#the-life-of-a-video-frame). No LibTorch in this header
+// or its TU: the detector and the landmark net run through Execution stages (stages.h).
+//
+// Keyframes are scanned by the detector (DetectFaces, the image job's full pyramid); every other
+// frame gets its faces from tracks: each face of the frame before is carried on by its points'
+// motion (geometry::Extrapolate), boxed as the detector boxed it (BoxRelation, measured at the
+// track's last detection) and landmarked there by the landmark net. A track holds while its face
+// patch correlates with the one at its last detection (kMinPatchSimilarity); when one is lost the
+// frame becomes a keyframe at once.
+// Keyframes: the first frame of each chunk (tracks never cross a chunk, so a job resumed at a
+// chunk gives the bytes of an uninterrupted run), the last frame of each chunk and of the job, a
+// scene cut (geometry::IsSceneCut; tracks end there), a lost track, and every `interval` frames.
+// With every_frame, every frame (the reference; the same tracks and per-face work).
+// Faces entering: a face found at a keyframe with no track is traced back, by the same tracking
+// step run backwards, through the frames held since the keyframe before (they are held until the
+// next keyframe for that), so a face present at any keyframe is swapped from its first frame of
+// that span; a face whose whole stay falls between two keyframes (fewer than `interval` frames)
+// may be missed.
+// Detections are matched to tracks by IoU with the tracks' predicted boxes (>= kMatchIoU);
+// a track no detection matches at a keyframe ends.
+// Memory: the held frames (at most interval + 1, BGR and RGB) are the caller's to admit:
+// HeldFrames().
+// Errors: the stages' (RESOURCE_EXHAUSTED naming the stage, CANCELLED, INTERNAL).
+// Thread-safety: one thread (the video job's).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include <opencv2/core.hpp>
+
+#include "absl/status/status.h"
+#include "geometry/face_track.h"
+#include "pipeline/execution.h"
+#include "pipeline/stages.h"
+#include "video/video_reader.h"
+
+namespace fusion {
+
+inline constexpr float kMatchIoU = 0.3f;
+
+struct TrackedFace {
+  uint64_t track = 0;   // the track's number, from 1 in order of start within the job's run
+  DetectedFace face;    // the detector-like box and the landmark net's points, in this frame
+  bool tracked = false; // carried by tracking (false: found by the detector in this frame)
+  bool selected = true; // REFERENCE: the track's face is within the distance (decided at its start)
+};
+
+struct AnalysedFrame {
+  video::Frame frame;     // BGR as decoded
+  Picture picture;        // the target picture (rgb); its faces are set by the swap
+  std::vector<TrackedFace> faces;
+  bool keyframe = false;
+  bool cut = false;       // a scene cut (or a chunk's start): no track continues into it
+};
+
+class VideoFaces {
+ public:
+  struct Settings {
+    bool every_frame = false;
+    int interval = 10;     // frames from one periodic keyframe to the next
+    size_t chunk = 30;     // frames per chunk
+    uint64_t total = 0;    // frames of the job
+    // REFERENCE selection: a new track is described once and kept only within the distance.
+    const Picture* reference = nullptr;
+    float reference_limit = 0.6f;
+  };
+  VideoFaces(Execution& run, std::string detector, std::string landmarks, std::string encoder, DetectSettings detect,
+             Settings settings)
+      : run_(run), detector_(std::move(detector)), landmarks_(std::move(landmarks)), encoder_(std::move(encoder)),
+        detect_(detect), s_(settings) {}
+  // The detect stage's admission for w x h frames.
+  absl::Status Init(int width, int height);
+  // Frames held at most at once (the caller admits their BGR and RGB copies).
+  size_t HeldFrames() const { return s_.every_frame ? 1 : static_cast<size_t>(s_.interval) + 1; }
+
+  // Takes the next frame (in order) and appends to *ready the frames whose faces are final.
+  absl::Status Push(video::Frame frame, std::deque<AnalysedFrame>* ready);
+  // The end of the frames: the held ones to *ready.
+  void Finish(std::deque<AnalysedFrame>* ready);
+
+ private:
+  struct Track {
+    uint64_t id = 0;
+    faceapi::Landmarks68 last{}, before{};  // points in the newest frame and in the one before it
+    bool has_before = false;
+    geometry::BoxRelation rel;
+    cv::Mat patch;                           // at its last detection
+    float upside_down_logit = 0;
+    bool selected = true;
+  };
+  // Detects `f`'s faces, matches them to the tracks, starts tracks for the others (traced back
+  // through held_), and records the frame's faces.
+  absl::Status Keyframe(AnalysedFrame& f);
+  // Carries `tracks` into `f` (the next frame in the direction they move) and adds their faces
+  // to f.faces. Forward (backward false): when a track is lost (its patch no longer matches, or
+  // it lands on another track's face) nothing changes and *held is false. Backward: lost tracks
+  // and those that land on a face `f` has already end quietly. Tracks whose face left the frame
+  // end quietly either way.
+  absl::Status Step(AnalysedFrame& f, std::vector<Track>& tracks, bool backward, bool* held);
+  absl::Status Landmarks(Picture& pic);
+  absl::Status DescribeNew(Picture& pic, const std::vector<size_t>& which);
+  absl::Status TraceBack(std::vector<Track> fresh);
+  void Emit(std::deque<AnalysedFrame>* ready);
+
+  Execution& run_;
+  const std::string detector_, landmarks_, encoder_;
+  const DetectSettings detect_;
+  const Settings s_;
+  uint64_t detect_px_ = 0;
+  std::string bucket_;
+  std::vector<Track> tracks_;
+  std::deque<AnalysedFrame> held_;  // since the last keyframe (which is held_.front())
+  cv::Mat last_thumb_;
+  int since_key_ = 0;
+  uint64_t next_id_ = 1;
+};
+
+}  // namespace fusion
