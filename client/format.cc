@@ -151,6 +151,10 @@ nlohmann::json JobResultToJson(const JobResult& r) {
     j["duration_seconds"] = r.duration_seconds;
     j["frames_per_second"] = r.frames_per_second;
     j["frames_resumed"] = r.frames_resumed;
+    j["keyframes"] = r.keyframes;
+    j["frames_tracked"] = r.frames_tracked;
+    j["tracks"] = r.tracks;
+    j["flicker_ratio"] = r.flicker_ratio;
     j["chunk_frames"] = r.chunk_frames;
     j["identity_distance_median"] = r.identity_distance_median;
     j["identity_distance_worst"] = r.identity_distance_worst;

@@ -20,7 +20,9 @@ nlohmann::json JobToJson(const JobInfo& job);
 std::string JobToText(const JobInfo& job);
 // The job report (docs/USER-GUIDE.md#swap---json-the-job-report): job_id, state, device,
 // faces_swapped, faces[{box, identity_distance, target_identity_distance, score}],
-// stages[{name, ms, mode, attempts, tile, upload_wait_ms, peak_bytes}], degradations.
+// stages[{name, ms, mode, attempts, tile, upload_wait_ms, peak_bytes}], degradations; a video's
+// also frames_total .. frames_per_second, frames_resumed, keyframes, frames_tracked, tracks,
+// flicker_ratio, chunk_frames, identity_distance_median/_worst.
 nlohmann::json JobResultToJson(const JobResult& result);
 
 }  // namespace fusion::ctl

@@ -92,7 +92,8 @@ bool LooksLikeImage(const std::string& b) {
          at(0, "II*\0", 4) || at(0, "MM\0*", 4) || at(0, "BM", 2);
 }
 
-// A video target's usage rules: OUT ends in .mp4; --format and --upscale do not apply.
+// A video target's usage rules: OUT ends in .mp4; --format and --upscale do not apply, nor
+// --keyframe-interval with --video-detect every-frame.
 absl::Status CheckVideoArgs(const SwapArgs& a) {
   const std::string ext = absl::AsciiStrToLower(std::filesystem::path(a.output).extension().string());
   if (!a.output.empty() && ext != ".mp4") {
@@ -101,6 +102,9 @@ absl::Status CheckVideoArgs(const SwapArgs& a) {
   }
   if (!a.format.empty()) return absl::InvalidArgumentError("--format applies to image targets; a video result is MP4");
   if (!a.upscale.empty()) return absl::InvalidArgumentError("--upscale applies to image targets only");
+  if (a.video_detect == "every-frame" && a.keyframe_interval != 0) {
+    return absl::InvalidArgumentError("--keyframe-interval applies to --video-detect track only");
+  }
   return absl::OkStatus();
 }
 
@@ -135,6 +139,8 @@ absl::StatusOr<SwapOptions> ToOptions(const SwapArgs& a, bool video, bool image)
   o.duration_seconds = a.duration;
   o.video_crf = a.crf;
   o.video_preset = a.preset;
+  o.video_detect = a.video_detect == "every-frame" ? VideoDetect::kEveryFrame : VideoDetect::kTrack;
+  o.keyframe_interval = a.keyframe_interval;
   return o;
 }
 
@@ -222,6 +228,12 @@ void AddSwapOptions(CLI::App* cmd, SwapArgs& a) {
   cmd->add_option("--preset", a.preset, "video: x264 preset ultrafast..veryslow (default medium)")
       ->check(CLI::IsMember({"ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower",
                              "veryslow"}));
+  cmd->add_option("--video-detect", a.video_detect,
+                  "video: track (detect on keyframes, track faces between them; default) | every-frame")
+      ->check(CLI::IsMember({"track", "every-frame"}));
+  cmd->add_option("--keyframe-interval", a.keyframe_interval,
+                  "video, track: frames between periodic keyframes 1..300 (default 10)")
+      ->check(CLI::Range(1u, 300u));
   cmd->add_option("--ratio", a.ratio, "0 keeps the target face, 1 the source identity")
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--enhance", a.enhance, "face super-resolution")->check(CLI::IsMember({"none", "x2", "x4"}));
@@ -274,8 +286,10 @@ int RunSwap(Client& client, const SwapArgs& a) {
   const bool video = LooksLikeVideo(*target);
   if (video) {
     if (absl::Status st = CheckVideoArgs(a); !st.ok()) return Usage(st);
-  } else if (a.start != 0 || a.duration != 0 || a.crf != 0 || !a.preset.empty()) {
-    return Usage(absl::InvalidArgumentError("--start, --duration, --crf and --preset apply to video targets only"));
+  } else if (a.start != 0 || a.duration != 0 || a.crf != 0 || !a.preset.empty() || !a.video_detect.empty() ||
+             a.keyframe_interval != 0) {
+    return Usage(absl::InvalidArgumentError(
+        "--start, --duration, --crf, --preset, --video-detect and --keyframe-interval apply to video targets only"));
   }
   auto options = ToOptions(a, video, !video && LooksLikeImage(*target));
   if (!options.ok()) return Usage(options.status());

@@ -59,6 +59,15 @@ absl::Status ValidateJobOptions(const v1::JobOptions& o, const models::ModelCata
     return absl::InvalidArgumentError(absl::StrCat("options: video_preset '", o.video_preset(),
                                                    "' is not an x264 preset (ultrafast .. veryslow)"));
   }
+  // proto3 keeps an enum number it does not know: refuse it rather than read it as TRACK.
+  if (!v1::VideoDetect_IsValid(o.video_detect())) {
+    return absl::InvalidArgumentError(absl::StrCat("options: video_detect ", static_cast<int>(o.video_detect()),
+                                                   " is not a VideoDetect (TRACK 1, EVERY_FRAME 2; 0 = TRACK)"));
+  }
+  if (o.keyframe_interval() > 300) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("options: keyframe_interval ", o.keyframe_interval(), " is not in [1,300] (0 = 10)"));
+  }
   return absl::OkStatus();
 }
 

@@ -6,7 +6,8 @@
 //   stage "enhance"; faces REFERENCE with an inline reference image; reference_max_distance
 //   >= 0; max_side 0 or [64,16384]; min_face_px 0 or [8,100000]; min_face_score 0 or (0,1);
 //   a known output format; start_seconds, duration_seconds in [0,1e7); video_crf 0..51;
-//   video_preset empty or an x264 preset.
+//   video_preset empty or an x264 preset; video_detect a VideoDetect value (0 = TRACK);
+//   keyframe_interval 0..300.
 // ScreenJobImages: source, target and (faces REFERENCE) the reference through
 //   image::ScreenImage at max_pixels (INVALID_ARGUMENT naming the image).
 // Thread-safety: pure functions (the catalogue is read only).

@@ -22,6 +22,10 @@ static_assert(static_cast<int>(JobState::kFailed) == v1::FAILED);
 static_assert(static_cast<int>(JobState::kCancelled) == v1::CANCELLED);
 static_assert(v1::JobState_MAX == v1::CANCELLED, "fusion.v1.JobState has a state the SDK lacks");
 
+static_assert(static_cast<int>(VideoDetect::kTrack) == v1::VIDEO_DETECT_TRACK);
+static_assert(static_cast<int>(VideoDetect::kEveryFrame) == v1::VIDEO_DETECT_EVERY_FRAME);
+static_assert(v1::VideoDetect_MAX == v1::VIDEO_DETECT_EVERY_FRAME, "fusion.v1.VideoDetect has a mode the SDK lacks");
+
 const char* ToString(JobState state) {
   const auto proto = static_cast<v1::JobState>(state);
   if (state == JobState::kUnspecified || !v1::JobState_IsValid(proto)) return "UNSPECIFIED";
@@ -207,6 +211,10 @@ JobResult FromProto(const v1::JobResult& p) {
   r.chunk_frames = p.chunk_frames();
   r.identity_distance_median = p.identity_distance_median();
   r.identity_distance_worst = p.identity_distance_worst();
+  r.keyframes = p.keyframes();
+  r.frames_tracked = p.frames_tracked();
+  r.tracks = p.tracks();
+  r.flicker_ratio = p.flicker_ratio();
   return r;
 }
 
@@ -230,6 +238,8 @@ v1::JobOptions ToProto(const SwapOptions& o) {
   p.set_duration_seconds(o.duration_seconds);
   p.set_video_crf(o.video_crf);
   p.set_video_preset(o.video_preset);
+  p.set_video_detect(static_cast<v1::VideoDetect>(o.video_detect));
+  p.set_keyframe_interval(o.keyframe_interval);
   return p;
 }
 

@@ -218,6 +218,33 @@ TEST_F(DaemonProcessTest, BadFlagsAndConfigExit2NamingTheKey) {
             std::string::npos)
       << mp4.err;
   EXPECT_FALSE(Exists(dir_.File("x.mp4")));
+  // The video tracking flags: values checked by CLI11, video targets only, and no keyframe
+  // interval without tracking. An MP4 by its 'ftyp' box (nothing is submitted).
+  EXPECT_NE(help_swap.out.find("--video-detect"), std::string::npos) << help_swap.out;
+  EXPECT_NE(help_swap.out.find("--keyframe-interval"), std::string::npos) << help_swap.out;
+  std::ofstream(dir_.File("v.mp4")) << std::string("\0\0\0\x18" "ftypisom", 12) << "not read";
+  const std::vector<std::string> video_swap = {"swap", "--source", dir_.File("a.png"), "--target", dir_.File("v.mp4"),
+                                               "-o", dir_.File("out.mp4")};
+  auto with = [&](std::vector<std::string> args, std::initializer_list<std::string> more) {
+    args.insert(args.end(), more);
+    return Ctl(args);
+  };
+  for (const auto& [flag, value] : {std::pair{"--video-detect", "sometimes"}, std::pair{"--keyframe-interval", "0"},
+                                    std::pair{"--keyframe-interval", "301"}, std::pair{"--keyframe-interval", "x"}}) {
+    const RunResult bad = with(video_swap, {flag, value});
+    EXPECT_EQ(bad.exit_code, 2) << flag << " " << value;
+    EXPECT_NE(bad.err.find(flag), std::string::npos) << bad.err;
+  }
+  const RunResult every = with(video_swap, {"--video-detect", "every-frame", "--keyframe-interval", "5"});
+  EXPECT_EQ(every.exit_code, 2);
+  EXPECT_NE(every.err.find("--keyframe-interval applies to --video-detect track only"), std::string::npos)
+      << every.err;
+  const RunResult image = Ctl({"swap", "--source", dir_.File("a.png"), "--target", dir_.File("a.png"), "-o",
+                               dir_.File("x.png"), "--video-detect", "track"});
+  EXPECT_EQ(image.exit_code, 2);
+  EXPECT_NE(image.err.find("--keyframe-interval apply to video targets only"), std::string::npos) << image.err;
+  EXPECT_FALSE(Exists(dir_.File("out.mp4")));
+  EXPECT_FALSE(Exists(dir_.File("x.png")));
 }
 
 // Started as the README shows (umask 022), nothing under the state directory is readable by

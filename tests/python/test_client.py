@@ -173,6 +173,8 @@ def test_errors_from_real_failures(client: fusiond.Client, daemon: Daemon) -> No
     # Usage errors fusionctl refuses before sending anything.
     with pytest.raises(ValueError, match="enhance"):
         client.submit(ASTRONAUT, HOPPER, enhance="x3")
+    with pytest.raises(ValueError, match="video_detect: expected one of 'track', 'every-frame', not 'sometimes'"):
+        client.submit(ASTRONAUT, HOPPER, video_detect="sometimes")
     with pytest.raises(TypeError, match="no_such_option"):
         client.submit(ASTRONAUT, HOPPER, no_such_option=1)
     with pytest.raises(ValueError, match="cannot read"):
@@ -185,12 +187,36 @@ def test_errors_from_real_failures(client: fusiond.Client, daemon: Daemon) -> No
                       ({"min_face_score": 1.5}, "options: min_face_score 1.5 is not in (0,1)"),
                       ({"ratio": 2}, "options: ratio 2 is not in [0,1]"),
                       ({"video_crf": 60}, "options: video_crf 60 is not in [1,51]"),
+                      ({"keyframe_interval": 301}, "options: keyframe_interval 301 is not in [1,300] (0 = 10)"),
+                      ({"keyframe_interval": -1}, "options: keyframe_interval -1 is not in [1,300]"),
+                      ({"keyframe_interval": 2.5}, "options: keyframe_interval 2.5 is not an integer"),
                       ({"min_face_px": "40"}, "options: min_face_px '40' is not an integer")):
         with pytest.raises(fusiond.InvalidOption) as caught:
             client.submit(ASTRONAUT, HOPPER, **bad)
         assert caught.value.message.startswith(text), caught.value.message
         assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT
         assert isinstance(caught.value, fusiond.InvalidArgument) and isinstance(caught.value, ValueError)
+
+
+def test_video_options_and_report_fields_convert() -> None:
+    from fusiond import _convert
+    from fusiond._proto.fusion.v1 import fusion_pb2 as pb
+    o, _ = _convert.job_options()
+    assert (o.video_detect, o.keyframe_interval) == (pb.VIDEO_DETECT_UNSPECIFIED, 0)
+    o, _ = _convert.job_options(video_detect="track", keyframe_interval=25)
+    assert (o.video_detect, o.keyframe_interval) == (pb.VIDEO_DETECT_TRACK, 25)
+    o, _ = _convert.job_options(video_detect="every-frame", video_crf=20, video_preset="fast")
+    assert (o.video_detect, o.keyframe_interval, o.video_crf, o.video_preset) == (
+        pb.VIDEO_DETECT_EVERY_FRAME, 0, 20, "fast")
+    with pytest.raises(ValueError, match="video_detect"):
+        _convert.job_options(video_detect=2)
+    p = pb.JobResult(kind=pb.VIDEO, frames_total=90, frames_resumed=30, keyframes=11, frames_tracked=79,
+                     tracks=2, flicker_ratio=0.85)
+    r = _convert.result(p, b"", False)
+    assert (r.kind, r.frames_total, r.frames_resumed) == (fusiond.JobKind.VIDEO, 90, 30)
+    assert (r.keyframes, r.frames_tracked, r.tracks, r.flicker_ratio) == (11, 79, 2, 0.85)
+    r = _convert.result(pb.JobResult(kind=pb.IMAGE), b"", False)
+    assert (r.keyframes, r.frames_tracked, r.tracks, r.flicker_ratio) == (0, 0, 0, 0.0)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run clients as other uids")

@@ -75,6 +75,11 @@ enum class Priority { kLow = 1, kNormal = 2, kHigh = 3 };
 enum class FaceSelection { kAll = 1, kLargest = 2, kReference = 3 };
 enum class OutputFormat { kPng = 1, kJpeg = 2 };
 enum class JobKind { kUnspecified = 0, kImage = 1, kVideo = 2 };
+// Where a video job's faces come from (fusion.v1.VideoDetect; docs/USER-GUIDE.md#video).
+enum class VideoDetect {
+  kTrack = 1,       // detection on keyframes, faces tracked between them (the default)
+  kEveryFrame = 2,  // detection on every frame
+};
 const char* ToString(JobKind kind);  // "image", "video"
 
 // Options of a swap (fusion.v1.JobOptions). Pixels are pixels; 0 means "the default".
@@ -98,6 +103,8 @@ struct SwapOptions {
   double duration_seconds = 0;      // seconds from start_seconds; 0 = to the end
   uint32_t video_crf = 0;           // x264 CRF 1..51; 0 = 18
   std::string video_preset;         // x264 preset ultrafast..veryslow; empty = medium
+  VideoDetect video_detect = VideoDetect::kTrack;
+  uint32_t keyframe_interval = 0;   // kTrack: frames between periodic keyframes 1..300; 0 = 10
 };
 
 struct JobInfo {
@@ -156,6 +163,10 @@ struct JobResult {
   uint64_t chunk_frames = 0;        // frames per committed chunk (the resume unit)
   double identity_distance_median = 0;  // source vs swapped face, over all swapped faces
   double identity_distance_worst = 0;   // the largest of them
+  uint64_t keyframes = 0;           // frames the detector scanned
+  uint64_t frames_tracked = 0;      // frames whose faces came from tracks alone
+  uint64_t tracks = 0;              // face tracks started
+  double flicker_ratio = 0;         // tracked faces' change in the output over the input's; 0 = none followed
 };
 
 // One progress event of WatchJob.

@@ -18,6 +18,8 @@ _FACES = {"all": pb.ALL, "largest": pb.LARGEST, "reference": pb.REFERENCE}
 _FORMATS = {"png": pb.PNG, "jpeg": pb.JPEG, "jpg": pb.JPEG}
 _PRIORITIES = {"low": pb.LOW, "normal": pb.NORMAL, "high": pb.HIGH}
 _MODES = {pb.DEVICE: "device", pb.TILED: "tiled", pb.CPU_FALLBACK: "cpu_fallback", pb.HOST: "host"}
+_VIDEO_DETECT = {None: pb.VIDEO_DETECT_UNSPECIFIED, "track": pb.VIDEO_DETECT_TRACK,
+                 "every-frame": pb.VIDEO_DETECT_EVERY_FRAME}
 
 
 def _choice(table: Dict[Any, Any], value: Any, name: str) -> Any:
@@ -48,7 +50,8 @@ def job_options(*, ratio: float = 1.0, enhance: Any = None, enhance_model: Optio
                 min_face_score: Optional[float] = None, simple: bool = False,
                 format: str = "png", priority: str = "normal", start_seconds: float = 0.0,
                 duration_seconds: float = 0.0, video_crf: Optional[int] = None,
-                video_preset: Optional[str] = None,
+                video_preset: Optional[str] = None, video_detect: Optional[str] = None,
+                keyframe_interval: Optional[int] = None,
                 **later_options: Any) -> Tuple[pb.JobOptions, Optional[bytes]]:
     """JobOptions of a swap and the reference image's bytes (None when not REFERENCE).
     Raises InvalidOption (an InvalidArgument and a ValueError) naming the option for a value
@@ -67,6 +70,9 @@ def job_options(*, ratio: float = 1.0, enhance: Any = None, enhance_model: Optio
     duration_seconds = _number(duration_seconds, "duration_seconds", 0, 1e7, "[0,1e7)", high_open=True)
     if video_crf:
         video_crf = _number(video_crf, "video_crf", 1, 51, "[1,51] (0 = 18)", integer=True)
+    if keyframe_interval:
+        keyframe_interval = _number(keyframe_interval, "keyframe_interval", 1, 300, "[1,300] (0 = 10)",
+                                    integer=True)
     if max_side and low_vram:
         raise ValueError("max_side and low_vram exclude each other (low_vram is max_side 640)")
     if isinstance(faces, str) and faces.startswith("reference:"):
@@ -85,7 +91,9 @@ def job_options(*, ratio: float = 1.0, enhance: Any = None, enhance_model: Optio
         simple=simple, format=_choice(_FORMATS, format, "format"),
         priority=_choice(_PRIORITIES, priority, "priority"), start_seconds=start_seconds,
         duration_seconds=duration_seconds, video_crf=video_crf or 0,
-        video_preset=video_preset or "")
+        video_preset=video_preset or "",
+        video_detect=_choice(_VIDEO_DETECT, video_detect, "video_detect"),
+        keyframe_interval=keyframe_interval or 0)
     for name, value in later_options.items():  # JobOptions fields newer than this client
         if name not in pb.JobOptions.DESCRIPTOR.fields_by_name or name == "reference":
             raise TypeError(f"swap() got an unexpected keyword argument '{name}' "
@@ -175,4 +183,5 @@ def result(p: pb.JobResult, image: bytes, by_memfd: bool) -> SwapResult:
         duration_seconds=p.duration_seconds, frames_per_second=p.frames_per_second,
         frames_resumed=p.frames_resumed, chunk_frames=p.chunk_frames,
         identity_distance_median=p.identity_distance_median,
-        identity_distance_worst=p.identity_distance_worst)
+        identity_distance_worst=p.identity_distance_worst, keyframes=p.keyframes,
+        frames_tracked=p.frames_tracked, tracks=p.tracks, flicker_ratio=p.flicker_ratio)

@@ -245,6 +245,10 @@ class SwapResult:
     chunk_frames: int = 0
     identity_distance_median: float = 0.0
     identity_distance_worst: float = 0.0
+    keyframes: int = 0               # video, tracking: frames the detector scanned
+    frames_tracked: int = 0          # frames whose faces came from tracks alone
+    tracks: int = 0                  # face tracks started
+    flicker_ratio: float = 0.0       # tracked faces' change in the output over the input's (0: none)
 
     def save(self, path: str) -> None:
         """Writes the encoded result to ``path``."""
