@@ -40,9 +40,19 @@ TEST(ParallelFor, RunsEveryIndexOnceOnTwoThreadsAtOneIntraOpThreadEach) {
   absl::Status st = ParallelFor(seen.size(), 2, [&](size_t i) {
     ++seen[i];
     intra_op_max = std::max(intra_op_max.load(), at::get_num_threads());
-    std::lock_guard<std::mutex> l(mu);
-    threads.insert(std::this_thread::get_id());
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // let the helper take some
+    {
+      std::lock_guard<std::mutex> l(mu);
+      threads.insert(std::this_thread::get_id());
+    }
+    // Hold the item until the other thread has taken one (up to 5 s: a loaded machine may start
+    // the helper late); a ParallelFor that runs everything on one thread fails below.
+    for (int waited = 0; waited < 5000; ++waited) {
+      {
+        std::lock_guard<std::mutex> l(mu);
+        if (threads.size() >= 2) break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     return absl::OkStatus();
   });
   ASSERT_TRUE(st.ok()) << st;
