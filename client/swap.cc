@@ -232,7 +232,7 @@ void AddSwapOptions(CLI::App* cmd, SwapArgs& a) {
                   "video: track (detect on keyframes, track faces between them; default) | every-frame")
       ->check(CLI::IsMember({"track", "every-frame"}));
   cmd->add_option("--keyframe-interval", a.keyframe_interval,
-                  "video, track: frames between periodic keyframes 1..300 (default 10)")
+                  "video, track: frames between periodic keyframes 1..300 (default 15)")
       ->check(CLI::Range(1u, 300u));
   cmd->add_option("--ratio", a.ratio, "0 keeps the target face, 1 the source identity")
       ->check(CLI::Range(0.0, 1.0));

@@ -24,7 +24,7 @@ struct SwapArgs {
   uint32_t crf = 0;                 // video targets: x264 CRF (0 = 18)
   std::string preset;               // video targets: x264 preset ("" = medium)
   std::string video_detect;         // video targets: track|every-frame ("" = track)
-  uint32_t keyframe_interval = 0;   // video targets, track: 1..300 (0 = 10)
+  uint32_t keyframe_interval = 0;   // video targets, track: 1..300 (0 = 15)
 };
 
 // Registers the swap options on `cmd`.

@@ -178,7 +178,7 @@ absl::Status EnhanceStage(const FaceStages& m, std::vector<SwapItem>& items, Exe
 // The score stage: each swapped face described in the result `frame` and, unless the encode
 // stage did it, in the target; the report's per-face entries and the count.
 absl::Status ScoreStage(const FaceStages& m, const Picture& src, const Picture& tgt, const std::vector<SwapItem>& items,
-                        const cv::Mat& frame, Execution& run, v1::JobResult& report) {
+                        const cv::Mat& frame, Execution& run, v1::JobResult& report, const FaceWork& work) {
   cv::Mat result_rgb;
   cv::cvtColor(frame, result_rgb, cv::COLOR_BGR2RGB);
   std::vector<FaceDescriptor> scored(items.size()), before(items.size());
@@ -191,7 +191,8 @@ absl::Status ScoreStage(const FaceStages& m, const Picture& src, const Picture& 
       const DetectedFace& face = tgt.faces[items[i].face];
       RETURN_IF_ERROR(Describe(c, result_rgb, face.landmarks, &scored[i]));
       before[i] = face.descriptor;
-      if (face.described) return absl::OkStatus();
+      // A video frame's report keeps only the result's distances: the target is not described.
+      if (face.described || work.target_ready) return absl::OkStatus();
       return Describe(c, tgt.rgb, face.landmarks, &before[i]);
     });
   });
@@ -245,7 +246,7 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
     report.set_faces_swapped(static_cast<uint32_t>(items.size()));
     return absl::OkStatus();
   }
-  return ScoreStage(m, pics[0], tgt, items, *frame, run, report);
+  return ScoreStage(m, pics[0], tgt, items, *frame, run, report, work);
 }
 
 }  // namespace fusion

@@ -66,7 +66,7 @@ absl::Status ValidateJobOptions(const v1::JobOptions& o, const models::ModelCata
   }
   if (o.keyframe_interval() > 300) {
     return absl::InvalidArgumentError(
-        absl::StrCat("options: keyframe_interval ", o.keyframe_interval(), " is not in [1,300] (0 = 10)"));
+        absl::StrCat("options: keyframe_interval ", o.keyframe_interval(), " is not in [1,300] (0 = 15)"));
   }
   return absl::OkStatus();
 }

@@ -219,7 +219,13 @@ namespace {
 // when the upside-down check finds it turned by 180 degrees (*upside_down set).
 absl::StatusOr<faceapi::Landmarks68> UprightLandmarks(const faceapi::FaceLandmark68Net& net, const cv::Mat& image,
                                                       const faceapi::FaceBox& box, float detector_logit,
-                                                      bool* upside_down) {
+                                                      bool* upside_down, int known_upside_down) {
+  if (known_upside_down >= 0) {  // a tracked face: its turn was told at its detection
+    *upside_down = known_upside_down == 1;
+    if (*upside_down) return faceapi::DetectTurned180(net, image, box);
+    ASSIGN_OR_RETURN(auto as_is, net.Detect(image, box));
+    return faceapi::LevelledLandmarks(net, image, box, as_is);
+  }
   ASSIGN_OR_RETURN(auto as_is, net.Detect(image, box));
   ASSIGN_OR_RETURN(auto turned, faceapi::DetectTurned180(net, image, box));
   const faceapi::UpsideDownCue cue{faceapi::EyeContrast(image, as_is, box), faceapi::EyeContrast(image, turned, box),
@@ -238,7 +244,7 @@ absl::StatusOr<faceapi::Landmarks68> UprightLandmarks(const faceapi::FaceLandmar
 // box on a canvas of its own size, zero outside the frame (UprightLandmarks on that canvas).
 absl::StatusOr<faceapi::Landmarks68> PointsOnCanvas(const faceapi::FaceLandmark68Net& net, const Picture& pic,
                                                     const faceapi::FaceBox& whole, float detector_logit,
-                                                    bool* upside_down) {
+                                                    bool* upside_down, int known_upside_down) {
   const cv::Size size = pic.rgb.size();
   const int x0 = static_cast<int>(std::floor(whole.x)), y0 = static_cast<int>(std::floor(whole.y));
   const cv::Rect ext(x0, y0, static_cast<int>(std::ceil(whole.x + whole.w)) - x0,
@@ -248,7 +254,7 @@ absl::StatusOr<faceapi::Landmarks68> PointsOnCanvas(const faceapi::FaceLandmark6
   cv::Mat canvas(ext.size(), CV_8UC3, cv::Scalar::all(0));
   pic.rgb(in).copyTo(canvas(in - ext.tl()));
   const faceapi::FaceBox local{whole.x - x0, whole.y - y0, whole.w, whole.h, whole.score};
-  ASSIGN_OR_RETURN(auto pts, UprightLandmarks(net, canvas, local, detector_logit, upside_down));
+  ASSIGN_OR_RETURN(auto pts, UprightLandmarks(net, canvas, local, detector_logit, upside_down, known_upside_down));
   for (faceapi::Point& p : pts) {
     p.x += x0;
     p.y += y0;
@@ -266,8 +272,9 @@ absl::Status FindLandmarks(const ModelCopy& landmarks, Picture& pic, const Check
     RETURN_IF_ERROR(cp.Check("face", found.size(), pic.faces.size()));
     const cv::Size size = pic.rgb.size();
     bool turned = false;
+    const int known = f.orientation_known ? (f.upside_down ? 1 : 0) : -1;
     if (!TouchesFrameEdge(f.box, size)) {
-      ASSIGN_OR_RETURN(auto pts, UprightLandmarks(*landmarks.landmarks, pic.rgb, f.box, f.upside_down_logit, &turned));
+      ASSIGN_OR_RETURN(auto pts, UprightLandmarks(*landmarks.landmarks, pic.rgb, f.box, f.upside_down_logit, &turned, known));
       found.push_back(pts);
       upside_down.push_back(turned);
       continue;
@@ -276,7 +283,7 @@ absl::Status FindLandmarks(const ModelCopy& landmarks, Picture& pic, const Check
     // detector's box extended (ExtendedFaceBox), then the box of the mean face fitted to the
     // points inside the frame (FittedNetBox), while it moves.
     faceapi::FaceBox whole = ExtendedFaceBox(f.box, size);
-    auto pts = PointsOnCanvas(*landmarks.landmarks, pic, whole, f.upside_down_logit, &turned);
+    auto pts = PointsOnCanvas(*landmarks.landmarks, pic, whole, f.upside_down_logit, &turned, known);
     if (!pts.ok()) return pts.status();
     for (int pass = 0; pass < kRefitPasses; ++pass) {
       const FaceFit fit = FitMeanFace(*pts, size);
@@ -284,7 +291,7 @@ absl::Status FindLandmarks(const ModelCopy& landmarks, Picture& pic, const Check
       const faceapi::FaceBox next = FittedNetBox(fit);
       if (faceapi::IoU(next, whole) >= kRefitStopIoU) break;
       whole = next;
-      pts = PointsOnCanvas(*landmarks.landmarks, pic, whole, f.upside_down_logit, &turned);
+      pts = PointsOnCanvas(*landmarks.landmarks, pic, whole, f.upside_down_logit, &turned, known);
       if (!pts.ok()) return pts.status();
     }
     found.push_back(*pts);

@@ -38,6 +38,9 @@ struct DetectedFace {
   // landmarks are then those of the face righted: faceapi/upside_down.h).
   float upside_down_logit = 0;
   bool upside_down = false;
+  // `upside_down` is known (a video face carried by its track, told at its detection): the
+  // landmark net looks at the face only that way up.
+  bool orientation_known = false;
 };
 
 // A detected face that is not upright (faceapi::EstimateOrientations): never swapped, named in
@@ -134,7 +137,7 @@ std::string DetectStageBucket(int side, const DetectSettings& settings);
 // lie outside the frame. The mean face fitted to the points inside the frame (FitMeanFace) then
 // gives the whole face's box (FittedNetBox), and the net looks again, up to kRefitPasses times,
 // until that box overlaps the last by kRefitStopIoU. A box inside the frame is cropped as it is.
-// Each face is looked at upside down as well (faceapi/upside_down.h: one more landmark forward
+// Each face whose orientation is not known (DetectedFace::orientation_known) is looked at upside down as well (faceapi/upside_down.h: one more landmark forward
 // of its crop turned by 180 degrees); a face found upside down gets the landmarks of its crop
 // righted, turned back into the frame (upside_down set), so that the later stages, which align
 // by the eye line, swap it as they swap any rolled face. A face whose points put its eye line

@@ -88,9 +88,14 @@ absl::Status VideoFaces::Step(AnalysedFrame& f, std::vector<Track>& tracks, bool
   for (const Track& t : tracks) {
     DetectedFace d;
     d.box = geometry::BoxFrom(t.rel, Predicted(t.before, t.last, t.has_before));
+    if (faceapi::IoU(d.box, t.box) >= kStableBoxIoU) d.box = t.box;
     d.upside_down_logit = t.upside_down_logit;
+    d.upside_down = t.upside_down;
+    d.orientation_known = true;
     probe.faces.push_back(d);
   }
+  std::vector<faceapi::FaceBox> seen;
+  for (const DetectedFace& d : probe.faces) seen.push_back(d.box);
   RETURN_IF_ERROR(Landmarks(probe));
   const cv::Size size = f.picture.rgb.size();
   std::vector<bool> keep(tracks.size(), true);
@@ -115,6 +120,7 @@ absl::Status VideoFaces::Step(AnalysedFrame& f, std::vector<Track>& tracks, bool
   for (size_t k = 0; k < tracks.size(); ++k) {
     if (!keep[k]) continue;
     Track t = tracks[k];
+    t.box = seen[k];
     t.before = t.last;
     t.has_before = true;
     t.last = probe.faces[k].landmarks;
@@ -174,8 +180,10 @@ absl::Status VideoFaces::Keyframe(AnalysedFrame& f) {
     }
     t.last = det.landmarks;
     t.rel = geometry::RelationOf(det.box, det.landmarks);
+    t.box = det.box;
     t.patch = geometry::FacePatch(f.frame.bgr, det.landmarks);
     t.upside_down_logit = det.upside_down_logit;
+    t.upside_down = det.upside_down;
     f.faces.push_back(TrackedFace{.track = t.id, .face = det, .tracked = false, .selected = t.selected});
     (track_of[d] >= 0 ? next : fresh).push_back(t);
   }

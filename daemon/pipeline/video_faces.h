@@ -19,12 +19,13 @@
 // may be missed.
 // Detections are matched to tracks by IoU with the tracks' predicted boxes (>= kMatchIoU);
 // a track no detection matches at a keyframe ends.
-// Memory: the held frames (at most interval + 1, BGR and RGB) are the caller's to admit:
+// Memory: the held frames (at most min(interval, chunk) + 1, BGR and RGB) are the caller's to admit:
 // HeldFrames().
 // Errors: the stages' (RESOURCE_EXHAUSTED naming the stage, CANCELLED, INTERNAL).
 // Thread-safety: one thread (the video job's).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <string>
@@ -41,6 +42,10 @@
 namespace fusion {
 
 inline constexpr float kMatchIoU = 0.3f;
+// A tracked face whose predicted box overlaps the box the net saw in the frame before this much
+// is looked at in that same box again: the same crop of a still face gives the same points, where
+// a box re-made from the points each frame wanders by a pixel or two and the swap with it.
+inline constexpr float kStableBoxIoU = 0.9f;
 
 struct TrackedFace {
   uint64_t track = 0;   // the track's number, from 1 in order of start within the job's run
@@ -75,7 +80,10 @@ class VideoFaces {
   // The detect stage's admission for w x h frames.
   absl::Status Init(int width, int height);
   // Frames held at most at once (the caller admits their BGR and RGB copies).
-  size_t HeldFrames() const { return s_.every_frame ? 1 : static_cast<size_t>(s_.interval) + 1; }
+  // A chunk's last frame is a keyframe, so no more than a chunk is held whatever the interval.
+  size_t HeldFrames() const {
+    return s_.every_frame ? 1 : std::min(static_cast<size_t>(s_.interval), s_.chunk) + 1;
+  }
 
   // Takes the next frame (in order) and appends to *ready the frames whose faces are final.
   absl::Status Push(video::Frame frame, std::deque<AnalysedFrame>* ready);
@@ -88,8 +96,10 @@ class VideoFaces {
     faceapi::Landmarks68 last{}, before{};  // points in the newest frame and in the one before it
     bool has_before = false;
     geometry::BoxRelation rel;
+    faceapi::FaceBox box;                    // the box the landmark net (or the detector) last saw
     cv::Mat patch;                           // at its last detection
     float upside_down_logit = 0;
+    bool upside_down = false;  // as told at its last detection
     bool selected = true;
   };
   // Detects `f`'s faces, matches them to the tracks, starts tracks for the others (traced back

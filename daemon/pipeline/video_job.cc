@@ -211,11 +211,11 @@ absl::Status PrepareSource(Execution& run, const PipelineRunner::Options& opt, c
 }
 
 // Frames from one periodic keyframe to the next (VideoDetect TRACK, keyframe_interval 0).
-constexpr int kKeyframeInterval = 10;
+constexpr int kKeyframeInterval = 15;
 
 // Every kScoreEvery-th frame is scored (its swapped faces described again in the result): the
 // identity distances' median and worst come from them.
-constexpr int64_t kScoreEvery = 5;
+constexpr int64_t kScoreEvery = 30;
 
 // The mean gray change between two frames inside `r` (both BGR).
 double RegionChange(const cv::Mat& a, const cv::Mat& b, const cv::Rect& r) {

@@ -15,9 +15,12 @@ faceapi::Point PointsCentre(const faceapi::Landmarks68& l) {
 }
 
 float PointsSpread(const faceapi::Landmarks68& l) {
-  float lo = l[0].x, hi = l[0].x;
-  for (const faceapi::Point& p : l) lo = std::min(lo, p.x), hi = std::max(hi, p.x);
-  return std::max(hi - lo, 1.f);
+  // Twice the RMS distance to the centre: every point weighs in, so the landmark net's noise on
+  // one point hardly moves it (a bounding box's width follows its two extreme points).
+  const faceapi::Point c = PointsCentre(l);
+  double sum = 0;
+  for (const faceapi::Point& p : l) sum += (p.x - c.x) * (p.x - c.x) + (p.y - c.y) * (p.y - c.y);
+  return std::max(2.0f * static_cast<float>(std::sqrt(sum / l.size())), 1.f);
 }
 
 BoxRelation RelationOf(const faceapi::FaceBox& box, const faceapi::Landmarks68& l) {
@@ -112,27 +115,47 @@ bool IsSceneCut(const cv::Mat& previous, const cv::Mat& current) {
 }
 
 faceapi::Landmarks68 OneEuroPoints::Filter(const faceapi::Landmarks68& raw, double dt_s) {
+  const faceapi::Point c = PointsCentre(raw);
+  const double s = PointsSpread(raw);
   if (!started_ || dt_s <= 0) {
     started_ = true;
-    x_ = raw;
-    speed_ = 0;
+    cx_ = c.x, cy_ = c.y, s_ = s;
+    for (size_t i = 0; i < raw.size(); ++i) shape_[i] = {static_cast<float>((raw[i].x - c.x) / s), static_cast<float>((raw[i].y - c.y) / s)};
+    speed_ = shape_speed_ = 0;
+    vx_ = vy_ = vs_ = 0;
     return raw;
   }
   const auto alpha = [dt_s](double cutoff_hz) {
     const double tau = 1.0 / (2 * M_PI * cutoff_hz);
     return 1.0 / (1.0 + tau / dt_s);
   };
-  // The face's speed: its centre's displacement and its spread's change, in face widths.
-  const faceapi::Point c0 = PointsCentre(x_), c1 = PointsCentre(raw);
-  const double s0 = PointsSpread(x_), s1 = PointsSpread(raw);
-  const double moved = std::hypot(c1.x - c0.x, c1.y - c0.y) / s0 + std::abs(s1 - s0) / s0;
-  speed_ += alpha(p_.d_cutoff_hz) * (moved / dt_s - speed_);
-  const float a = static_cast<float>(alpha(p_.min_cutoff_hz + p_.beta * speed_));
+  // The pose (centre, spread) as an alpha-beta filter with constant velocity: a face that keeps
+  // moving is predicted, not lagged behind; the gain rises with the surprise (how far the points
+  // land from the prediction, face widths per second), as One-Euro's cutoff rises with speed.
+  const double px = cx_ + vx_ * dt_s, py = cy_ + vy_ * dt_s, ps = s_ + vs_ * dt_s;
+  const double rx = c.x - px, ry = c.y - py, rs = s - ps;
+  const double surprise = (std::hypot(rx, ry) + std::abs(rs)) / s_;
+  speed_ += alpha(p_.d_cutoff_hz) * (surprise / dt_s - speed_);
+  const double a = alpha(p_.min_cutoff_hz + p_.beta * speed_);
+  const double g = a * a / (2 - a);  // the velocity gain of a critically damped alpha-beta filter
+  cx_ = px + a * rx, cy_ = py + a * ry, s_ = ps + a * rs;
+  vx_ += g * rx / dt_s, vy_ += g * ry / dt_s, vs_ += g * rs / dt_s;
+  // The shape: the points about the centre over the spread, its speed in face widths per second.
+  faceapi::Landmarks68 n;
+  double changed = 0;
   for (size_t i = 0; i < raw.size(); ++i) {
-    x_[i].x += a * (raw[i].x - x_[i].x);
-    x_[i].y += a * (raw[i].y - x_[i].y);
+    n[i] = {static_cast<float>((raw[i].x - c.x) / s), static_cast<float>((raw[i].y - c.y) / s)};
+    changed += std::hypot(n[i].x - shape_[i].x, n[i].y - shape_[i].y);
   }
-  return x_;
+  shape_speed_ += alpha(p_.d_cutoff_hz) * (changed / raw.size() / dt_s - shape_speed_);
+  const float b = static_cast<float>(alpha(p_.shape_cutoff_hz + p_.shape_beta * shape_speed_));
+  faceapi::Landmarks68 out;
+  for (size_t i = 0; i < raw.size(); ++i) {
+    shape_[i].x += b * (n[i].x - shape_[i].x);
+    shape_[i].y += b * (n[i].y - shape_[i].y);
+    out[i] = {static_cast<float>(cx_ + s_ * shape_[i].x), static_cast<float>(cy_ + s_ * shape_[i].y)};
+  }
+  return out;
 }
 
 }  // namespace fusion::geometry

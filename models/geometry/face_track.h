@@ -13,9 +13,11 @@
 // - Thumbnail / IsSceneCut: a hard cut tells itself by a large change of the whole frame's gray
 //   levels and of their histogram at once (a pan or a zoom changes the first, hardly the second).
 // - OneEuroPoints: the One-Euro filter (Casiez, Roussel, Vogel, CHI 2012) over a face's 68
-//   points, one cutoff for the whole face from its speed in face widths per second: a still face
-//   is smoothed hard (no shimmer), a moving one followed closely (no lag). All points move with
-//   one weight, so the shape is never distorted.
+//   points, split in two: the pose (centre and spread, the head's motion) filtered with a
+//   constant velocity (alpha-beta) whose gain rises with the surprise, so a steadily moving face
+//   is followed without lag, and the shape (the points
+//   about the centre) smoothed harder, since the landmark net's noise is there and expressions
+//   change slowly next to it.
 // Thread-safety: value types and pure functions; an OneEuroPoints is used by one thread.
 #pragma once
 
@@ -30,8 +32,8 @@ struct BoxRelation {
   float dx = 0, dy = 0;  // box centre minus points' centre, over the spread
   float w = 0, h = 0;    // box size over the spread
 };
-// The points' centre (mean of the 68) and spread (width of their bounding box; > 0 for any
-// face the net returns).
+// The points' centre (mean of the 68) and spread (twice their RMS distance from the centre,
+// about the face's width; at least 1).
 faceapi::Point PointsCentre(const faceapi::Landmarks68& l);
 float PointsSpread(const faceapi::Landmarks68& l);
 BoxRelation RelationOf(const faceapi::FaceBox& box, const faceapi::Landmarks68& l);
@@ -67,9 +69,18 @@ double HistogramDistance(const cv::Mat& a, const cv::Mat& b);
 class OneEuroPoints {
  public:
   struct Params {
-    double min_cutoff_hz = 1.0;  // cutoff of a still face: lower = steadier, more lag
-    double beta = 4.0;           // cutoff added per face width per second of speed
-    double d_cutoff_hz = 1.0;    // cutoff of the speed estimate
+    // The pose (the points' centre and spread): what moves with the head, averaged over 68
+    // points, so little noise; followed closely when it moves.
+    // Chosen on bench/video (docs/PERFORMANCE.md#video-jobs): 0.3 and 1.0 lag the raw points by
+    // 0.03 face widths on average on the pan (0.1 and 0.1: 0.17, a visible slide) and flicker
+    // 1.08 there.
+    double min_cutoff_hz = 0.3;  // cutoff of a face where it is predicted: lower = steadier
+    double beta = 1.0;           // cutoff added per face width per second of surprise
+    // The shape (the points about the centre, over the spread): where the landmark net's noise
+    // is; expressions change it slowly next to that noise.
+    double shape_cutoff_hz = 0.3;
+    double shape_beta = 2.0;     // per face width per second of shape change
+    double d_cutoff_hz = 1.0;    // cutoff of the speed estimates
   };
   OneEuroPoints() = default;
   explicit OneEuroPoints(Params p) : p_(p) {}
@@ -81,8 +92,10 @@ class OneEuroPoints {
  private:
   Params p_;
   bool started_ = false;
-  faceapi::Landmarks68 x_{};
-  double speed_ = 0;  // the face's smoothed speed, face widths per second
+  double cx_ = 0, cy_ = 0, s_ = 1;   // the steadied pose
+  double vx_ = 0, vy_ = 0, vs_ = 0;  // its velocity, per second
+  faceapi::Landmarks68 shape_{};     // the steadied shape
+  double speed_ = 0, shape_speed_ = 0;
 };
 
 }  // namespace fusion::geometry

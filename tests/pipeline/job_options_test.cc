@@ -45,7 +45,7 @@ TEST(JobOptions, KeyframeIntervalIsZeroOrOneTo300) {
   for (uint32_t n : {301u, 100000u, 4294967295u}) {
     o.set_keyframe_interval(n);
     EXPECT_EQ(Validate(o), absl::InvalidArgumentError(absl::StrCat("options: keyframe_interval ", n,
-                                                                   " is not in [1,300] (0 = 10)")));
+                                                                   " is not in [1,300] (0 = 15)")));
   }
 }
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 #include <set>
 #include <fstream>
 #include <iostream>
@@ -222,6 +223,31 @@ TEST_F(VideoProcessTest, EveryFrameDetectionAndTrackingSwapTheSameFrames) {
                            "--json", "--keyframe-interval", "2"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["keyframes"].get<int>(), 16) << r.out;
+  ExpectAtRest();
+}
+
+// A face that slides in from the edge mid-chunk (chunks of 6: keyframes at 0, 5, 6, 11, ...): the
+// keyframe that first finds it traces it back through the frames since the keyframe before, so
+// tracking swaps it in every frame the per-frame scan does.
+TEST_F(VideoProcessTest, AFaceEnteringMidChunkIsSwappedFromItsFirstFrame) {
+  const std::string clip = testclips::FaceEntersMp4(dir_.path(), kPhoto);
+  ASSERT_FALSE(clip.empty());
+  std::map<std::string, nlohmann::json> runs;
+  for (const char* mode : {"every-frame", "track"}) {
+    const RunResult r = Ctl({"swap", "--source", kSource, "--target", clip, "-o", dir_.File(absl::StrCat(mode, ".mp4")),
+                             "--simple", "--json", "--video-detect", mode});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    runs[mode] = nlohmann::json::parse(r.out);
+  }
+  const nlohmann::json& every = runs["every-frame"];
+  const nlohmann::json& tracked = runs["track"];
+  std::cout << "face entering: every-frame swapped " << every["frames_swapped"] << " frames, track "
+            << tracked["frames_swapped"] << " (" << tracked["keyframes"] << " keyframes, " << tracked["frames_tracked"]
+            << " tracked)\n";
+  EXPECT_GE(every["frames_swapped"].get<int>(), 12);
+  EXPECT_GE(tracked["frames_swapped"].get<int>(), every["frames_swapped"].get<int>());
+  EXPECT_LT(tracked["keyframes"].get<int>(), 24);
+  EXPECT_GT(tracked["frames_tracked"].get<int>(), 0);
   ExpectAtRest();
 }
 

@@ -187,7 +187,7 @@ def test_errors_from_real_failures(client: fusiond.Client, daemon: Daemon) -> No
                       ({"min_face_score": 1.5}, "options: min_face_score 1.5 is not in (0,1)"),
                       ({"ratio": 2}, "options: ratio 2 is not in [0,1]"),
                       ({"video_crf": 60}, "options: video_crf 60 is not in [1,51]"),
-                      ({"keyframe_interval": 301}, "options: keyframe_interval 301 is not in [1,300] (0 = 10)"),
+                      ({"keyframe_interval": 301}, "options: keyframe_interval 301 is not in [1,300] (0 = 15)"),
                       ({"keyframe_interval": -1}, "options: keyframe_interval -1 is not in [1,300]"),
                       ({"keyframe_interval": 2.5}, "options: keyframe_interval 2.5 is not an integer"),
                       ({"min_face_px": "40"}, "options: min_face_px '40' is not an integer")):

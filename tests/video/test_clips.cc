@@ -58,6 +58,15 @@ std::string FaceThenGreyMp4(const std::string& dir, const std::string& photo) {
                   "-map 2:a -c:v libx264 -preset ultrafast -crf 23 -c:a aac -b:a 64k -movflags +faststart");
 }
 
+std::string FaceEntersMp4(const std::string& dir, const std::string& photo) {
+  return Make(dir + "/face_enters.mp4",
+              "-loop 1 -framerate 15 -t 1.6 -i '" + photo +
+                  "' -f lavfi -i sine=frequency=440:sample_rate=44100:duration=1.6 -filter_complex \"[0:v]split[a][b];"
+                  "[a]scale=400:300,boxblur=20[bg];[b]scale=180:210[fg];[bg][fg]overlay=x='max(150\\,400-210*t)':y=40,"
+                  "format=yuv420p[v]\" -map \"[v]\" -map 1:a -c:v libx264 -preset ultrafast -crf 23 -c:a aac -b:a 64k "
+                  "-movflags +faststart");
+}
+
 std::string AudioOnlyM4a(const std::string& dir) {
   return Make(dir + "/tone.m4a", "-f lavfi -i sine=frequency=440:sample_rate=44100:duration=1 -c:a aac -b:a 64k");
 }

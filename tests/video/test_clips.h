@@ -19,6 +19,10 @@ std::string ZoomPanMp4(const std::string& dir, const std::string& photo);
 std::string ZoomPanWebm(const std::string& dir, const std::string& photo);
 // 1 s of the zoom/pan, then 0.6 s of flat grey (9 frames without a face), H.264 + AAC in MP4.
 std::string FaceThenGreyMp4(const std::string& dir, const std::string& photo);
+// 1.6 s at 15 fps (24 frames), 400x300: `photo` scaled to 180x210 slides in from the right edge
+// (14 px a frame; grace_hopper's face shows from frame 6, whole from about 12) over a blurred
+// copy of itself and stops at x = 150 from frame 18; H.264 + AAC in MP4.
+std::string FaceEntersMp4(const std::string& dir, const std::string& photo);
 // The sine track alone in MP4 (no video stream).
 std::string AudioOnlyM4a(const std::string& dir);
 // A 1-s 320x256 H.264 MKV whose header is patched to declare 16384x16384 frames (PixelWidth,

@@ -104,7 +104,7 @@ struct SwapOptions {
   uint32_t video_crf = 0;           // x264 CRF 1..51; 0 = 18
   std::string video_preset;         // x264 preset ultrafast..veryslow; empty = medium
   VideoDetect video_detect = VideoDetect::kTrack;
-  uint32_t keyframe_interval = 0;   // kTrack: frames between periodic keyframes 1..300; 0 = 10
+  uint32_t keyframe_interval = 0;   // kTrack: frames between periodic keyframes 1..300; 0 = 15
 };
 
 struct JobInfo {

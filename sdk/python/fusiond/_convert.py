@@ -71,7 +71,7 @@ def job_options(*, ratio: float = 1.0, enhance: Any = None, enhance_model: Optio
     if video_crf:
         video_crf = _number(video_crf, "video_crf", 1, 51, "[1,51] (0 = 18)", integer=True)
     if keyframe_interval:
-        keyframe_interval = _number(keyframe_interval, "keyframe_interval", 1, 300, "[1,300] (0 = 10)",
+        keyframe_interval = _number(keyframe_interval, "keyframe_interval", 1, 300, "[1,300] (0 = 15)",
                                     integer=True)
     if max_side and low_vram:
         raise ValueError("max_side and low_vram exclude each other (low_vram is max_side 640)")

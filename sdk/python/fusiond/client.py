@@ -193,7 +193,7 @@ class Client:
         name (min_face_px, min_face_score, reference_max_distance, enhance_model,
         start_seconds, duration_seconds, video_crf, video_preset, video_detect ("track", the
         default: detect on keyframes and track faces between them, or "every-frame"),
-        keyframe_interval (1..300 frames between tracking's periodic keyframes; None = 10), and
+        keyframe_interval (1..300 frames between tracking's periodic keyframes; None = 15), and
         fields newer than this client). ``on_progress`` is called with each progress event on
         this thread; ``timeout`` bounds the wait for the job, seconds (None: no limit;
         DeadlineExceeded).
