@@ -452,6 +452,51 @@ absl::Status Stream(video::VideoReader& reader, ChunkEncoder& sink, size_t queue
   return error.Get();
 }
 
+// The chunks' counts added up.
+SegmentCounts SumOf(const std::vector<SegmentCounts>& chunks) {
+  SegmentCounts sum;
+  for (const SegmentCounts& c : chunks) {
+    sum.frames += c.frames;
+    sum.frames_swapped += c.frames_swapped;
+    sum.frames_without_face += c.frames_without_face;
+    sum.faces_swapped += c.faces_swapped;
+    sum.identity_distances.insert(sum.identity_distances.end(), c.identity_distances.begin(), c.identity_distances.end());
+    sum.keyframes += c.keyframes;
+    sum.frames_tracked += c.frames_tracked;
+    sum.tracks += c.tracks;
+    sum.flicker_input += c.flicker_input;
+    sum.flicker_output += c.flicker_output;
+  }
+  return sum;
+}
+
+// The job's counts into its report: faces and frames, tracking, flicker, identity median/worst.
+void ReportCounts(SegmentCounts sum, v1::JobResult& report) {
+  report.set_faces_swapped(static_cast<uint32_t>(sum.faces_swapped));
+  report.set_frames_swapped(sum.frames_swapped);
+  report.set_frames_without_face(sum.frames_without_face);
+  report.set_keyframes(sum.keyframes);
+  report.set_frames_tracked(sum.frames_tracked);
+  report.set_tracks(sum.tracks);
+  report.set_flicker_ratio(sum.flicker_input > 0 ? sum.flicker_output / sum.flicker_input : 0);
+  if (!sum.identity_distances.empty()) {
+    std::vector<float>& d = sum.identity_distances;
+    std::sort(d.begin(), d.end());
+    report.set_identity_distance_median(d[d.size() / 2]);
+    report.set_identity_distance_worst(d.back());
+  }
+}
+
+// Where the job's faces come from (JobOptions' video_detect, keyframe_interval, faces).
+VideoFaces::Settings TrackingSettings(const v1::JobOptions& o, size_t chunk, uint64_t total, const VideoSource& source) {
+  return {.every_frame = o.video_detect() == v1::VIDEO_DETECT_EVERY_FRAME,
+          .interval = o.keyframe_interval() != 0 ? static_cast<int>(o.keyframe_interval()) : kKeyframeInterval,
+          .chunk = chunk,
+          .total = total,
+          .reference = o.faces() == v1::REFERENCE ? &source.pictures[1] : nullptr,
+          .reference_limit = o.reference_max_distance() > 0 ? o.reference_max_distance() : 0.6f};
+}
+
 }  // namespace
 
 absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::SwapVideo(Execution& run, const std::string& source_image,
@@ -485,14 +530,8 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::SwapVideo(Execution& run
   const std::string size = absl::StrCat(info.width, "x", info.height);
   const uint64_t total = static_cast<uint64_t>(info.frames_in_range);
   const size_t chunk = std::max<size_t>(options_.video_chunk_frames, 1);
-  const VideoFaces::Settings tracking{
-      .every_frame = o.video_detect() == v1::VIDEO_DETECT_EVERY_FRAME,
-      .interval = o.keyframe_interval() != 0 ? static_cast<int>(o.keyframe_interval()) : kKeyframeInterval,
-      .chunk = chunk,
-      .total = total,
-      .reference = o.faces() == v1::REFERENCE ? &source.pictures[1] : nullptr,
-      .reference_limit = o.reference_max_distance() > 0 ? o.reference_max_distance() : 0.6f};
-  VideoFaces analysis(run, options_.detector, options_.landmarks, options_.encoder, detect, tracking);
+  VideoFaces analysis(run, options_.detector, options_.landmarks, options_.encoder, detect,
+                      TrackingSettings(o, chunk, total, source));
   RETURN_IF_ERROR(analysis.Init(info.width, info.height));
   ASSIGN_OR_RETURN(auto decode_lease, run.HostBuffers(absl::StrCat("stage 'decode': the video decoder and the queued ", size, " frames"),
                                       video::VideoReader::DecoderHostBytes(info.width, info.height, info.rotation != 0) +
@@ -534,19 +573,7 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::SwapVideo(Execution& run
   absl::Status streamed = Stream(*reader, sink, options_.video_queue_frames, resumed, progress, process, &encoded);
   run.set_per_frame(false);
   reader.reset();
-  SegmentCounts sum;
-  for (const SegmentCounts& c : store.committed()) {
-    sum.frames += c.frames;
-    sum.frames_swapped += c.frames_swapped;
-    sum.frames_without_face += c.frames_without_face;
-    sum.faces_swapped += c.faces_swapped;
-    sum.identity_distances.insert(sum.identity_distances.end(), c.identity_distances.begin(), c.identity_distances.end());
-    sum.keyframes += c.keyframes;
-    sum.frames_tracked += c.frames_tracked;
-    sum.tracks += c.tracks;
-    sum.flicker_input += c.flicker_input;
-    sum.flicker_output += c.flicker_output;
-  }
+  SegmentCounts sum = SumOf(store.committed());
   if (streamed.ok() && (encoded != total || sum.frames != total)) {
     streamed = absl::InvalidArgumentError(absl::StrCat("target video: ", encoded, " of ", total, " frames could be decoded"));
   }
@@ -572,22 +599,10 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::SwapVideo(Execution& run
     run.context().Degradation(d);
   }
   report.set_state(v1::SUCCEEDED);
-  report.set_faces_swapped(static_cast<uint32_t>(sum.faces_swapped));
+  ReportCounts(std::move(sum), report);
   report.set_frames_total(total);
-  report.set_frames_swapped(sum.frames_swapped);
-  report.set_frames_without_face(sum.frames_without_face);
   report.set_frames_resumed(resumed);
   report.set_chunk_frames(chunk);
-  report.set_keyframes(sum.keyframes);
-  report.set_frames_tracked(sum.frames_tracked);
-  report.set_tracks(sum.tracks);
-  report.set_flicker_ratio(sum.flicker_input > 0 ? sum.flicker_output / sum.flicker_input : 0);
-  if (!sum.identity_distances.empty()) {
-    std::vector<float>& d = sum.identity_distances;
-    std::sort(d.begin(), d.end());
-    report.set_identity_distance_median(d[d.size() / 2]);
-    report.set_identity_distance_worst(d.back());
-  }
   report.set_frame_rate(info.fps);
   const double left = info.duration_s - o.start_seconds();
   report.set_duration_seconds(o.duration_seconds() > 0 ? std::min(o.duration_seconds(), left) : left);
