@@ -225,7 +225,7 @@ void AddSwapOptions(CLI::App* cmd, SwapArgs& a) {
       ->check(CLI::Range(0.0, 1e7));
   cmd->add_option("--crf", a.crf, "video: x264 constant rate factor 1..51, lower = better and larger (default 18)")
       ->check(CLI::Range(1u, 51u));
-  cmd->add_option("--preset", a.preset, "video: x264 preset ultrafast..veryslow (default medium)")
+  cmd->add_option("--preset", a.preset, "video: x264 preset ultrafast..veryslow (default veryfast)")
       ->check(CLI::IsMember({"ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower",
                              "veryslow"}));
   cmd->add_option("--video-detect", a.video_detect,

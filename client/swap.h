@@ -22,7 +22,7 @@ struct SwapArgs {
   std::string format, priority = "normal";  // format "" = from OUT's extension (.jpg/.jpeg), else png
   double start = 0, duration = 0;   // video targets: frame range, seconds
   uint32_t crf = 0;                 // video targets: x264 CRF (0 = 18)
-  std::string preset;               // video targets: x264 preset ("" = medium)
+  std::string preset;               // video targets: x264 preset ("" = veryfast)
   std::string video_detect;         // video targets: track|every-frame ("" = track)
   uint32_t keyframe_interval = 0;   // video targets, track: 1..300 (0 = 15)
 };

@@ -526,7 +526,7 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::SwapVideo(Execution& run
 
   // Host admission of the stream's buffers before anything of it is allocated.
   const video::EncodeOptions enc{.crf = o.video_crf() != 0 ? static_cast<int>(o.video_crf()) : 18,
-                                 .preset = o.video_preset().empty() ? "medium" : o.video_preset()};
+                                 .preset = o.video_preset().empty() ? video::kDefaultPreset : o.video_preset()};
   const std::string size = absl::StrCat(info.width, "x", info.height);
   const uint64_t total = static_cast<uint64_t>(info.frames_in_range);
   const size_t chunk = std::max<size_t>(options_.video_chunk_frames, 1);

@@ -211,6 +211,29 @@ TEST(ClassicalGenerator, BrightSourceDetailOnAWarmTargetKeepsTheTargetsChromaIns
   EXPECT_GT(same.logical_and(face).sum().item<double>() / face.sum().item<double>(), 0.8);
 }
 
+TEST(ClassicalGenerator, ReducedResolutionLowPassStaysWithinThreeLevelsOfTheFullResolutionTransfer) {
+  // The colour transfer's wide blurs at half resolution against the reference at full resolution,
+  // on the plain pair and on the bright-source / warm-target pair (gamut fitting at work).
+  auto reduced = ClassicalGenerator::Create({});
+  auto full = ClassicalGenerator::Create({.reduced_low_pass = false});
+  for (const bool cast : {false, true}) {
+    GeneratorInputs in = AstronautToGrace(1.0);
+    if (cast) {
+      in.target = (in.target * at::tensor({1.35f, 1.0f, 0.55f}).view({1, 3, 1, 1})).clamp(0.0, 1.0);
+      in.source = (in.source * 1.6).clamp(0.0, 1.0);
+    }
+    auto a = (*reduced)->Fuse(in);
+    auto b = (*full)->Fuse(in);
+    ASSERT_TRUE(a.ok() && b.ok());
+    const at::Tensor levels = ((*a - *b).abs() * 255.0);
+    const double worst = levels.max().item<double>(), mean = levels.mean().item<double>();
+    std::printf("cast %d: reduced vs full low pass, worst %.2f levels, mean %.3f\n", cast, worst, mean);
+    EXPECT_LT(worst, 3.5);
+    EXPECT_LT(mean, 0.5);
+    EXPECT_GT(worst, 0.0);  // the reduced path ran (it is not the full-resolution one)
+  }
+}
+
 // The subject's-left half of the 68-point scheme (image right on a frontal face): jaw 9-16,
 // brows 22-26, nose 34-35, eye 42-47, mouth 52-56, 63-65 (the mirror of classical_generator.cc's
 // kLeftSide, without the midline).

@@ -102,7 +102,7 @@ struct SwapOptions {
   double start_seconds = 0;         // first frame's presentation time, seconds; 0 = the start
   double duration_seconds = 0;      // seconds from start_seconds; 0 = to the end
   uint32_t video_crf = 0;           // x264 CRF 1..51; 0 = 18
-  std::string video_preset;         // x264 preset ultrafast..veryslow; empty = medium
+  std::string video_preset;         // x264 preset ultrafast..veryslow; empty = veryfast
   VideoDetect video_detect = VideoDetect::kTrack;
   uint32_t keyframe_interval = 0;   // kTrack: frames between periodic keyframes 1..300; 0 = 15
 };
