@@ -34,8 +34,9 @@ uint64_t BlendPixels(const models::BlendInput& in, cv::Size frame) {
 // one at a time. Full mode: Poisson blending is a global solve, host code by design (HOST), faces
 // with disjoint regions m.threads at once.
 absl::Status BlendFaces(const FaceStages& m, const v1::JobOptions& o, const Picture& tgt,
-                        const std::vector<SwapItem>& items, Execution& run, cv::Mat* frame) {
+                        const std::vector<SwapItem>& items, Execution& run, const FaceWork& work, cv::Mat* frame) {
   models::BlendOptions options;
+  options.poisson_side = work.poisson_side;
   options.mode = o.simple() ? models::BlendMode::kSimple : models::BlendMode::kFull;
   options.colour_correction = !o.simple();
   std::vector<models::BlendInput> faces;
@@ -241,7 +242,7 @@ absl::Status SwapFaces(const FaceStages& m, const v1::JobOptions& o, std::vector
   }
 
   *frame = tgt.bgr.clone();
-  RETURN_IF_ERROR(BlendFaces(m, o, tgt, items, run, frame));
+  RETURN_IF_ERROR(BlendFaces(m, o, tgt, items, run, work, frame));
   if (!work.score) {
     report.set_faces_swapped(static_cast<uint32_t>(items.size()));
     return absl::OkStatus();

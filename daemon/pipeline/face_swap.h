@@ -40,6 +40,9 @@ struct FaceWork {
   // Re-describe each swapped face in the result (the score stage; report.faces with identity
   // distances). Video frames skip it.
   bool score = true;
+  // Full-mode blend: the side the Poisson membrane is solved at, at most (models::BlendOptions::
+  // poisson_side; video frames set models::kVideoPoissonSide).
+  int poisson_side = models::kImagePoissonSide;
 };
 
 inline constexpr uint64_t kCropPixels = 256 * 256;

@@ -171,15 +171,14 @@ cv::Mat KeepChroma(const cv::Mat& cloned, const cv::Mat& face) {
 // The Poisson correction of `face` over the hull: PoissonClone(face) - face, the membrane that
 // takes the face's boundary to the target's (smooth inside the hull: a harmonic function, so
 // it is solved at reduced resolution, Farbman et al. 2009 "Coordinates for instant image
-// cloning" make the same point). A hull ROI larger than kMaxPoissonSide px is solved scaled
+// cloning" make the same point). A hull ROI larger than `max_side` px is solved scaled
 // down to that side and the membrane upsampled (bilinear); minus the solver's own bias (the
 // target cloned onto itself at the same scale), so an unchanged face gets a zero correction.
-constexpr int kMaxPoissonSide = 160;
-
-cv::Mat PoissonCorrection(const cv::Mat& face, const cv::Mat& target, const cv::Mat& target8, const cv::Mat& hull_roi) {
+cv::Mat PoissonCorrection(const cv::Mat& face, const cv::Mat& target, const cv::Mat& target8, const cv::Mat& hull_roi,
+                          int max_side) {
   const int side = std::max(hull_roi.cols, hull_roi.rows);
-  if (side <= kMaxPoissonSide) return PoissonClone(face, target8, hull_roi) - PoissonClone(target, target8, hull_roi);
-  const double s = static_cast<double>(kMaxPoissonSide) / side;
+  if (side <= max_side) return PoissonClone(face, target8, hull_roi) - PoissonClone(target, target8, hull_roi);
+  const double s = static_cast<double>(max_side) / side;
   const cv::Size small(std::max(1, static_cast<int>(std::lround(hull_roi.cols * s))),
                        std::max(1, static_cast<int>(std::lround(hull_roi.rows * s))));
   // The face in 8-bit levels, as the full-size solve sees it (PoissonClone rounds its source):
@@ -242,7 +241,7 @@ ReducedFullMode ReducedFullModeBlend(const BlendInput& in, const BlendOptions& o
   const cv::Mat hull = FaceHullMask(lm, small);
   const cv::Mat face = t + change;
   const cv::Mat corrected = options.colour_correction ? ColourCorrect(face, t, hull) : face;
-  const cv::Mat delta_small = KeepChroma(t + PoissonCorrection(corrected, t, t8, hull), corrected) - t - change;
+  const cv::Mat delta_small = KeepChroma(t + PoissonCorrection(corrected, t, t8, hull, options.poisson_side), corrected) - t - change;
   ReducedFullMode out;
   cv::resize(delta_small, out.delta, roi.size(), 0, 0, cv::INTER_LINEAR);
   // The full-size hull's coverage of each small pixel (its edge to a fraction of a small pixel,
@@ -367,7 +366,8 @@ absl::Status BlendFace(const BlendInput& in, const BlendOptions& options, cv::Ma
       target8.convertTo(target, CV_32F);
       const cv::Mat face = target + change;
       const cv::Mat corrected = options.colour_correction ? ColourCorrect(face, target, hull_roi) : face;
-      const cv::Mat blended = KeepChroma(target + PoissonCorrection(corrected, target, target8, hull_roi), corrected);
+      const cv::Mat blended = KeepChroma(target + PoissonCorrection(corrected, target, target8, hull_roi, options.poisson_side),
+                                           corrected);
       Composite(weight, change, nullptr, &blended, target8);
     } else {
       Composite(weight, change, nullptr, nullptr, target8);
