@@ -46,8 +46,11 @@ class EvictionPolicy {
                                             const FutureReferences* future) const = 0;
 };
 
-// "lru", "smallest", "lookahead", "belady", "belady-bytes"; INVALID_ARGUMENT naming the
-// unknown policy and listing the known ones.
+// What ResidencyManager::Options uses unless told otherwise; "default" names it too.
+inline constexpr char kDefaultEvictionPolicy[] = "lookahead";
+
+// "default", "planner", "lru", "smallest", "lookahead", "belady", "belady-bytes";
+// INVALID_ARGUMENT naming the unknown policy and listing the known ones.
 absl::StatusOr<std::unique_ptr<EvictionPolicy>> MakeEvictionPolicy(const std::string& name);
 
 }  // namespace fusion

@@ -107,7 +107,7 @@ class ResidencyManager {
   struct Options {
     uint64_t device_budget_bytes = 0;  // initial device budget; SetDeviceBudget changes it
     uint64_t host_budget_bytes = 0;    // 0 = unbounded host tier
-    std::string policy = "lookahead";  // see eviction_policy.h
+    std::string policy = kDefaultEvictionPolicy;  // see eviction_policy.h
     // Must outlive the manager. Null only while no catalogue is attached: RegisterModel is
     // then FAILED_PRECONDITION.
     ModelLoader* loader = nullptr;

@@ -1,0 +1,176 @@
+#include "memory/residency_planner.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+namespace fusion {
+namespace {
+
+constexpr uint64_t kInf = std::numeric_limits<uint64_t>::max();
+
+// In place: f[S] = min over subsets T of S of f[T].
+void SubsetMin(std::vector<uint64_t>& f, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const size_t bit = size_t{1} << i;
+    for (size_t s = 0; s < f.size(); ++s) {
+      if ((s & bit) != 0) f[s] = std::min(f[s], f[s ^ bit]);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<uint64_t> PlanCostToGo(const std::vector<uint64_t>& model_bytes,
+                                   const std::vector<PlanStep>& steps, uint64_t base) {
+  const size_t n = model_bytes.size(), sets = size_t{1} << n;
+  std::vector<uint64_t> sum(sets, 0);
+  for (size_t s = 1; s < sets; ++s) {
+    const size_t low = static_cast<size_t>(__builtin_ctzll(s));
+    sum[s] = sum[s & (s - 1)] + model_bytes[low];
+  }
+  std::vector<uint64_t> next(sets, 0), f(sets);
+  for (size_t t = steps.size(); t-- > 1;) {
+    const PlanStep& step = steps[t];
+    if (step.working_bytes > base) continue;  // refused: nothing happens
+    const uint64_t cap = base - step.working_bytes;
+    const int m = step.model;
+    if (m >= 0 && model_bytes[m] > cap) continue;
+    const size_t mbit = m >= 0 ? size_t{1} << m : 0;
+    // f[T]: the cost from t+1 on if T is resident during step t (T must hold the model).
+    for (size_t s = 0; s < sets; ++s) {
+      f[s] = ((s & mbit) == mbit && sum[s] <= cap) ? next[s] : kInf;
+    }
+    SubsetMin(f, n);  // from a resident set S, any subset of it can be kept
+    for (size_t s = 0; s < sets; ++s) {
+      next[s] = f[s | mbit] + ((s & mbit) != 0 ? 0 : (m >= 0 ? model_bytes[m] : 0));
+    }
+  }
+  return next;
+}
+
+PlannerPolicy::PlannerPolicy() : fallback_(*MakeEvictionPolicy("lookahead")) {}
+
+uint64_t PlannerPolicy::plans() const {
+  MutexLock lock(&mu_);
+  return plans_;
+}
+
+uint64_t PlannerPolicy::BytesOf(const FutureRequest& r) const {
+  if (r.pinned) return 0;
+  if (r.bytes != 0) return r.bytes;
+  auto it = seen_bytes_.find(r.model);
+  return it == seen_bytes_.end() ? 0 : it->second;
+}
+
+// Universe: the candidates, then the window's models in order of first request, until one
+// more model or step would pass kMaxModels or kMaxWork.
+std::shared_ptr<const PlannerPolicy::Plan> PlannerPolicy::Build(
+    const std::vector<EvictionCandidate>& c, const FutureSequence& seq, uint64_t base) const {
+  auto plan = std::make_shared<Plan>();
+  plan->version = seq.version;
+  plan->base = base;
+  absl::flat_hash_map<std::string, int> index;
+  for (const EvictionCandidate& e : c) {
+    index[*e.name] = static_cast<int>(plan->universe.size());
+    plan->universe.push_back(*e.name);
+    plan->bytes.push_back(e.bytes);
+  }
+  std::vector<PlanStep> steps;
+  for (const FutureRequest& r : seq.requests) {
+    PlanStep step{-1, BytesOf(r), r.working_bytes};
+    auto it = step.bytes == 0 ? index.end() : index.find(r.model);
+    const bool add = step.bytes != 0 && it == index.end();
+    const uint64_t n = plan->universe.size() + (add ? 1 : 0);
+    if (n > kMaxModels) break;
+    if ((steps.size() + 1) * std::max<uint64_t>(n, 1) * (uint64_t{1} << n) > kMaxWork) break;
+    if (add) {
+      it = index.emplace(r.model, static_cast<int>(n - 1)).first;
+      plan->universe.push_back(r.model);
+      plan->bytes.push_back(step.bytes);
+    }
+    if (step.bytes != 0) step.model = it->second;
+    steps.push_back(step);
+  }
+  if (!steps.empty()) plan->first_model = steps[0].model;
+  plan->cost_to_go = PlanCostToGo(plan->bytes, steps, base);
+  ++plans_;
+  return plan;
+}
+
+std::shared_ptr<const PlannerPolicy::Plan> PlannerPolicy::GetPlan(
+    const std::vector<EvictionCandidate>& c, const FutureSequence& seq, uint64_t base) const {
+  MutexLock lock(&mu_);
+  for (const EvictionCandidate& e : c) seen_bytes_[*e.name] = e.bytes;
+  if (plan_ != nullptr && plan_->version == seq.version && plan_->base == base) {
+    const auto& u = plan_->universe;
+    const bool covers = std::all_of(c.begin(), c.end(), [&](const EvictionCandidate& e) {
+      return std::find(u.begin(), u.end(), *e.name) != u.end();
+    });
+    if (covers) return plan_;
+  }
+  plan_ = Build(c, seq, base);
+  return plan_;
+}
+
+std::vector<size_t> PlannerPolicy::ChooseVictims(const std::vector<EvictionCandidate>& c,
+                                                 uint64_t need,
+                                                 const FutureReferences* future) const {
+  std::shared_ptr<const FutureSequence> seq =
+      future == nullptr || c.size() > kMaxModels ? nullptr : future->Sequence();
+  if (seq == nullptr || seq->requests.empty()) return fallback_->ChooseVictims(c, need, future);
+  uint64_t total = 0;
+  for (const EvictionCandidate& e : c) total += e.bytes;
+  std::vector<size_t> by_age(c.size());
+  for (size_t i = 0; i < c.size(); ++i) by_age[i] = i;
+  std::sort(by_age.begin(), by_age.end(),
+            [&](size_t a, size_t b) { return c[a].last_use < c[b].last_use; });
+  if (total < need) return by_age;
+  const FutureRequest& now = seq->requests[0];
+  uint64_t now_bytes;
+  {
+    MutexLock lock(&mu_);
+    now_bytes = BytesOf(now);
+  }
+  const uint64_t base = total - need + now_bytes + now.working_bytes;
+  std::shared_ptr<const Plan> plan = GetPlan(c, *seq, base);
+
+  // Bits of the candidates in the plan's universe; the stage about to run stays resident.
+  std::vector<uint64_t> bit(c.size());
+  for (size_t i = 0; i < c.size(); ++i) {
+    const auto& u = plan->universe;
+    bit[i] = uint64_t{1} << (std::find(u.begin(), u.end(), *c[i].name) - u.begin());
+  }
+  uint64_t forced = 0;
+  if (plan->first_model >= 0) forced = uint64_t{1} << plan->first_model;
+  for (size_t i = 0; i < c.size(); ++i) forced &= ~bit[i];  // a candidate is never forced
+
+  // Every kept subset that frees `need`: least cost-to-go, then most bytes kept, then the
+  // evicted ones oldest (smallest sum of last uses).
+  const size_t subsets = size_t{1} << c.size();
+  std::vector<uint64_t> kept_bytes(subsets, 0), kept_set(subsets, 0), kept_age(subsets, 0);
+  size_t best = 0;
+  uint64_t best_cost = kInf, best_bytes = 0, best_age = 0;
+  for (size_t k = 0; k < subsets; ++k) {
+    if (k != 0) {
+      const size_t low = static_cast<size_t>(__builtin_ctzll(k)), rest = k & (k - 1);
+      kept_bytes[k] = kept_bytes[rest] + c[low].bytes;
+      kept_set[k] = kept_set[rest] | bit[low];
+      kept_age[k] = kept_age[rest] + c[low].last_use;
+    }
+    if (total - kept_bytes[k] < need) continue;
+    const uint64_t cost = plan->cost_to_go[kept_set[k] | forced];
+    // Evicted ages sum smallest <=> kept ages sum largest.
+    if (cost < best_cost || (cost == best_cost && (kept_bytes[k] > best_bytes ||
+                                                   (kept_bytes[k] == best_bytes && kept_age[k] > best_age)))) {
+      best = k, best_cost = cost, best_bytes = kept_bytes[k], best_age = kept_age[k];
+    }
+  }
+  std::vector<size_t> victims;
+  for (size_t i : by_age) {
+    if ((best & (size_t{1} << i)) == 0) victims.push_back(i);
+  }
+  return victims;
+}
+
+}  // namespace fusion

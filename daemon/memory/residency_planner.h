@@ -1,0 +1,93 @@
+// PlannerPolicy ("planner", the default): victims from an exact plan over the visible future.
+//
+// What: generalized caching (models of different sizes, cost = bytes uploaded) solved exactly
+// over the known request sequence (FutureReferences::Sequence: the running jobs' remaining
+// stages and the queued jobs', in the order they will run; only jobs that have arrived). A
+// backward dynamic program over the sets of resident models gives, for each set the device
+// could hold after the current stage, the least bytes the rest of the window must upload
+// (PlanCostToGo). ChooseVictims keeps the subset of the candidates with the least cost-to-go
+// among those that free `bytes_to_free`; ties keep the most bytes, then evict the least
+// recently used. Replanning at every change of the sequence makes it a rolling-horizon optimum.
+//
+// Capacity: the bytes the unpinned resident models may hold at step t are base - working(t),
+// where base = (sum of candidates - bytes_to_free) + bytes(request 0) + working(request 0) is
+// measured at the call, i.e. the budget less what is pinned (or leased by other stages). A step
+// whose model and working set exceed base is refused by the manager and skipped by the plan.
+//
+// Window: the longest prefix of the sequence that names at most kMaxModels models counting the
+// candidates, and whose DP work (steps x models x 2^models) stays under kMaxWork. Models of
+// unknown size (FutureRequest::bytes 0) take the size seen when they were last a candidate, else
+// they are left out of the plan (their working set still counts).
+// Plan cache: the cost-to-go table is computed once per (sequence version, base, candidate set)
+// on the first ChooseVictims that needs it, then each call only enumerates the candidates'
+// subsets (2^candidates table reads). Worst case one plan is kMaxWork simple operations.
+// Fallback: the lookahead rule (eviction_policy.h) without a sequence or with more than
+// kMaxModels candidates.
+// Invariants: victims are only ever candidates; their bytes reach bytes_to_free whenever all
+// candidates' do (else all are returned), as EvictionPolicy requires.
+// Thread-safety: ChooseVictims may run concurrently; the cache sits behind a leaf mutex.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "common/mutex.h"
+#include "memory/eviction_policy.h"
+
+namespace fusion {
+
+// One step of a plan: the model's index in the plan's universe (-1 = not a cost: pinned or of
+// unknown size), its bytes and the stage's working bytes.
+struct PlanStep {
+  int model = -1;
+  uint64_t bytes = 0;
+  uint64_t working_bytes = 0;
+};
+
+// Cost-to-go of generalized caching: entry S (a bit set over `model_bytes`) is the least sum of
+// bytes uploaded by steps[1..] when the resident set after steps[0] is S, with at most
+// base - steps[t].working_bytes bytes resident at step t. Steps that cannot fit are skipped.
+// `model_bytes.size()` <= 20.
+std::vector<uint64_t> PlanCostToGo(const std::vector<uint64_t>& model_bytes,
+                                   const std::vector<PlanStep>& steps, uint64_t base);
+
+class PlannerPolicy final : public EvictionPolicy {
+ public:
+  static constexpr size_t kMaxModels = 12;
+  static constexpr uint64_t kMaxWork = uint64_t{1} << 22;
+
+  PlannerPolicy();
+  const char* Name() const override { return "planner"; }
+  std::vector<size_t> ChooseVictims(const std::vector<EvictionCandidate>& candidates,
+                                    uint64_t bytes_to_free,
+                                    const FutureReferences* future) const override;
+  // Plans computed so far (a cache miss each); for tests and the benchmark.
+  uint64_t plans() const;
+
+ private:
+  struct Plan {
+    uint64_t version = 0, base = 0;
+    std::vector<std::string> universe;  // bit i = universe[i]; candidates first
+    std::vector<uint64_t> bytes;
+    int first_model = -1;               // bit of requests[0], -1 if not a cost
+    std::vector<uint64_t> cost_to_go;   // PlanCostToGo
+  };
+  std::shared_ptr<const Plan> GetPlan(const std::vector<EvictionCandidate>& c,
+                                      const FutureSequence& seq, uint64_t base) const;
+  std::shared_ptr<const Plan> Build(const std::vector<EvictionCandidate>& c,
+                                    const FutureSequence& seq, uint64_t base) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint64_t BytesOf(const FutureRequest& r) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  std::unique_ptr<EvictionPolicy> fallback_;
+  mutable Mutex mu_;
+  mutable std::shared_ptr<const Plan> plan_ ABSL_GUARDED_BY(mu_);
+  mutable absl::flat_hash_map<std::string, uint64_t> seen_bytes_ ABSL_GUARDED_BY(mu_);
+  mutable uint64_t plans_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace fusion
