@@ -91,13 +91,13 @@ class Scheduler {
   std::deque<Active> rotation_;
 };
 
-// The scheduler's forecast as requests, with the trace's model bytes and pins.
-FutureSequence ForecastSequence(const Scheduler& scheduler,
-                                const absl::flat_hash_map<std::string, TraceModel>& models, int k,
-                                uint64_t version) {
+// Stages as requests, with the trace's model bytes and pins.
+FutureSequence ToSequence(const std::vector<const TraceStage*>& stages,
+                          const absl::flat_hash_map<std::string, TraceModel>& models,
+                          uint64_t version) {
   FutureSequence seq;
   seq.version = version;
-  for (const TraceStage* s : scheduler.Forecast(k)) {
+  for (const TraceStage* s : stages) {
     auto it = models.find(s->model);
     const bool known = it != models.end();
     seq.requests.push_back(
@@ -112,8 +112,8 @@ class ReplayFuture final : public FutureReferences {
  public:
   explicit ReplayFuture(const absl::flat_hash_map<std::string, TraceModel>& models)
       : models_(models) {}
-  // Whole-schedule future (belady): `schedule` lists every turn's model.
-  void SetSchedule(std::vector<std::string> schedule) { schedule_ = std::move(schedule); }
+  // Whole-schedule future (belady, planner-offline): `schedule` lists every turn's stage.
+  void SetSchedule(std::vector<const TraceStage*> schedule) { schedule_ = std::move(schedule); }
   void SetTurn(size_t turn, const Scheduler* scheduler) {
     turn_ = turn, scheduler_ = scheduler, computed_ = false, sequence_ = nullptr;
   }
@@ -123,12 +123,14 @@ class ReplayFuture final : public FutureReferences {
     auto it = next_.find(model);
     return it == next_.end() ? kNoFutureUse : it->second;
   }
-  // The rotation's forecast (arrived jobs only); null in whole-schedule mode.
+  // The rotation's forecast (arrived jobs only), or the rest of the whole schedule.
   std::shared_ptr<const FutureSequence> Sequence() const override {
-    if (!schedule_.empty() || scheduler_ == nullptr) return nullptr;
+    if (scheduler_ == nullptr) return nullptr;
     if (sequence_ == nullptr) {
-      sequence_ = std::make_shared<FutureSequence>(
-          ForecastSequence(*scheduler_, models_, lookahead_jobs, turn_ + 1));
+      std::vector<const TraceStage*> stages =
+          schedule_.empty() ? scheduler_->Forecast(lookahead_jobs)
+                            : std::vector<const TraceStage*>(schedule_.begin() + turn_, schedule_.end());
+      sequence_ = std::make_shared<FutureSequence>(ToSequence(stages, models_, turn_ + 1));
     }
     return sequence_;
   }
@@ -137,7 +139,7 @@ class ReplayFuture final : public FutureReferences {
   void Compute() const {
     next_.clear();
     if (!schedule_.empty()) {
-      for (size_t i = schedule_.size(); i-- > turn_;) next_[schedule_[i]] = i - turn_;
+      for (size_t i = schedule_.size(); i-- > turn_;) next_[schedule_[i]->model] = i - turn_;
     } else {
       std::vector<const TraceStage*> turns = scheduler_->Forecast(lookahead_jobs);
       for (size_t i = turns.size(); i-- > 0;) next_[turns[i]->model] = i;
@@ -145,7 +147,7 @@ class ReplayFuture final : public FutureReferences {
     computed_ = true;
   }
   const absl::flat_hash_map<std::string, TraceModel>& models_;
-  std::vector<std::string> schedule_;
+  std::vector<const TraceStage*> schedule_;
   size_t turn_ = 0;
   const Scheduler* scheduler_ = nullptr;
   mutable bool computed_ = false;
@@ -187,15 +189,16 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplayOptions& opt
   for (const TraceModel& tm : trace.models) models[tm.name] = tm;
   ReplayFuture future(models);
   future.lookahead_jobs = options.lookahead_jobs;
-  if (options.policy == "belady" || options.policy == "belady-bytes") {
-    std::vector<std::string> schedule;
+  const bool offline_planner = options.policy == "planner-offline";
+  if (options.policy == "belady" || options.policy == "belady-bytes" || offline_planner) {
+    std::vector<const TraceStage*> schedule;
     Scheduler s(trace, options.concurrency);
-    for (; s.PrepareTurn(); s.FinishTurn()) schedule.push_back(s.Current().model);
+    for (; s.PrepareTurn(); s.FinishTurn()) schedule.push_back(&s.Current());
     future.SetSchedule(std::move(schedule));
   }
   ResidencyManager::Options mo;
   mo.device_budget_bytes = options.budget_bytes;
-  mo.policy = options.policy;
+  mo.policy = offline_planner ? "planner" : options.policy;
   mo.loader = &loader;
   mo.future = &future;
   auto manager = ResidencyManager::Create(mo);
@@ -226,7 +229,7 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplayOptions& opt
     if (options.requests != nullptr) {
       ReplayRequest r{turn, stage.model, it->second.bytes, stage.working_bytes,
                       it->second.pinned, fits, scheduler.arrived(), {}};
-      if (scheduler.arrived() != arrived) r.forecast = ForecastSequence(scheduler, models, -1, turn);
+      if (scheduler.arrived() != arrived) r.forecast = ToSequence(scheduler.Forecast(-1), models, turn);
       options.requests->push_back(std::move(r));
     }
     arrived = scheduler.arrived();

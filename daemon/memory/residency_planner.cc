@@ -1,6 +1,7 @@
 #include "memory/residency_planner.h"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <utility>
 
@@ -43,7 +44,7 @@ std::vector<uint64_t> PlanCostToGo(const std::vector<uint64_t>& model_bytes,
     }
     SubsetMin(f, n);  // from a resident set S, any subset of it can be kept
     for (size_t s = 0; s < sets; ++s) {
-      next[s] = f[s | mbit] + ((s & mbit) != 0 ? 0 : (m >= 0 ? model_bytes[m] : 0));
+      next[s] = f[s | mbit] + ((s & mbit) != 0 ? 0 : step.cost);
     }
   }
   return next;
@@ -63,8 +64,10 @@ uint64_t PlannerPolicy::BytesOf(const FutureRequest& r) const {
   return it == seen_bytes_.end() ? 0 : it->second;
 }
 
-// Universe: the candidates, then the window's models in order of first request, until one
-// more model or step would pass kMaxModels or kMaxWork.
+// Universe: the candidates, then the window's models in order of first request. A model past
+// kMaxModels is planned as never kept: its turn needs its bytes on top of the working set and
+// its upload is a cost no decision changes. The window ends where one more step would pass
+// kMaxWork.
 std::shared_ptr<const PlannerPolicy::Plan> PlannerPolicy::Build(
     const std::vector<EvictionCandidate>& c, const FutureSequence& seq, uint64_t base) const {
   auto plan = std::make_shared<Plan>();
@@ -78,18 +81,24 @@ std::shared_ptr<const PlannerPolicy::Plan> PlannerPolicy::Build(
   }
   std::vector<PlanStep> steps;
   for (const FutureRequest& r : seq.requests) {
-    PlanStep step{-1, BytesOf(r), r.working_bytes};
-    auto it = step.bytes == 0 ? index.end() : index.find(r.model);
-    const bool add = step.bytes != 0 && it == index.end();
-    const uint64_t n = plan->universe.size() + (add ? 1 : 0);
-    if (n > kMaxModels) break;
-    if ((steps.size() + 1) * std::max<uint64_t>(n, 1) * (uint64_t{1} << n) > kMaxWork) break;
-    if (add) {
-      it = index.emplace(r.model, static_cast<int>(n - 1)).first;
-      plan->universe.push_back(r.model);
-      plan->bytes.push_back(step.bytes);
+    const uint64_t bytes = BytesOf(r);
+    PlanStep step{-1, bytes, r.working_bytes, 0};
+    if (bytes != 0) {
+      auto it = index.find(r.model);
+      if (it == index.end() && plan->universe.size() < kMaxModels) {
+        it = index.emplace(r.model, static_cast<int>(plan->universe.size())).first;
+        plan->universe.push_back(r.model);
+        plan->bytes.push_back(bytes);
+      }
+      if (it != index.end()) {
+        step.model = it->second;
+        step.cost = plan->bytes[step.model];
+      } else {
+        step.working_bytes += bytes;  // outside the universe: never kept
+      }
     }
-    if (step.bytes != 0) step.model = it->second;
+    const uint64_t n = plan->universe.size();
+    if ((steps.size() + 1) * std::max<uint64_t>(n, 1) * (uint64_t{1} << n) > kMaxWork) break;
     steps.push_back(step);
   }
   if (!steps.empty()) plan->first_model = steps[0].model;
@@ -135,36 +144,47 @@ std::vector<size_t> PlannerPolicy::ChooseVictims(const std::vector<EvictionCandi
   const uint64_t base = total - need + now_bytes + now.working_bytes;
   std::shared_ptr<const Plan> plan = GetPlan(c, *seq, base);
 
-  // Bits of the candidates in the plan's universe; the stage about to run stays resident.
-  std::vector<uint64_t> bit(c.size());
-  for (size_t i = 0; i < c.size(); ++i) {
-    const auto& u = plan->universe;
-    bit[i] = uint64_t{1} << (std::find(u.begin(), u.end(), *c[i].name) - u.begin());
-  }
-  uint64_t forced = 0;
-  if (plan->first_model >= 0) forced = uint64_t{1} << plan->first_model;
-  for (size_t i = 0; i < c.size(); ++i) forced &= ~bit[i];  // a candidate is never forced
+  return Choose(c, need, *plan, by_age);
+}
 
-  // Every kept subset that frees `need`: least cost-to-go, then most bytes kept, then the
-  // evicted ones oldest (smallest sum of last uses).
+// Every kept subset of the candidates that frees `need`, the best by: least cost-to-go, then
+// most reload-cost-weighted recency kept (sum of bytes / (1 + r)^3, r = 0 for the most recently
+// used candidate: among plans equal over the known window, keep what was used last, the
+// larger first), then the evicted ones oldest.
+std::vector<size_t> PlannerPolicy::Choose(const std::vector<EvictionCandidate>& c, uint64_t need,
+                                          const Plan& plan, const std::vector<size_t>& by_age) {
+  std::vector<uint64_t> bit(c.size()), value(c.size());
+  uint64_t total = 0;
+  for (size_t i = 0; i < c.size(); ++i) {
+    const auto& u = plan.universe;
+    bit[i] = uint64_t{1} << (std::find(u.begin(), u.end(), *c[i].name) - u.begin());
+    total += c[i].bytes;
+  }
+  for (size_t r = 0; r < by_age.size(); ++r) {
+    const uint64_t recency = by_age.size() - r;  // 1 = the most recently used
+    value[by_age[r]] = c[by_age[r]].bytes / (recency * recency * recency);
+  }
+  uint64_t forced = 0;  // the stage about to run stays resident (never a candidate itself)
+  if (plan.first_model >= 0) forced = uint64_t{1} << plan.first_model;
+  for (size_t i = 0; i < c.size(); ++i) forced &= ~bit[i];
+
   const size_t subsets = size_t{1} << c.size();
-  std::vector<uint64_t> kept_bytes(subsets, 0), kept_set(subsets, 0), kept_age(subsets, 0);
+  std::vector<uint64_t> kept_bytes(subsets, 0), kept_set(subsets, 0), kept_value(subsets, 0),
+      kept_age(subsets, 0);
   size_t best = 0;
-  uint64_t best_cost = kInf, best_bytes = 0, best_age = 0;
+  std::array<uint64_t, 3> best_key{kInf, kInf, kInf};
+  for (size_t k = 1; k < subsets; ++k) {
+    const size_t low = static_cast<size_t>(__builtin_ctzll(k)), rest = k & (k - 1);
+    kept_bytes[k] = kept_bytes[rest] + c[low].bytes;
+    kept_set[k] = kept_set[rest] | bit[low];
+    kept_value[k] = kept_value[rest] + value[low];
+    kept_age[k] = kept_age[rest] + c[low].last_use;
+  }
   for (size_t k = 0; k < subsets; ++k) {
-    if (k != 0) {
-      const size_t low = static_cast<size_t>(__builtin_ctzll(k)), rest = k & (k - 1);
-      kept_bytes[k] = kept_bytes[rest] + c[low].bytes;
-      kept_set[k] = kept_set[rest] | bit[low];
-      kept_age[k] = kept_age[rest] + c[low].last_use;
-    }
     if (total - kept_bytes[k] < need) continue;
-    const uint64_t cost = plan->cost_to_go[kept_set[k] | forced];
-    // Evicted ages sum smallest <=> kept ages sum largest.
-    if (cost < best_cost || (cost == best_cost && (kept_bytes[k] > best_bytes ||
-                                                   (kept_bytes[k] == best_bytes && kept_age[k] > best_age)))) {
-      best = k, best_cost = cost, best_bytes = kept_bytes[k], best_age = kept_age[k];
-    }
+    const std::array<uint64_t, 3> key{plan.cost_to_go[kept_set[k] | forced], ~kept_value[k],
+                                      ~kept_age[k]};
+    if (key < best_key) best = k, best_key = key;
   }
   std::vector<size_t> victims;
   for (size_t i : by_age) {

@@ -46,6 +46,7 @@ struct PlanStep {
   int model = -1;
   uint64_t bytes = 0;
   uint64_t working_bytes = 0;
+  uint64_t cost = 0;  // of a miss: the model's bytes; less for a predicted (not known) step
 };
 
 // Cost-to-go of generalized caching: entry S (a bit set over `model_bytes`) is the least sum of
@@ -82,6 +83,8 @@ class PlannerPolicy final : public EvictionPolicy {
                                     const FutureSequence& seq, uint64_t base) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t BytesOf(const FutureRequest& r) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static std::vector<size_t> Choose(const std::vector<EvictionCandidate>& c, uint64_t need,
+                                    const Plan& plan, const std::vector<size_t>& by_age);
 
   std::unique_ptr<EvictionPolicy> fallback_;
   mutable Mutex mu_;
