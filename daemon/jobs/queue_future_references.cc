@@ -24,6 +24,19 @@ absl::flat_hash_map<std::string, uint64_t> QueueFutureReferences::Distances(
   return out;
 }
 
+std::vector<FutureRequest> QueueFutureReferences::TurnOrder(
+    const std::vector<std::vector<std::string>>& upcoming) {
+  std::vector<FutureRequest> out;
+  size_t longest = 0;
+  for (const auto& stages : upcoming) longest = std::max(longest, stages.size());
+  for (size_t k = 0; k < longest; ++k) {
+    for (const auto& stages : upcoming) {
+      if (k < stages.size()) out.push_back({stages[k], 0, 0, false});
+    }
+  }
+  return out;
+}
+
 void QueueFutureReferences::Refresh() {
   Source source;
   {
@@ -31,9 +44,19 @@ void QueueFutureReferences::Refresh() {
     source = source_;
   }
   if (!source) return;
-  auto distances = Distances(source());  // the job manager's locks only, not ours
+  const std::vector<std::vector<std::string>> upcoming = source();  // the job manager's locks
+  auto distances = Distances(upcoming);
+  auto sequence = std::make_shared<FutureSequence>();
+  sequence->requests = TurnOrder(upcoming);
   MutexLock lock(&mu_);
   next_use_ = std::move(distances);
+  sequence->version = ++version_;
+  sequence_ = std::move(sequence);
+}
+
+std::shared_ptr<const FutureSequence> QueueFutureReferences::Sequence() const {
+  MutexLock lock(&mu_);
+  return sequence_;
 }
 
 uint64_t QueueFutureReferences::NextUse(const std::string& model) const {

@@ -5,13 +5,17 @@
 // the job manager from there: it answers from a cache that Refresh() rebuilds from the job
 // manager's upcoming stages (running jobs' remaining stages, then queued jobs in start order)
 // each time the queue changes. Distances are turns of a round robin over those jobs: the k-th
-// remaining stage of the j-th job is turn k * jobs + j.
+// remaining stage of the j-th job is turn k * jobs + j. Sequence() lists the same stages in that
+// turn order (the planner policy's input), with a version bumped by every Refresh; the source
+// names models only, so bytes and working bytes are 0 (unknown: the planner uses the sizes it
+// saw as candidates) and no request is marked pinned.
 // Thread-safety: all methods may be called concurrently; NextUse takes only this class's lock
 // (a leaf lock), so it can be called under any other.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,15 +35,20 @@ class QueueFutureReferences final : public FutureReferences {
   // Rebuilds the cache from the source. Must not be called with the residency lock held.
   void Refresh();
   uint64_t NextUse(const std::string& model) const override;
+  std::shared_ptr<const FutureSequence> Sequence() const override;
 
   // The distances for `upcoming` (exposed for tests).
   static absl::flat_hash_map<std::string, uint64_t> Distances(
       const std::vector<std::vector<std::string>>& upcoming);
+  // The models of `upcoming` in round-robin turn order (exposed for tests).
+  static std::vector<FutureRequest> TurnOrder(const std::vector<std::vector<std::string>>& upcoming);
 
  private:
   mutable Mutex mu_;
   Source source_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, uint64_t> next_use_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const FutureSequence> sequence_ ABSL_GUARDED_BY(mu_);
+  uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace fusion::jobs

@@ -21,6 +21,21 @@ TEST(QueueFutureReferences, DistancesAreRoundRobinTurnsOverUpcomingJobs) {
   EXPECT_FALSE(d.contains("landmarks"));
 }
 
+TEST(QueueFutureReferences, SequenceIsTheTurnOrderWithANewVersionEachRefresh) {
+  QueueFutureReferences refs;
+  EXPECT_EQ(refs.Sequence(), nullptr);  // never refreshed
+  std::vector<std::vector<std::string>> upcoming = {{"generator", "enhancer"}, {"detector"}};
+  refs.SetSource([&] { return upcoming; });
+  refs.Refresh();
+  auto first = refs.Sequence();
+  ASSERT_NE(first, nullptr);
+  std::vector<std::string> models;
+  for (const FutureRequest& r : first->requests) models.push_back(r.model);
+  EXPECT_EQ(models, (std::vector<std::string>{"generator", "detector", "enhancer"}));
+  refs.Refresh();
+  EXPECT_GT(refs.Sequence()->version, first->version);
+}
+
 TEST(QueueFutureReferences, AnswersFromTheLastRefreshOnly) {
   QueueFutureReferences refs;
   EXPECT_EQ(refs.NextUse("detector"), kNoFutureUse);  // no source yet
