@@ -44,6 +44,15 @@ class EvictionPolicy {
   virtual std::vector<size_t> ChooseVictims(const std::vector<EvictionCandidate>& candidates,
                                             uint64_t bytes_to_free,
                                             const FutureReferences* future) const = 0;
+  // ChooseVictims told `room`: the device bytes that unpinned models and working sets may use
+  // (the budget less the pinned bytes; 0 = unknown). The manager calls this one; a policy that
+  // plans capacity over time (planner) overrides it, the others ignore `room`.
+  virtual std::vector<size_t> ChooseVictimsWithRoom(const std::vector<EvictionCandidate>& candidates,
+                                                    uint64_t bytes_to_free,
+                                                    const FutureReferences* future,
+                                                    uint64_t room) const {
+    return ChooseVictims(candidates, bytes_to_free, future);
+  }
 };
 
 // What ResidencyManager::Options uses unless told otherwise; "default" names it too.

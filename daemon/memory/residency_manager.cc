@@ -278,7 +278,8 @@ void ResidencyManager::Evict(uint64_t bytes, const Model* except) {
     models.push_back(r);
   }
   std::vector<Model*> victims;
-  for (size_t i : policy_->ChooseVictims(candidates, bytes, options_.future)) {
+  const uint64_t room = device_budget_ > pinned_ ? device_budget_ - pinned_ : 0;
+  for (size_t i : policy_->ChooseVictimsWithRoom(candidates, bytes, options_.future, room)) {
     victims.push_back(models[i]);
   }
   EvictNow(std::move(victims));

@@ -125,6 +125,13 @@ std::shared_ptr<const PlannerPolicy::Plan> PlannerPolicy::GetPlan(
 std::vector<size_t> PlannerPolicy::ChooseVictims(const std::vector<EvictionCandidate>& c,
                                                  uint64_t need,
                                                  const FutureReferences* future) const {
+  return ChooseVictimsWithRoom(c, need, future, 0);
+}
+
+std::vector<size_t> PlannerPolicy::ChooseVictimsWithRoom(const std::vector<EvictionCandidate>& c,
+                                                         uint64_t need,
+                                                         const FutureReferences* future,
+                                                         uint64_t room) const {
   std::shared_ptr<const FutureSequence> seq =
       future == nullptr || c.size() > kMaxModels ? nullptr : future->Sequence();
   if (seq == nullptr || seq->requests.empty()) return fallback_->ChooseVictims(c, need, future);
@@ -135,15 +142,13 @@ std::vector<size_t> PlannerPolicy::ChooseVictims(const std::vector<EvictionCandi
   std::sort(by_age.begin(), by_age.end(),
             [&](size_t a, size_t b) { return c[a].last_use < c[b].last_use; });
   if (total < need) return by_age;
-  const FutureRequest& now = seq->requests[0];
-  uint64_t now_bytes;
-  {
+  uint64_t base = room;
+  if (base == 0) {
+    const FutureRequest& now = seq->requests[0];
     MutexLock lock(&mu_);
-    now_bytes = BytesOf(now);
+    base = total - need + BytesOf(now) + now.working_bytes;
   }
-  const uint64_t base = total - need + now_bytes + now.working_bytes;
   std::shared_ptr<const Plan> plan = GetPlan(c, *seq, base);
-
   return Choose(c, need, *plan, by_age);
 }
 

@@ -10,9 +10,11 @@
 // recently used. Replanning at every change of the sequence makes it a rolling-horizon optimum.
 //
 // Capacity: the bytes the unpinned resident models may hold at step t are base - working(t),
-// where base = (sum of candidates - bytes_to_free) + bytes(request 0) + working(request 0) is
-// measured at the call, i.e. the budget less what is pinned (or leased by other stages). A step
-// whose model and working set exceed base is refused by the manager and skipped by the plan.
+// where base is the manager's `room` (device budget less pinned bytes, ChooseVictimsWithRoom);
+// called without it, base = (sum of candidates - bytes_to_free) + bytes(request 0) +
+// working(request 0), the same number when request 0 is the stage being admitted and no other
+// stage holds a lease. A step whose model and working set exceed base is refused by the manager
+// and skipped by the plan. Now, the kept candidates must free bytes_to_free whatever base says.
 //
 // Window: the longest prefix of the sequence that names at most kMaxModels models counting the
 // candidates, and whose DP work (steps x models x 2^models) stays under kMaxWork. Models of
@@ -66,6 +68,9 @@ class PlannerPolicy final : public EvictionPolicy {
   std::vector<size_t> ChooseVictims(const std::vector<EvictionCandidate>& candidates,
                                     uint64_t bytes_to_free,
                                     const FutureReferences* future) const override;
+  std::vector<size_t> ChooseVictimsWithRoom(const std::vector<EvictionCandidate>& candidates,
+                                            uint64_t bytes_to_free, const FutureReferences* future,
+                                            uint64_t room) const override;
   // Plans computed so far (a cache miss each); for tests and the benchmark.
   uint64_t plans() const;
 
