@@ -200,7 +200,7 @@ def main():
     a = ap.parse_args()
     policies = a.policies.split(",")
     budgets = [(b, parse_size(b)) for b in a.budgets.split(",")]
-    cols = ["trace", "budget", "optimum (bytes)", "LP bound"] + policies + ["rolling-horizon"]
+    cols = ["trace", "budget", "optimum (bytes)", "LP bound / optimum"] + policies + ["rolling-horizon"]
     if not a.json:
         print("| " + " | ".join(cols) + " |")
         print("|---|---|" + "---:|" * (len(cols) - 2))
