@@ -226,6 +226,7 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplayOptions& opt
     const uint64_t pinned_other = pinned - (it->second.pinned ? it->second.bytes : 0);
     const bool fits = it->second.bytes + stage.working_bytes + pinned_other <= options.budget_bytes;
     future.SetTurn(turn, &scheduler);
+    m.PrepareEviction();  // as fusiond after a queue change: the plan is made off the lock
     if (options.requests != nullptr) {
       ReplayRequest r{turn, stage.model, it->second.bytes, stage.working_bytes,
                       it->second.pinned, fits, scheduler.arrived(), {}};

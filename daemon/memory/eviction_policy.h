@@ -65,6 +65,12 @@ class EvictionPolicy {
                                                     uint64_t room) const {
     return ChooseVictims(candidates, bytes_to_free, future);
   }
+  // Called without the manager's lock after the future changed (ResidencyManager::
+  // PrepareEviction) with `room` as above and the unpinned models resident now (the likely
+  // candidates): a policy that plans computes its plan here, so that ChooseVictims, which runs
+  // on the Acquire path under the lock, only reads it. The default does nothing.
+  virtual void Prepare(const FutureReferences& future, uint64_t room,
+                       const std::vector<std::string>& resident) const {}
 };
 
 // What ResidencyManager::Options uses unless told otherwise; "default" names it too.

@@ -285,6 +285,20 @@ void ResidencyManager::Evict(uint64_t bytes, const Model* except) {
   EvictNow(std::move(victims));
 }
 
+void ResidencyManager::PrepareEviction() {
+  if (options_.future == nullptr) return;
+  uint64_t room;
+  std::vector<std::string> resident;
+  {
+    MutexLock lock(&mu_);
+    room = device_budget_ > pinned_ ? device_budget_ - pinned_ : 0;
+    for (const Model* r : resident_) {
+      if (!r->pinned) resident.push_back(r->spec.name);
+    }
+  }
+  policy_->Prepare(*options_.future, room, resident);
+}
+
 void ResidencyManager::EvictNow(std::vector<Model*> victims) {
   if (victims.empty()) return;
   for (Model* v : victims) {

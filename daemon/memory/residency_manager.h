@@ -167,6 +167,12 @@ class ResidencyManager {
   // the room there is before a retry). Returns the device bytes freed.
   uint64_t EvictAllEvictable();
 
+  // Lets the eviction policy plan for the future's current state (EvictionPolicy::Prepare)
+  // with no lock of the manager held: call it after the FutureReferences changed (fusiond: after
+  // each QueueFutureReferences::Refresh), never from inside the manager or a policy. A no-op
+  // without FutureReferences or for a policy that does not plan.
+  void PrepareEviction();
+
   // Budget re-evaluation (periodic, from the device layer): evicts down to the new budget.
   void SetDeviceBudget(uint64_t bytes);
   void SetHostBudget(uint64_t bytes);

@@ -57,31 +57,42 @@ uint64_t PlannerPolicy::plans() const {
   return plans_;
 }
 
-uint64_t PlannerPolicy::BytesOf(const FutureRequest& r) const {
-  if (r.pinned) return 0;
-  if (r.bytes != 0) return r.bytes;
-  auto it = seen_bytes_.find(r.model);
-  return it == seen_bytes_.end() ? 0 : it->second;
+uint64_t PlannerPolicy::inline_plans() const {
+  MutexLock lock(&mu_);
+  return inline_plans_;
 }
 
-// Universe: the candidates, then the window's models in order of first request. A model past
-// kMaxModels is planned as never kept: its turn needs its bytes on top of the working set and
-// its upload is a cost no decision changes. The window ends where one more step would pass
-// kMaxWork.
+uint64_t PlannerPolicy::BytesOf(const FutureRequest& r, const SizeMap& seen) {
+  if (r.pinned) return 0;
+  if (r.bytes != 0) return r.bytes;
+  auto it = seen.find(r.model);
+  return it == seen.end() ? 0 : it->second;
+}
+
+// Universe: `first` (the resident models: the decisions to make are about them) that the window
+// uses, then the window's other models in order of first request. A model past kMaxModels is
+// planned as never kept: its turn needs its bytes on top of the working set and its upload is a
+// cost no decision changes. A candidate outside the universe with no use in the window changes
+// no cost either (dropping it is free). The window ends where one more step would pass kMaxWork.
 std::shared_ptr<const PlannerPolicy::Plan> PlannerPolicy::Build(
-    const std::vector<EvictionCandidate>& c, const FutureSequence& seq, uint64_t base) const {
+    const FutureSequence& seq, uint64_t base, const SizeMap& seen,
+    const std::vector<std::string>& first) {
   auto plan = std::make_shared<Plan>();
   plan->version = seq.version;
   plan->base = base;
   absl::flat_hash_map<std::string, int> index;
-  for (const EvictionCandidate& e : c) {
-    index[*e.name] = static_cast<int>(plan->universe.size());
-    plan->universe.push_back(*e.name);
-    plan->bytes.push_back(e.bytes);
+  absl::flat_hash_map<std::string, uint64_t> used;
+  for (const FutureRequest& r : seq.requests) used.try_emplace(r.model, BytesOf(r, seen));
+  for (const std::string& name : first) {
+    auto u = used.find(name);
+    if (u == used.end() || u->second == 0 || plan->universe.size() == kMaxModels) continue;
+    if (!index.emplace(name, static_cast<int>(plan->universe.size())).second) continue;
+    plan->universe.push_back(name);
+    plan->bytes.push_back(u->second);
   }
   std::vector<PlanStep> steps;
   for (const FutureRequest& r : seq.requests) {
-    const uint64_t bytes = BytesOf(r);
+    const uint64_t bytes = BytesOf(r, seen);
     PlanStep step{-1, bytes, r.working_bytes, 0};
     if (bytes != 0) {
       auto it = index.find(r.model);
@@ -103,22 +114,44 @@ std::shared_ptr<const PlannerPolicy::Plan> PlannerPolicy::Build(
   }
   if (!steps.empty()) plan->first_model = steps[0].model;
   plan->cost_to_go = PlanCostToGo(plan->bytes, steps, base);
-  ++plans_;
   return plan;
+}
+
+void PlannerPolicy::Prepare(const FutureReferences& future, uint64_t room,
+                            const std::vector<std::string>& resident) const {
+  std::shared_ptr<const FutureSequence> seq = future.Sequence();
+  if (seq == nullptr || seq->requests.empty()) return;
+  SizeMap seen;
+  {
+    MutexLock lock(&mu_);
+    if (plan_ != nullptr && plan_->version == seq->version && plan_->base == room) return;
+    seen = seen_bytes_;
+  }
+  std::shared_ptr<const Plan> plan = Build(*seq, room, seen, resident);  // no lock held
+  MutexLock lock(&mu_);
+  plan_ = std::move(plan);
+  ++plans_;
 }
 
 std::shared_ptr<const PlannerPolicy::Plan> PlannerPolicy::GetPlan(
     const std::vector<EvictionCandidate>& c, const FutureSequence& seq, uint64_t base) const {
   MutexLock lock(&mu_);
   for (const EvictionCandidate& e : c) seen_bytes_[*e.name] = e.bytes;
+  // A prepared plan serves if every candidate the window uses has a bit in it (when the
+  // universe is full, a candidate without one would be planned as never kept).
   if (plan_ != nullptr && plan_->version == seq.version && plan_->base == base) {
     const auto& u = plan_->universe;
-    const bool covers = std::all_of(c.begin(), c.end(), [&](const EvictionCandidate& e) {
-      return std::find(u.begin(), u.end(), *e.name) != u.end();
-    });
+    const bool covers = u.size() < kMaxModels ||
+                        std::all_of(c.begin(), c.end(), [&](const EvictionCandidate& e) {
+                          return std::find(u.begin(), u.end(), *e.name) != u.end();
+                        });
     if (covers) return plan_;
   }
-  plan_ = Build(c, seq, base);
+  std::vector<std::string> names;
+  for (const EvictionCandidate& e : c) names.push_back(*e.name);
+  plan_ = Build(seq, base, seen_bytes_, names);  // nobody prepared this: plan now
+  ++plans_;
+  ++inline_plans_;
   return plan_;
 }
 
@@ -146,7 +179,7 @@ std::vector<size_t> PlannerPolicy::ChooseVictimsWithRoom(const std::vector<Evict
   if (base == 0) {
     const FutureRequest& now = seq->requests[0];
     MutexLock lock(&mu_);
-    base = total - need + BytesOf(now) + now.working_bytes;
+    base = total - need + BytesOf(now, seen_bytes_) + now.working_bytes;
   }
   std::shared_ptr<const Plan> plan = GetPlan(c, *seq, base);
   return Choose(c, need, *plan, by_age);
@@ -162,7 +195,8 @@ std::vector<size_t> PlannerPolicy::Choose(const std::vector<EvictionCandidate>& 
   uint64_t total = 0;
   for (size_t i = 0; i < c.size(); ++i) {
     const auto& u = plan.universe;
-    bit[i] = uint64_t{1} << (std::find(u.begin(), u.end(), *c[i].name) - u.begin());
+    const size_t at = static_cast<size_t>(std::find(u.begin(), u.end(), *c[i].name) - u.begin());
+    bit[i] = at < u.size() ? uint64_t{1} << at : 0;  // 0: no use the plan can save
     total += c[i].bytes;
   }
   for (size_t r = 0; r < by_age.size(); ++r) {

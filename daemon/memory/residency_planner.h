@@ -20,9 +20,12 @@
 // candidates, and whose DP work (steps x models x 2^models) stays under kMaxWork. Models of
 // unknown size (FutureRequest::bytes 0) take the size seen when they were last a candidate, else
 // they are left out of the plan (their working set still counts).
-// Plan cache: the cost-to-go table is computed once per (sequence version, base, candidate set)
-// on the first ChooseVictims that needs it, then each call only enumerates the candidates'
-// subsets (2^candidates table reads). Worst case one plan is kMaxWork simple operations.
+// Plan cache: the cost-to-go table depends on the sequence and base only (not the candidates),
+// so it is computed once per (sequence version, base): by Prepare, which the manager's
+// PrepareEviction runs off its lock when the queue changes (fusiond: after each
+// QueueFutureReferences::Refresh; the replay: before each turn), or else by the first
+// ChooseVictims of that version. ChooseVictims then only enumerates the candidates' subsets
+// (2^candidates table reads, ~1 us). One plan is at most kMaxWork simple operations.
 // Fallback: the lookahead rule (eviction_policy.h) without a sequence or with more than
 // kMaxModels candidates.
 // Invariants: victims are only ever candidates; their bytes reach bytes_to_free whenever all
@@ -71,31 +74,40 @@ class PlannerPolicy final : public EvictionPolicy {
   std::vector<size_t> ChooseVictimsWithRoom(const std::vector<EvictionCandidate>& candidates,
                                             uint64_t bytes_to_free, const FutureReferences* future,
                                             uint64_t room) const override;
-  // Plans computed so far (a cache miss each); for tests and the benchmark.
+  // Computes the plan for `future`'s current sequence and `room`, `resident` first in its
+  // universe, with no lock but its own leaf lock held briefly (never during the DP), so the
+  // next ChooseVictims only reads it.
+  void Prepare(const FutureReferences& future, uint64_t room,
+               const std::vector<std::string>& resident) const override;
+  // Plans computed so far; those computed inside ChooseVictims (nobody had prepared that
+  // version). For tests and the benchmark.
   uint64_t plans() const;
+  uint64_t inline_plans() const;
 
  private:
+  using SizeMap = absl::flat_hash_map<std::string, uint64_t>;
   struct Plan {
     uint64_t version = 0, base = 0;
-    std::vector<std::string> universe;  // bit i = universe[i]; candidates first
+    std::vector<std::string> universe;  // bit i = universe[i]: resident, then window models
     std::vector<uint64_t> bytes;
     int first_model = -1;               // bit of requests[0], -1 if not a cost
     std::vector<uint64_t> cost_to_go;   // PlanCostToGo
   };
   std::shared_ptr<const Plan> GetPlan(const std::vector<EvictionCandidate>& c,
                                       const FutureSequence& seq, uint64_t base) const;
-  std::shared_ptr<const Plan> Build(const std::vector<EvictionCandidate>& c,
-                                    const FutureSequence& seq, uint64_t base) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  uint64_t BytesOf(const FutureRequest& r) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static std::shared_ptr<const Plan> Build(const FutureSequence& seq, uint64_t base,
+                                           const SizeMap& seen,
+                                           const std::vector<std::string>& first);
+  static uint64_t BytesOf(const FutureRequest& r, const SizeMap& seen);
   static std::vector<size_t> Choose(const std::vector<EvictionCandidate>& c, uint64_t need,
                                     const Plan& plan, const std::vector<size_t>& by_age);
 
   std::unique_ptr<EvictionPolicy> fallback_;
   mutable Mutex mu_;
   mutable std::shared_ptr<const Plan> plan_ ABSL_GUARDED_BY(mu_);
-  mutable absl::flat_hash_map<std::string, uint64_t> seen_bytes_ ABSL_GUARDED_BY(mu_);
+  mutable SizeMap seen_bytes_ ABSL_GUARDED_BY(mu_);
   mutable uint64_t plans_ ABSL_GUARDED_BY(mu_) = 0;
+  mutable uint64_t inline_plans_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace fusion

@@ -4,7 +4,9 @@
 
 #include <random>
 
+#include "fake_loader.h"
 #include "gtest/gtest.h"
+#include "memory/residency_manager.h"
 
 namespace fusion {
 namespace {
@@ -107,6 +109,48 @@ TEST(PlannerTest, PlansOncePerVersionAndAgainWhenTheFutureChanges) {
   f.Set(8, {{"c", 40, 0, false}, {"b", 40, 0, false}});  // now b is the one needed
   EXPECT_EQ(Names(c, planner.ChooseVictims(c, 30, &f)), std::vector<std::string>{"a"});
   EXPECT_EQ(planner.plans(), 2u);
+}
+
+TEST(PlannerTest, APreparedPlanIsReadNotRecomputed) {
+  const std::string a = "a", b = "b";
+  const std::vector<EvictionCandidate> c{{&b, 40, 2}, {&a, 50, 1}};
+  SequenceFuture f;
+  f.Set(1, {{"c", 40, 0, false}, {"b", 40, 0, false}, {"a", 50, 0, false}});
+  PlannerPolicy planner;
+  planner.Prepare(f, 100, {"a", "b"});
+  EXPECT_EQ(planner.plans(), 1u);
+  EXPECT_EQ(Names(c, planner.ChooseVictimsWithRoom(c, 30, &f, 100)), std::vector<std::string>{"b"});
+  EXPECT_EQ(planner.plans(), 1u);
+  EXPECT_EQ(planner.inline_plans(), 0u);
+  // Another room (the budget changed) is another plan, made inline.
+  EXPECT_EQ(Names(c, planner.ChooseVictimsWithRoom(c, 30, &f, 90)), std::vector<std::string>{"b"});
+  EXPECT_EQ(planner.inline_plans(), 1u);
+}
+
+TEST(PlannerTest, ThroughTheManagerPinsStayAndThePlannedVictimGoes) {
+  // Budget 150 with p (50) pinned: room 100 for a (50), b (40) and c (40), as in the case above.
+  testing::FakeLoader loader;
+  SequenceFuture f;
+  auto m = ResidencyManager::Create(
+      {.device_budget_bytes = 150, .policy = "planner", .loader = &loader, .future = &f});
+  ASSERT_TRUE(m.ok());
+  for (auto [n, bytes] : {std::pair{"p", 50}, {"a", 50}, {"b", 40}, {"c", 40}}) {
+    loader.SetBytes(n, bytes);
+    ASSERT_TRUE((*m)->RegisterModel({n, static_cast<uint64_t>(bytes)}).ok());
+  }
+  ASSERT_TRUE((*m)->Pin("p", absl::Now()).ok());
+  const Owner job{"j", 1};
+  for (const char* n : {"a", "b"}) ASSERT_TRUE((*m)->Acquire(job, n, 0, absl::Now()).ok());
+  f.Set(1, {{"c", 40, 0, false}, {"b", 40, 0, false}, {"a", 50, 0, false}});
+  (*m)->PrepareEviction();
+  loader.ClearLog();
+  ASSERT_TRUE((*m)->Acquire(job, "c", 0, absl::Now()).ok());
+  EXPECT_EQ(loader.log().front(), "release_device b");
+  for (const ModelSnapshot& s : (*m)->Snapshot().models) {
+    if (s.name == "p") {
+      EXPECT_EQ(s.state, ModelState::kDevice);
+    }
+  }
 }
 
 TEST(PlannerTest, ModelsOfUnknownSizeTakeTheSizeLastSeenAsACandidate) {
