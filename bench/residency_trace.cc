@@ -1,6 +1,6 @@
 // residency_trace: replays a JSON Lines trace against an eviction policy with the real
 // ResidencyManager and prints one JSON object (see bench/trace_replay.h for the rules):
-//   residency_trace --trace FILE --policy default|planner|lru|smallest|lookahead|belady|belady-bytes
+//   residency_trace --trace FILE --policy default|planner|lru|smallest|lookahead|belady|belady-bytes|planner-offline
 //                   --budget SIZE [--concurrency C] [--lookahead-jobs K] [--dump-requests FILE]
 // default is what ResidencyManager::Options uses (kDefaultEvictionPolicy). --dump-requests
 // writes the replayed request sequence for bench/residency_opt.py as JSON Lines: a first line
@@ -57,7 +57,8 @@ int main(int argc, char** argv) {
   int concurrency = 2, lookahead_jobs = -1;
   app.add_option("--trace", trace_path, "JSON Lines trace")->required();
   app.add_option("--policy", policy,
-                 "default|planner|lru|smallest|lookahead|belady|belady-bytes (default: default)");
+                 "default|planner|lru|smallest|lookahead|belady|belady-bytes|planner-offline "
+                 "(default: default)");
   app.add_option("--budget", budget, "device budget, e.g. 900MiB or bytes")->required();
   app.add_option("--concurrency", concurrency, "active jobs in the rotation (default 2)");
   app.add_option("--lookahead-jobs", lookahead_jobs, "queued jobs lookahead sees (default all)");

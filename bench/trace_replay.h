@@ -12,8 +12,10 @@
 // The order of stages depends on the trace alone, so every policy sees the same sequence.
 // Future references: lookahead and planner see the active jobs' remaining stages plus the first
 // K queued jobs (never a job that has not arrived), distances in turns of this rotation, and
-// the same as a request sequence (FutureReferences::Sequence, a new version every turn);
-// belady/belady-bytes see the whole schedule.
+// the same as a request sequence (FutureReferences::Sequence, a new version every turn; the
+// manager's PrepareEviction runs before each turn, as fusiond runs it after a queue change);
+// belady/belady-bytes and planner-offline (the planner fed the whole schedule as its sequence)
+// see the whole schedule.
 // Thread-safety: single-threaded.
 #pragma once
 

@@ -1,4 +1,4 @@
-// PlannerPolicy ("planner", the default): victims from an exact plan over the visible future.
+// PlannerPolicy ("planner"): victims from an exact plan over the visible future.
 //
 // What: generalized caching (models of different sizes, cost = bytes uploaded) solved exactly
 // over the known request sequence (FutureReferences::Sequence: the running jobs' remaining
@@ -6,8 +6,11 @@
 // backward dynamic program over the sets of resident models gives, for each set the device
 // could hold after the current stage, the least bytes the rest of the window must upload
 // (PlanCostToGo). ChooseVictims keeps the subset of the candidates with the least cost-to-go
-// among those that free `bytes_to_free`; ties keep the most bytes, then evict the least
-// recently used. Replanning at every change of the sequence makes it a rolling-horizon optimum.
+// among those that free `bytes_to_free`. Plans that tie over the known window (the future past
+// it is unknown) are told apart by recency weighted by reload cost: keep the largest sum of
+// bytes / (1 + r)^3, r = 0 for the most recently used candidate; then evict the oldest.
+// Re-planning at every change of the sequence makes it a rolling-horizon optimum; fed the whole
+// schedule (residency_trace --policy planner-offline) it is the offline optimum.
 //
 // Capacity: the bytes the unpinned resident models may hold at step t are base - working(t),
 // where base is the manager's `room` (device budget less pinned bytes, ChooseVictimsWithRoom);
@@ -16,21 +19,25 @@
 // stage holds a lease. A step whose model and working set exceed base is refused by the manager
 // and skipped by the plan. Now, the kept candidates must free bytes_to_free whatever base says.
 //
-// Window: the longest prefix of the sequence that names at most kMaxModels models counting the
-// candidates, and whose DP work (steps x models x 2^models) stays under kMaxWork. Models of
-// unknown size (FutureRequest::bytes 0) take the size seen when they were last a candidate, else
+// Window: the plan's universe is the resident models the sequence uses, then the sequence's
+// other models in order of first use, at most kMaxModels; a model past that is planned as never
+// kept (its stage needs its bytes on top of its working set). The window ends where the DP work
+// (steps x models x 2^models) would pass kMaxWork. Models of unknown size (FutureRequest::bytes
+// 0, as fusiond's queue gives them) take the size seen when they were last a candidate, else
 // they are left out of the plan (their working set still counts).
-// Plan cache: the cost-to-go table depends on the sequence and base only (not the candidates),
-// so it is computed once per (sequence version, base): by Prepare, which the manager's
-// PrepareEviction runs off its lock when the queue changes (fusiond: after each
+// Plan cache: the cost-to-go table depends on the sequence, base and universe, not on the
+// candidates, so it is computed once per (sequence version, base): by Prepare, which the
+// manager's PrepareEviction runs off its lock when the queue changes (fusiond: after each
 // QueueFutureReferences::Refresh; the replay: before each turn), or else by the first
-// ChooseVictims of that version. ChooseVictims then only enumerates the candidates' subsets
-// (2^candidates table reads, ~1 us). One plan is at most kMaxWork simple operations.
+// ChooseVictims of that version (under the manager's lock). ChooseVictims then only enumerates
+// the candidates' subsets (2^candidates table reads, ~1 us). A plan is at most kMaxWork simple
+// operations (~3 ms at 12 models).
 // Fallback: the lookahead rule (eviction_policy.h) without a sequence or with more than
 // kMaxModels candidates.
 // Invariants: victims are only ever candidates; their bytes reach bytes_to_free whenever all
 // candidates' do (else all are returned), as EvictionPolicy requires.
-// Thread-safety: ChooseVictims may run concurrently; the cache sits behind a leaf mutex.
+// Thread-safety: all methods may run concurrently; the cache sits behind a leaf mutex that is
+// never held during a DP run by Prepare.
 #pragma once
 
 #include <cstdint>
