@@ -129,8 +129,10 @@ void PlannerPolicy::Prepare(const FutureReferences& future, uint64_t room,
   }
   std::shared_ptr<const Plan> plan = Build(*seq, room, seen, resident);  // no lock held
   MutexLock lock(&mu_);
-  plan_ = std::move(plan);
   ++plans_;
+  // Two queue changes prepared at once: the later version's plan stays.
+  if (plan_ != nullptr && plan_->version > plan->version) return;
+  plan_ = std::move(plan);
 }
 
 std::shared_ptr<const PlannerPolicy::Plan> PlannerPolicy::GetPlan(
