@@ -173,6 +173,11 @@ absl::Status Daemon::OpenJobs(jobs::JobRunner* runner) {
   options.disk = disk_.get();
   ASSIGN_OR_RETURN(jobs_, jobs::JobManager::Create(std::move(options), journal_.get(), runner, is_resident));
   refs->SetSource([jobs = jobs_.get()] { return jobs->UpcomingStages(64); });
+  refs->SetModelInfo([residency] {
+    absl::flat_hash_map<std::string, jobs::QueueFutureReferences::ModelInfo> info;
+    for (const ModelSnapshot& m : residency->Snapshot().models) info[m.name] = {m.bytes, m.pinned};
+    return info;
+  });
   refs->Refresh();
   return absl::OkStatus();
 }

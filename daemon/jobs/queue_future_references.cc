@@ -10,6 +10,11 @@ void QueueFutureReferences::SetSource(Source source) {
   source_ = std::move(source);
 }
 
+void QueueFutureReferences::SetModelInfo(ModelInfoSource source) {
+  MutexLock lock(&mu_);
+  model_info_ = std::move(source);
+}
+
 absl::flat_hash_map<std::string, uint64_t> QueueFutureReferences::Distances(
     const std::vector<std::vector<std::string>>& upcoming) {
   absl::flat_hash_map<std::string, uint64_t> out;
@@ -39,15 +44,24 @@ std::vector<FutureRequest> QueueFutureReferences::TurnOrder(
 
 void QueueFutureReferences::Refresh() {
   Source source;
+  ModelInfoSource model_info;
   {
     MutexLock lock(&mu_);
     source = source_;
+    model_info = model_info_;
   }
   if (!source) return;
   const std::vector<std::vector<std::string>> upcoming = source();  // the job manager's locks
   auto distances = Distances(upcoming);
   auto sequence = std::make_shared<FutureSequence>();
   sequence->requests = TurnOrder(upcoming);
+  if (model_info) {
+    const absl::flat_hash_map<std::string, ModelInfo> info = model_info();
+    for (FutureRequest& r : sequence->requests) {
+      auto it = info.find(r.model);
+      if (it != info.end()) r.bytes = it->second.bytes, r.pinned = it->second.pinned;
+    }
+  }
   MutexLock lock(&mu_);
   next_use_ = std::move(distances);
   sequence->version = ++version_;

@@ -6,9 +6,10 @@
 // manager's upcoming stages (running jobs' remaining stages, then queued jobs in start order)
 // each time the queue changes. Distances are turns of a round robin over those jobs: the k-th
 // remaining stage of the j-th job is turn k * jobs + j. Sequence() lists the same stages in that
-// turn order (the planner policy's input), with a version bumped by every Refresh; the source
-// names models only, so bytes and working bytes are 0 (unknown: the planner uses the sizes it
-// saw as candidates) and no request is marked pinned.
+// turn order (the planner policy's input), with a version bumped by every Refresh; the queue
+// names models only: their bytes and pins come from SetModelInfo's source (fusiond: the
+// residency manager's snapshot), else bytes are 0 (unknown: the planner uses the sizes it saw as
+// candidates) and nothing is pinned; working bytes are 0 (not known before a stage runs).
 // Thread-safety: all methods may be called concurrently; NextUse takes only this class's lock
 // (a leaf lock), so it can be called under any other.
 #pragma once
@@ -32,6 +33,14 @@ class QueueFutureReferences final : public FutureReferences {
 
   // Where upcoming stages come from (set once the job manager exists).
   void SetSource(Source source);
+  // Where Sequence() takes each model's device bytes and pin from; called by Refresh with no
+  // lock of this class held (it may take the residency manager's lock).
+  struct ModelInfo {
+    uint64_t bytes = 0;
+    bool pinned = false;
+  };
+  using ModelInfoSource = std::function<absl::flat_hash_map<std::string, ModelInfo>()>;
+  void SetModelInfo(ModelInfoSource source);
   // Rebuilds the cache from the source. Must not be called with the residency lock held.
   void Refresh();
   uint64_t NextUse(const std::string& model) const override;
@@ -46,6 +55,7 @@ class QueueFutureReferences final : public FutureReferences {
  private:
   mutable Mutex mu_;
   Source source_ ABSL_GUARDED_BY(mu_);
+  ModelInfoSource model_info_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, uint64_t> next_use_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const FutureSequence> sequence_ ABSL_GUARDED_BY(mu_);
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
