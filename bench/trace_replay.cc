@@ -60,14 +60,15 @@ class Scheduler {
     ++clock_;
     if (++a.next_stage < trace_.jobs[a.job].stages.size()) rotation_.push_back(a);
   }
-  // Models in turn order as far as the known work goes: the rotation plus the first `k`
+  size_t arrived() const { return next_; }
+  // Stages in turn order as far as the known work goes: the rotation plus the first `k`
   // queued jobs (all if k < 0), no arrivals to come. Turn 0 is the current stage.
-  std::vector<const std::string*> Forecast(int k) const {
+  std::vector<const TraceStage*> Forecast(int k) const {
     std::deque<Active> rot = rotation_;
     std::deque<size_t> queue(queue_.begin(),
                              k < 0 || static_cast<size_t>(k) >= queue_.size() ? queue_.end()
                                                                               : queue_.begin() + k);
-    std::vector<const std::string*> turns;
+    std::vector<const TraceStage*> turns;
     while (!rot.empty() || !queue.empty()) {
       while (rot.size() < static_cast<size_t>(slots_) && !queue.empty()) {
         rot.push_back({queue.front(), 0});
@@ -75,7 +76,7 @@ class Scheduler {
       }
       Active a = rot.front();
       rot.pop_front();
-      turns.push_back(&trace_.jobs[a.job].stages[a.next_stage].model);
+      turns.push_back(&trace_.jobs[a.job].stages[a.next_stage]);
       if (++a.next_stage < trace_.jobs[a.job].stages.size()) rot.push_back(a);
     }
     return turns;
@@ -90,13 +91,31 @@ class Scheduler {
   std::deque<Active> rotation_;
 };
 
-// Next-use distances for the turn being played, computed once per turn on first use.
+// Stages as requests, with the trace's model bytes and pins.
+FutureSequence ToSequence(const std::vector<const TraceStage*>& stages,
+                          const absl::flat_hash_map<std::string, TraceModel>& models,
+                          uint64_t version) {
+  FutureSequence seq;
+  seq.version = version;
+  for (const TraceStage* s : stages) {
+    auto it = models.find(s->model);
+    const bool known = it != models.end();
+    seq.requests.push_back(
+        {s->model, known ? it->second.bytes : 0, s->working_bytes, known && it->second.pinned});
+  }
+  return seq;
+}
+
+// Next-use distances and the request sequence for the turn being played, computed once per
+// turn on first use. The sequence's version is the turn: it changes with every turn.
 class ReplayFuture final : public FutureReferences {
  public:
-  // Whole-schedule future (belady): `schedule` lists every turn's model.
-  void SetSchedule(std::vector<std::string> schedule) { schedule_ = std::move(schedule); }
+  explicit ReplayFuture(const absl::flat_hash_map<std::string, TraceModel>& models)
+      : models_(models) {}
+  // Whole-schedule future (belady, planner-offline): `schedule` lists every turn's stage.
+  void SetSchedule(std::vector<const TraceStage*> schedule) { schedule_ = std::move(schedule); }
   void SetTurn(size_t turn, const Scheduler* scheduler) {
-    turn_ = turn, scheduler_ = scheduler, computed_ = false;
+    turn_ = turn, scheduler_ = scheduler, computed_ = false, sequence_ = nullptr;
   }
   int lookahead_jobs = -1;
   uint64_t NextUse(const std::string& model) const override {
@@ -104,23 +123,36 @@ class ReplayFuture final : public FutureReferences {
     auto it = next_.find(model);
     return it == next_.end() ? kNoFutureUse : it->second;
   }
+  // The rotation's forecast (arrived jobs only), or the rest of the whole schedule.
+  std::shared_ptr<const FutureSequence> Sequence() const override {
+    if (scheduler_ == nullptr) return nullptr;
+    if (sequence_ == nullptr) {
+      std::vector<const TraceStage*> stages =
+          schedule_.empty() ? scheduler_->Forecast(lookahead_jobs)
+                            : std::vector<const TraceStage*>(schedule_.begin() + turn_, schedule_.end());
+      sequence_ = std::make_shared<FutureSequence>(ToSequence(stages, models_, turn_ + 1));
+    }
+    return sequence_;
+  }
 
  private:
   void Compute() const {
     next_.clear();
     if (!schedule_.empty()) {
-      for (size_t i = schedule_.size(); i-- > turn_;) next_[schedule_[i]] = i - turn_;
+      for (size_t i = schedule_.size(); i-- > turn_;) next_[schedule_[i]->model] = i - turn_;
     } else {
-      std::vector<const std::string*> turns = scheduler_->Forecast(lookahead_jobs);
-      for (size_t i = turns.size(); i-- > 0;) next_[*turns[i]] = i;
+      std::vector<const TraceStage*> turns = scheduler_->Forecast(lookahead_jobs);
+      for (size_t i = turns.size(); i-- > 0;) next_[turns[i]->model] = i;
     }
     computed_ = true;
   }
-  std::vector<std::string> schedule_;
+  const absl::flat_hash_map<std::string, TraceModel>& models_;
+  std::vector<const TraceStage*> schedule_;
   size_t turn_ = 0;
   const Scheduler* scheduler_ = nullptr;
   mutable bool computed_ = false;
   mutable absl::flat_hash_map<std::string, uint64_t> next_;
+  mutable std::shared_ptr<const FutureSequence> sequence_;
 };
 
 }  // namespace
@@ -153,26 +185,27 @@ absl::StatusOr<Trace> ParseTrace(const std::string& jsonl) {
 
 absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplayOptions& options) {
   TraceLoader loader(trace);
-  ReplayFuture future;
+  absl::flat_hash_map<std::string, TraceModel> models;
+  for (const TraceModel& tm : trace.models) models[tm.name] = tm;
+  ReplayFuture future(models);
   future.lookahead_jobs = options.lookahead_jobs;
-  if (options.policy == "belady" || options.policy == "belady-bytes") {
-    std::vector<std::string> schedule;
+  const bool offline_planner = options.policy == "planner-offline";
+  if (options.policy == "belady" || options.policy == "belady-bytes" || offline_planner) {
+    std::vector<const TraceStage*> schedule;
     Scheduler s(trace, options.concurrency);
-    for (; s.PrepareTurn(); s.FinishTurn()) schedule.push_back(s.Current().model);
+    for (; s.PrepareTurn(); s.FinishTurn()) schedule.push_back(&s.Current());
     future.SetSchedule(std::move(schedule));
   }
   ResidencyManager::Options mo;
   mo.device_budget_bytes = options.budget_bytes;
-  mo.policy = options.policy;
+  mo.policy = offline_planner ? "planner" : options.policy;
   mo.loader = &loader;
   mo.future = &future;
   auto manager = ResidencyManager::Create(mo);
   if (!manager.ok()) return manager.status();
   ResidencyManager& m = **manager;
-  absl::flat_hash_map<std::string, TraceModel> models;
   uint64_t pinned = 0;
   for (const TraceModel& tm : trace.models) {
-    models[tm.name] = tm;
     if (absl::Status s = m.RegisterModel({tm.name, tm.bytes}); !s.ok()) return s;
   }
   for (const TraceModel& tm : trace.models) {
@@ -183,6 +216,7 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplayOptions& opt
 
   ReplayResult result;
   Scheduler scheduler(trace, options.concurrency);
+  size_t arrived = 0;
   for (size_t turn = 0; scheduler.PrepareTurn(); scheduler.FinishTurn(), ++turn) {
     const TraceStage& stage = scheduler.Current();
     auto it = models.find(stage.model);
@@ -192,6 +226,14 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplayOptions& opt
     const uint64_t pinned_other = pinned - (it->second.pinned ? it->second.bytes : 0);
     const bool fits = it->second.bytes + stage.working_bytes + pinned_other <= options.budget_bytes;
     future.SetTurn(turn, &scheduler);
+    m.PrepareEviction();  // as fusiond after a queue change: the plan is made off the lock
+    if (options.requests != nullptr) {
+      ReplayRequest r{turn, stage.model, it->second.bytes, stage.working_bytes,
+                      it->second.pinned, fits, scheduler.arrived(), {}};
+      if (scheduler.arrived() != arrived) r.forecast = ToSequence(scheduler.Forecast(-1), models, turn);
+      options.requests->push_back(std::move(r));
+    }
+    arrived = scheduler.arrived();
     auto lease = m.Acquire({"replay", 0}, stage.model, stage.working_bytes, absl::Now());
     if (lease.ok() != fits) {
       return absl::InternalError(absl::StrCat("turn ", turn, ": manager answered ",

@@ -10,8 +10,12 @@
 // the back unless that was its last stage. A stage whose model + working bytes exceed the
 // budget minus pinned bytes is not run, counts once in `refused`, and still takes its turn.
 // The order of stages depends on the trace alone, so every policy sees the same sequence.
-// Future references: lookahead sees the active jobs' remaining stages plus the first K queued
-// jobs, distances in turns of this rotation; belady/belady-bytes see the whole schedule.
+// Future references: lookahead and planner see the active jobs' remaining stages plus the first
+// K queued jobs (never a job that has not arrived), distances in turns of this rotation, and
+// the same as a request sequence (FutureReferences::Sequence, a new version every turn; the
+// manager's PrepareEviction runs before each turn, as fusiond runs it after a queue change);
+// belady/belady-bytes and planner-offline (the planner fed the whole schedule as its sequence)
+// see the whole schedule.
 // Thread-safety: single-threaded.
 #pragma once
 
@@ -20,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "memory/future_references.h"
 
 namespace fusion::bench {
 
@@ -45,11 +50,25 @@ struct Trace {
 // INVALID_ARGUMENT naming the line on malformed JSON or missing fields.
 absl::StatusOr<Trace> ParseTrace(const std::string& jsonl);
 
+// One turn of the replay, for bench/residency_opt.py (residency_trace --dump-requests).
+struct ReplayRequest {
+  size_t turn = 0;
+  std::string model;
+  uint64_t bytes = 0, working_bytes = 0;
+  bool pinned = false;
+  bool fits = false;   // false: refused (model + working set + other pins > budget)
+  size_t arrived = 0;  // jobs arrived so far (admitted to the queue) at this turn
+  // Set on the turns where `arrived` grew (and the first): the rotation's forecast then, which
+  // is the future a queue-only policy can see until the next arrival. Empty otherwise.
+  FutureSequence forecast;
+};
+
 struct ReplayOptions {
-  std::string policy = "lookahead";
+  std::string policy = "default";
   uint64_t budget_bytes = 0;
   int concurrency = 2;
   int lookahead_jobs = -1;  // queued jobs lookahead sees; -1 = all
+  std::vector<ReplayRequest>* requests = nullptr;  // when set, every turn is appended
 };
 
 struct ReplayResult {

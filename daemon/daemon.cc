@@ -161,7 +161,11 @@ absl::Status Daemon::OpenJobs(jobs::JobRunner* runner) {
   jobs::QueueFutureReferences* refs = future_refs_.get();
   metrics_ = std::make_unique<Metrics>();
   jobs::JobManager::Options options{.concurrency = config_.max_concurrent_jobs,
-                                    .on_change = [refs] { refs->Refresh(); },
+                                    .on_change =
+                                        [refs, residency] {
+                                          refs->Refresh();
+                                          residency->PrepareEviction();
+                                        },
                                     .on_idle = [] { ReleaseFreeHeap(); },
                                     .on_event = [m = metrics_.get()](const v1::JobEvent& e) { m->OnJobEvent(e); }};
   options.queue.max_queued_per_uid = config_.max_queued_jobs_per_uid;
@@ -169,6 +173,11 @@ absl::Status Daemon::OpenJobs(jobs::JobRunner* runner) {
   options.disk = disk_.get();
   ASSIGN_OR_RETURN(jobs_, jobs::JobManager::Create(std::move(options), journal_.get(), runner, is_resident));
   refs->SetSource([jobs = jobs_.get()] { return jobs->UpcomingStages(64); });
+  refs->SetModelInfo([residency] {
+    absl::flat_hash_map<std::string, jobs::QueueFutureReferences::ModelInfo> info;
+    for (const ModelSnapshot& m : residency->Snapshot().models) info[m.name] = {m.bytes, m.pinned};
+    return info;
+  });
   refs->Refresh();
   return absl::OkStatus();
 }

@@ -10,6 +10,11 @@ void QueueFutureReferences::SetSource(Source source) {
   source_ = std::move(source);
 }
 
+void QueueFutureReferences::SetModelInfo(ModelInfoSource source) {
+  MutexLock lock(&mu_);
+  model_info_ = std::move(source);
+}
+
 absl::flat_hash_map<std::string, uint64_t> QueueFutureReferences::Distances(
     const std::vector<std::vector<std::string>>& upcoming) {
   absl::flat_hash_map<std::string, uint64_t> out;
@@ -24,16 +29,48 @@ absl::flat_hash_map<std::string, uint64_t> QueueFutureReferences::Distances(
   return out;
 }
 
+std::vector<FutureRequest> QueueFutureReferences::TurnOrder(
+    const std::vector<std::vector<std::string>>& upcoming) {
+  std::vector<FutureRequest> out;
+  size_t longest = 0;
+  for (const auto& stages : upcoming) longest = std::max(longest, stages.size());
+  for (size_t k = 0; k < longest; ++k) {
+    for (const auto& stages : upcoming) {
+      if (k < stages.size()) out.push_back({stages[k], 0, 0, false});
+    }
+  }
+  return out;
+}
+
 void QueueFutureReferences::Refresh() {
   Source source;
+  ModelInfoSource model_info;
   {
     MutexLock lock(&mu_);
     source = source_;
+    model_info = model_info_;
   }
   if (!source) return;
-  auto distances = Distances(source());  // the job manager's locks only, not ours
+  const std::vector<std::vector<std::string>> upcoming = source();  // the job manager's locks
+  auto distances = Distances(upcoming);
+  auto sequence = std::make_shared<FutureSequence>();
+  sequence->requests = TurnOrder(upcoming);
+  if (model_info) {
+    const absl::flat_hash_map<std::string, ModelInfo> info = model_info();
+    for (FutureRequest& r : sequence->requests) {
+      auto it = info.find(r.model);
+      if (it != info.end()) r.bytes = it->second.bytes, r.pinned = it->second.pinned;
+    }
+  }
   MutexLock lock(&mu_);
   next_use_ = std::move(distances);
+  sequence->version = ++version_;
+  sequence_ = std::move(sequence);
+}
+
+std::shared_ptr<const FutureSequence> QueueFutureReferences::Sequence() const {
+  MutexLock lock(&mu_);
+  return sequence_;
 }
 
 uint64_t QueueFutureReferences::NextUse(const std::string& model) const {

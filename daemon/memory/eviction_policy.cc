@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "memory/residency_planner.h"
 
 namespace fusion {
 namespace {
@@ -122,6 +123,8 @@ class CostAwarePolicy final : public EvictionPolicy {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<EvictionPolicy>> MakeEvictionPolicy(const std::string& name) {
+  if (name == "default") return MakeEvictionPolicy(kDefaultEvictionPolicy);
+  if (name == "planner") return std::make_unique<PlannerPolicy>();
   if (name == "lru") return std::make_unique<LruPolicy>();
   if (name == "smallest") return std::make_unique<SmallestPolicy>();
   if (name == "lookahead") return std::make_unique<CostAwarePolicy>("lookahead");
@@ -129,7 +132,7 @@ absl::StatusOr<std::unique_ptr<EvictionPolicy>> MakeEvictionPolicy(const std::st
   if (name == "belady-bytes") return std::make_unique<CostAwarePolicy>("belady-bytes");
   return absl::InvalidArgumentError(
       absl::StrCat("unknown eviction policy '", name,
-                   "' (known: lru, smallest, lookahead, belady, belady-bytes)"));
+                   "' (known: default, planner, lru, smallest, lookahead, belady, belady-bytes)"));
 }
 
 }  // namespace fusion

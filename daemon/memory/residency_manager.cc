@@ -278,10 +278,25 @@ void ResidencyManager::Evict(uint64_t bytes, const Model* except) {
     models.push_back(r);
   }
   std::vector<Model*> victims;
-  for (size_t i : policy_->ChooseVictims(candidates, bytes, options_.future)) {
+  const uint64_t room = device_budget_ > pinned_ ? device_budget_ - pinned_ : 0;
+  for (size_t i : policy_->ChooseVictimsWithRoom(candidates, bytes, options_.future, room)) {
     victims.push_back(models[i]);
   }
   EvictNow(std::move(victims));
+}
+
+void ResidencyManager::PrepareEviction() {
+  if (options_.future == nullptr) return;
+  uint64_t room;
+  std::vector<std::string> resident;
+  {
+    MutexLock lock(&mu_);
+    room = device_budget_ > pinned_ ? device_budget_ - pinned_ : 0;
+    for (const Model* r : resident_) {
+      if (!r->pinned) resident.push_back(r->spec.name);
+    }
+  }
+  policy_->Prepare(*options_.future, room, resident);
 }
 
 void ResidencyManager::EvictNow(std::vector<Model*> victims) {

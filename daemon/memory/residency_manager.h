@@ -107,7 +107,7 @@ class ResidencyManager {
   struct Options {
     uint64_t device_budget_bytes = 0;  // initial device budget; SetDeviceBudget changes it
     uint64_t host_budget_bytes = 0;    // 0 = unbounded host tier
-    std::string policy = "lookahead";  // see eviction_policy.h
+    std::string policy = kDefaultEvictionPolicy;  // see eviction_policy.h
     // Must outlive the manager. Null only while no catalogue is attached: RegisterModel is
     // then FAILED_PRECONDITION.
     ModelLoader* loader = nullptr;
@@ -166,6 +166,12 @@ class ResidencyManager {
   // Evicts every resident model that is neither pinned nor leased (OOM ladder step 2: make all
   // the room there is before a retry). Returns the device bytes freed.
   uint64_t EvictAllEvictable();
+
+  // Lets the eviction policy plan for the future's current state (EvictionPolicy::Prepare)
+  // with no lock of the manager held: call it after the FutureReferences changed (fusiond: after
+  // each QueueFutureReferences::Refresh), never from inside the manager or a policy. A no-op
+  // without FutureReferences or for a policy that does not plan.
+  void PrepareEviction();
 
   // Budget re-evaluation (periodic, from the device layer): evicts down to the new budget.
   void SetDeviceBudget(uint64_t bytes);

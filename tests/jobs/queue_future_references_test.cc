@@ -21,6 +21,34 @@ TEST(QueueFutureReferences, DistancesAreRoundRobinTurnsOverUpcomingJobs) {
   EXPECT_FALSE(d.contains("landmarks"));
 }
 
+TEST(QueueFutureReferences, SequenceIsTheTurnOrderWithANewVersionEachRefresh) {
+  QueueFutureReferences refs;
+  EXPECT_EQ(refs.Sequence(), nullptr);  // never refreshed
+  std::vector<std::vector<std::string>> upcoming = {{"generator", "enhancer"}, {"detector"}};
+  refs.SetSource([&] { return upcoming; });
+  refs.Refresh();
+  auto first = refs.Sequence();
+  ASSERT_NE(first, nullptr);
+  std::vector<std::string> models;
+  for (const FutureRequest& r : first->requests) models.push_back(r.model);
+  EXPECT_EQ(models, (std::vector<std::string>{"generator", "detector", "enhancer"}));
+  refs.Refresh();
+  EXPECT_GT(refs.Sequence()->version, first->version);
+  EXPECT_EQ(refs.Sequence()->requests[0].bytes, 0u);  // no model info: unknown
+  refs.SetModelInfo([] {
+    absl::flat_hash_map<std::string, QueueFutureReferences::ModelInfo> info;
+    info["generator"] = {500, false};
+    info["detector"] = {20, true};
+    return info;
+  });
+  refs.Refresh();
+  auto seq = refs.Sequence();
+  EXPECT_EQ(seq->requests[0].bytes, 500u);
+  EXPECT_FALSE(seq->requests[0].pinned);
+  EXPECT_TRUE(seq->requests[1].pinned);
+  EXPECT_EQ(seq->requests[2].bytes, 0u);  // enhancer: not in the info
+}
+
 TEST(QueueFutureReferences, AnswersFromTheLastRefreshOnly) {
   QueueFutureReferences refs;
   EXPECT_EQ(refs.NextUse("detector"), kNoFutureUse);  // no source yet

@@ -44,7 +44,7 @@ TEST(EvictionPolicyTest, UnknownPolicyIsInvalidArgumentListingTheKnownOnes) {
   auto p = MakeEvictionPolicy("fifo");
   EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(p.status().message(),
-            "unknown eviction policy 'fifo' (known: lru, smallest, lookahead, belady, belady-bytes)");
+            "unknown eviction policy 'fifo' (known: default, planner, lru, smallest, lookahead, belady, belady-bytes)");
 }
 
 TEST(EvictionPolicyTest, SmallestEvictsSmallestFirstTiesByLru) {

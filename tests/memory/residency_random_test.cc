@@ -3,11 +3,13 @@
 // checked by the manager after every change (check_invariant) and by each thread after each
 // operation; at the end every lease has been returned and the host tier is within its budget.
 #include <atomic>
+#include <chrono>
 #include <random>
 #include <thread>
 
 #include "fake_loader.h"
 #include "gtest/gtest.h"
+#include "common/mutex.h"
 #include "memory/residency_manager.h"
 
 namespace fusion {
@@ -15,9 +17,45 @@ namespace {
 
 constexpr uint64_t kMiB = 1ull << 20;
 
-TEST(ResidencyRandomTest, ConcurrentOperationsKeepTheInvariantAndReturnEveryLease) {
+// A queue that changes while the workers run: a new random sequence per Change().
+class ChangingFuture final : public FutureReferences {
+ public:
+  void Change(std::mt19937& rng, int models) {
+    auto seq = std::make_shared<FutureSequence>();
+    for (int k = 0; k < 30; ++k) {
+      const int i = static_cast<int>(rng() % models);
+      seq->requests.push_back({"m" + std::to_string(i), (40 + 37 * static_cast<uint64_t>(i)) * kMiB,
+                               (rng() % 120) * kMiB, false});
+    }
+    MutexLock lock(&mu_);
+    seq->version = ++version_;
+    seq_ = std::move(seq);
+  }
+  uint64_t NextUse(const std::string& model) const override {
+    auto seq = Sequence();
+    for (size_t i = 0; seq != nullptr && i < seq->requests.size(); ++i) {
+      if (seq->requests[i].model == model) return i;
+    }
+    return kNoFutureUse;
+  }
+  std::shared_ptr<const FutureSequence> Sequence() const override {
+    MutexLock lock(&mu_);
+    return seq_;
+  }
+
+ private:
+  mutable Mutex mu_;
+  std::shared_ptr<const FutureSequence> seq_ ABSL_GUARDED_BY(mu_);
+  uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// `policy` with a queue that changes and PrepareEviction running beside the workers.
+void RunRandom(const std::string& policy) {
   testing::FakeLoader loader;
+  ChangingFuture future;
   ResidencyManager::Options o;
+  o.policy = policy;
+  o.future = &future;
   o.device_budget_bytes = 1000 * kMiB;
   // Smaller than the models in use at once, and smaller than the largest models (412..447 MiB):
   // host copies of resident models are dropped and re-read all the time.
@@ -25,7 +63,7 @@ TEST(ResidencyRandomTest, ConcurrentOperationsKeepTheInvariantAndReturnEveryLeas
   o.loader = &loader;
   o.check_invariant = true;
   auto created = ResidencyManager::Create(o);
-  ASSERT_TRUE(created.ok());
+  ASSERT_TRUE(created.ok()) << created.status();
   ResidencyManager& m = **created;
   const int kModels = 12;
   for (int i = 0; i < kModels; ++i) {
@@ -71,9 +109,20 @@ TEST(ResidencyRandomTest, ConcurrentOperationsKeepTheInvariantAndReturnEveryLeas
     released += static_cast<int>(held.size());
     held.clear();
   };
+  std::atomic<bool> done{false};
+  std::thread queue([&] {
+    std::mt19937 rng(99);
+    while (!done) {
+      future.Change(rng, kModels);
+      m.PrepareEviction();
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  });
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) threads.emplace_back(worker, t);
   for (auto& th : threads) th.join();
+  done = true;
+  queue.join();
 
   EXPECT_FALSE(broken);
   EXPECT_GE(kThreads * kOpsPerThread, 10000);
@@ -94,6 +143,12 @@ TEST(ResidencyRandomTest, ConcurrentOperationsKeepTheInvariantAndReturnEveryLeas
   EXPECT_EQ(host_copies, s.host.used_bytes);
   EXPECT_GT(loader.Count("release_host "), 100);
 }
+
+TEST(ResidencyRandomTest, ConcurrentOperationsKeepTheInvariantAndReturnEveryLease) {
+  RunRandom("lookahead");
+}
+
+TEST(ResidencyRandomTest, SoWithThePlannerReplanningBesideThem) { RunRandom("planner"); }
 
 }  // namespace
 }  // namespace fusion

@@ -1,0 +1,121 @@
+// PlannerPolicy ("planner"): victims from an exact plan over the visible future.
+//
+// What: generalized caching (models of different sizes, cost = bytes uploaded) solved exactly
+// over the known request sequence (FutureReferences::Sequence: the running jobs' remaining
+// stages and the queued jobs', in the order they will run; only jobs that have arrived). A
+// backward dynamic program over the sets of resident models gives, for each set the device
+// could hold after the current stage, the least bytes the rest of the window must upload
+// (PlanCostToGo). ChooseVictims keeps the subset of the candidates with the least cost-to-go
+// among those that free `bytes_to_free`. Plans that tie over the known window (the future past
+// it is unknown) are told apart by recency weighted by reload cost: keep the largest sum of
+// bytes / (1 + r)^3, r = 0 for the most recently used candidate; then evict the oldest.
+// Re-planning at every change of the sequence makes it a rolling-horizon optimum; fed the whole
+// schedule (residency_trace --policy planner-offline) it is the offline optimum.
+//
+// Capacity: the bytes the unpinned resident models may hold at step t are base - working(t),
+// where base is the manager's `room` (device budget less pinned bytes, ChooseVictimsWithRoom);
+// called without it, base = (sum of candidates - bytes_to_free) + bytes(request 0) +
+// working(request 0), the same number when request 0 is the stage being admitted and no other
+// stage holds a lease. A step whose model and working set exceed base is refused by the manager
+// and skipped by the plan. Now, the kept candidates must free bytes_to_free whatever base says.
+//
+// Window: the plan's universe is the resident models the sequence uses, then the sequence's
+// other models in order of first use, at most kMaxModels; a model past that is planned as never
+// kept (its stage needs its bytes on top of its working set). The window ends where the DP work
+// (steps x models x 2^models) would pass kMaxWork. Models of unknown size (FutureRequest::bytes
+// 0) take the size seen when they were last a candidate, else they are left out of the plan
+// (their working set still counts). fusiond's queue gives sizes and pins (from the residency
+// snapshot) but no working sets: there the plan's room is the budget less pins at every step.
+// Plan cache: the cost-to-go table depends on the sequence, base and universe, not on the
+// candidates, so it is computed once per (sequence version, base): by Prepare, which the
+// manager's PrepareEviction runs off its lock when the queue changes (fusiond: after each
+// QueueFutureReferences::Refresh; the replay: before each turn), or else by the first
+// ChooseVictims of that version (under the manager's lock). ChooseVictims then only enumerates
+// the candidates' subsets (2^candidates table reads, ~1 us). A plan is at most kMaxWork simple
+// operations (~3 ms at 12 models).
+// Fallback: the lookahead rule (eviction_policy.h) without a sequence or with more than
+// kMaxModels candidates.
+// Invariants: victims are only ever candidates; their bytes reach bytes_to_free whenever all
+// candidates' do (else all are returned), as EvictionPolicy requires.
+// Thread-safety: all methods may run concurrently; the cache sits behind a leaf mutex that is
+// never held during a DP run by Prepare.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "common/mutex.h"
+#include "memory/eviction_policy.h"
+
+namespace fusion {
+
+// One step of a plan: the model's index in the plan's universe (-1 = not a cost: pinned or of
+// unknown size), its bytes and the stage's working bytes.
+struct PlanStep {
+  int model = -1;
+  uint64_t bytes = 0;
+  uint64_t working_bytes = 0;
+  uint64_t cost = 0;  // of a miss: the model's bytes; less for a predicted (not known) step
+};
+
+// Cost-to-go of generalized caching: entry S (a bit set over `model_bytes`) is the least sum of
+// bytes uploaded by steps[1..] when the resident set after steps[0] is S, with at most
+// base - steps[t].working_bytes bytes resident at step t. Steps that cannot fit are skipped.
+// `model_bytes.size()` <= 20.
+std::vector<uint64_t> PlanCostToGo(const std::vector<uint64_t>& model_bytes,
+                                   const std::vector<PlanStep>& steps, uint64_t base);
+
+class PlannerPolicy final : public EvictionPolicy {
+ public:
+  static constexpr size_t kMaxModels = 12;
+  static constexpr uint64_t kMaxWork = uint64_t{1} << 22;
+
+  PlannerPolicy();
+  const char* Name() const override { return "planner"; }
+  std::vector<size_t> ChooseVictims(const std::vector<EvictionCandidate>& candidates,
+                                    uint64_t bytes_to_free,
+                                    const FutureReferences* future) const override;
+  std::vector<size_t> ChooseVictimsWithRoom(const std::vector<EvictionCandidate>& candidates,
+                                            uint64_t bytes_to_free, const FutureReferences* future,
+                                            uint64_t room) const override;
+  // Computes the plan for `future`'s current sequence and `room`, `resident` first in its
+  // universe, with no lock but its own leaf lock held briefly (never during the DP), so the
+  // next ChooseVictims only reads it.
+  void Prepare(const FutureReferences& future, uint64_t room,
+               const std::vector<std::string>& resident) const override;
+  // Plans computed so far; those computed inside ChooseVictims (nobody had prepared that
+  // version). For tests and the benchmark.
+  uint64_t plans() const;
+  uint64_t inline_plans() const;
+
+ private:
+  using SizeMap = absl::flat_hash_map<std::string, uint64_t>;
+  struct Plan {
+    uint64_t version = 0, base = 0;
+    std::vector<std::string> universe;  // bit i = universe[i]: resident, then window models
+    std::vector<uint64_t> bytes;
+    int first_model = -1;               // bit of requests[0], -1 if not a cost
+    std::vector<uint64_t> cost_to_go;   // PlanCostToGo
+  };
+  std::shared_ptr<const Plan> GetPlan(const std::vector<EvictionCandidate>& c,
+                                      const FutureSequence& seq, uint64_t base) const;
+  static std::shared_ptr<const Plan> Build(const FutureSequence& seq, uint64_t base,
+                                           const SizeMap& seen,
+                                           const std::vector<std::string>& first);
+  static uint64_t BytesOf(const FutureRequest& r, const SizeMap& seen);
+  static std::vector<size_t> Choose(const std::vector<EvictionCandidate>& c, uint64_t need,
+                                    const Plan& plan, const std::vector<size_t>& by_age);
+
+  std::unique_ptr<EvictionPolicy> fallback_;
+  mutable Mutex mu_;
+  mutable std::shared_ptr<const Plan> plan_ ABSL_GUARDED_BY(mu_);
+  mutable SizeMap seen_bytes_ ABSL_GUARDED_BY(mu_);
+  mutable uint64_t plans_ ABSL_GUARDED_BY(mu_) = 0;
+  mutable uint64_t inline_plans_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace fusion
