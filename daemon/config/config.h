@@ -25,6 +25,8 @@ namespace fusion {
 
 inline constexpr char kDefaultSocketPath[] = "/run/fusiond/fusiond.sock";
 inline constexpr char kSocketEnv[] = "FUSIOND_SOCKET";
+// A duration key's value for "forever" (only keys whose table entry allows it: keep_alive).
+inline constexpr int64_t kDurationForever = -1;
 
 struct DaemonConfig {
   // Filesystem path of the Unix socket (without "unix://").
@@ -52,6 +54,11 @@ struct DaemonConfig {
   // (0 = only the fraction counts).
   double one_shot_pressure = 0.85;
   uint64_t one_shot_min_free = 512ull << 20;
+  // A model unused this long leaves the device for the host tier (docs/MEMORY.md#keep-alive),
+  // seconds; TOML keep_alive = "5m", flag --keep-alive 5m (absl duration syntax, or "forever" =
+  // kDurationForever). 0 = as soon as no work needs it. The catalogue's keep_alive overrides it
+  // per model; pinned models never leave.
+  int64_t keep_alive_s = 300;
   // Jobs running at once (the global concurrency limit); TOML max_concurrent_jobs.
   uint32_t max_concurrent_jobs = 2;
   // CPU threads one job splits its independent work over (detection passes, faces of the
