@@ -52,7 +52,7 @@ TEST(SdkConvert, VideoReportFieldsComeFromJobResult) {
   EXPECT_EQ(none.flicker_ratio, 0);
 }
 
-// Keep-alive (docs/MEMORY.md#keep-alive-the-card-given-back-when-idle): absent fields stay
+// Keep-alive (docs/MEMORY.md#keep-alive): absent fields stay
 // nullopt (forever / pinned; no countdown), present ones keep their seconds.
 TEST(SdkConvert, KeepAliveFieldsAreOptional) {
   v1::MemoryState p;
