@@ -444,6 +444,7 @@ absl::Status ResidencyManager::Load(const std::string& name, absl::Time deadline
   --m->admitting;
   Touch(m);
   Changed();
+  changed_.SignalAll();  // no lease will end: the keep-alive thread learns of the countdown here
   return absl::OkStatus();
 }
 

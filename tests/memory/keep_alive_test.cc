@@ -260,5 +260,26 @@ TEST(KeepAliveThreadTest, EvictsOnceTheLeaseEndsWithoutPolling) {
   EXPECT_EQ(loader.Count("release_device a"), 1);
 }
 
+// A model uploaded by Load (fusionctl load) has no lease to end: the load itself must wake the
+// thread, whose wait was infinite.
+TEST(KeepAliveThreadTest, EvictsALoadedModelWithoutALease) {
+  testing::FakeLoader loader;
+  loader.SetBytes("a", 10 * kMiB);
+  absl::Notification empty;
+  ResidencyManager::Options o;
+  o.device_budget_bytes = 100 * kMiB;
+  o.loader = &loader;
+  o.check_invariant = true;
+  o.keep_alive = absl::ZeroDuration();
+  o.keep_alive_thread = true;
+  o.on_device_empty = [&empty] { empty.Notify(); };
+  auto manager = ResidencyManager::Create(o);
+  ASSERT_TRUE(manager.ok());
+  ASSERT_TRUE((*manager)->RegisterModel({"a", 10 * kMiB}).ok());
+  ASSERT_TRUE((*manager)->Load("a", absl::Now() + absl::Seconds(5)).ok());
+  ASSERT_TRUE(empty.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ((*manager)->Snapshot().totals.expirations, 1u);
+}
+
 }  // namespace
 }  // namespace fusion
