@@ -80,7 +80,8 @@ ResidencyManager::ResidencyManager(Options options, std::unique_ptr<EvictionPoli
     : options_(std::move(options)),
       policy_(std::move(policy)),
       device_budget_(options_.device_budget_bytes),
-      host_budget_(options_.host_budget_bytes) {
+      host_budget_(options_.host_budget_bytes),
+      keep_alive_(options_.keep_alive) {
   if (options_.keep_alive_thread) keep_alive_thread_ = std::thread([this] { KeepAliveLoop(); });
 }
 
@@ -525,7 +526,7 @@ absl::Time ResidencyManager::Now() const { return options_.clock ? options_.cloc
 
 std::optional<absl::Duration> ResidencyManager::KeepAliveOf(const Model* m) const {
   if (m->pinned) return std::nullopt;
-  const absl::Duration keep = m->spec.keep_alive.value_or(options_.keep_alive);
+  const absl::Duration keep = m->spec.keep_alive.value_or(keep_alive_);
   if (keep == absl::InfiniteDuration()) return std::nullopt;
   return keep;
 }
@@ -547,6 +548,12 @@ absl::Time ResidencyManager::NextExpiry() const {
   absl::Time next = absl::InfiniteFuture();
   for (const Model* r : resident_) next = std::min(next, ExpiryOf(r));
   return next;
+}
+
+void ResidencyManager::SetKeepAlive(absl::Duration keep_alive) {
+  MutexLock lock(&mu_);
+  keep_alive_ = keep_alive;
+  changed_.SignalAll();  // the keep-alive thread recomputes its next wake-up
 }
 
 // A due model that a queued or running job's remaining stages still name stays; the queue does

@@ -134,8 +134,8 @@ class ResidencyManager {
     // 256 MiB budget, 512 MiB from a 4 GiB budget up.
     double one_shot_pressure = 0.9;
     uint64_t one_shot_min_free_bytes = 0;
-    // How long a model may stay on the device unused (see the header comment); fusiond's
-    // default is 5 minutes (DaemonConfig::keep_alive_s).
+    // How long a model may stay on the device unused (see the header comment), until
+    // SetKeepAlive; fusiond's default is 5 minutes (DaemonConfig::keep_alive_s).
     absl::Duration keep_alive = absl::InfiniteDuration();
     // Runs the keep-alive thread (fusiond). Without it only ExpireIdle() calls expire (tests).
     bool keep_alive_thread = false;
@@ -212,6 +212,9 @@ class ResidencyManager {
   int ExpireIdle();
   // When the next keep-alive runs out; InfiniteFuture when none is counting down.
   absl::Time NextExpiry() const;
+  // Replaces Options::keep_alive (a SIGHUP reload); running countdowns are measured against the
+  // new value from now on (a shorter one may make models due at once). Per-model ones stay.
+  void SetKeepAlive(absl::Duration keep_alive);
   static constexpr absl::Duration kKeepAliveRecheck = absl::Seconds(1);
 
   ResidencySnapshot Snapshot() const;
@@ -273,6 +276,7 @@ class ResidencyManager {
   uint64_t next_lease_ ABSL_GUARDED_BY(mu_) = 1;
   ResidencyCounters totals_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, uint64_t> oom_recovered_ ABSL_GUARDED_BY(mu_);
+  absl::Duration keep_alive_ ABSL_GUARDED_BY(mu_);  // Options::keep_alive until SetKeepAlive
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // the keep-alive thread ends
   std::thread keep_alive_thread_;
 };

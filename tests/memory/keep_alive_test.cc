@@ -232,6 +232,29 @@ TEST_F(KeepAliveTest, ModelThatQueuedWorkStillNamesStaysUntilItDoesNot) {
   EXPECT_EQ(Model("a").state, ModelState::kHost);
 }
 
+// SetKeepAlive (a SIGHUP reload) measures running countdowns against the new value; the
+// catalogue's per-model values stay.
+TEST_F(KeepAliveTest, SetKeepAliveAppliesToRunningCountdowns) {
+  Make(absl::Minutes(5));
+  Add("a", 10);
+  Add("own", 10, absl::Minutes(1));
+  Use("a");
+  Use("own");
+  now_ += absl::Seconds(20);
+  manager_->SetKeepAlive(absl::Seconds(10));
+  EXPECT_EQ(Model("a").keep_alive, absl::Seconds(10));
+  EXPECT_EQ(Model("own").keep_alive, absl::Minutes(1));
+  EXPECT_EQ(manager_->ExpireIdle(), 1) << "due at once: unused for 20 s";
+  EXPECT_EQ(Model("a").state, ModelState::kHost);
+  EXPECT_EQ(Model("own").state, ModelState::kDevice);
+  manager_->SetKeepAlive(absl::InfiniteDuration());
+  Use("a");
+  now_ += absl::Hours(1);
+  EXPECT_EQ(manager_->ExpireIdle(), 1) << "only the model with its own keep-alive";
+  EXPECT_EQ(Model("a").state, ModelState::kDevice);
+  EXPECT_FALSE(Model("a").keep_alive.has_value());
+}
+
 // The manager's thread on the real clock: keep-alive 0 evicts right after the lease ends, woken
 // by the lease's end (its wait would otherwise be infinite: nothing else is counting down).
 TEST(KeepAliveThreadTest, EvictsOnceTheLeaseEndsWithoutPolling) {
@@ -279,6 +302,26 @@ TEST(KeepAliveThreadTest, EvictsALoadedModelWithoutALease) {
   ASSERT_TRUE((*manager)->Load("a", absl::Now() + absl::Seconds(5)).ok());
   ASSERT_TRUE(empty.WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_EQ((*manager)->Snapshot().totals.expirations, 1u);
+}
+
+// SetKeepAlive wakes the thread: from forever (an infinite wait) to 0, the idle model leaves.
+TEST(KeepAliveThreadTest, SetKeepAliveWakesTheThread) {
+  testing::FakeLoader loader;
+  loader.SetBytes("a", 10 * kMiB);
+  absl::Notification empty;
+  ResidencyManager::Options o;
+  o.device_budget_bytes = 100 * kMiB;
+  o.loader = &loader;
+  o.check_invariant = true;
+  o.keep_alive_thread = true;  // keep_alive: forever
+  o.on_device_empty = [&empty] { empty.Notify(); };
+  auto manager = ResidencyManager::Create(o);
+  ASSERT_TRUE(manager.ok());
+  ASSERT_TRUE((*manager)->RegisterModel({"a", 10 * kMiB}).ok());
+  ASSERT_TRUE((*manager)->Load("a", absl::Now() + absl::Seconds(5)).ok());
+  (*manager)->SetKeepAlive(absl::ZeroDuration());
+  ASSERT_TRUE(empty.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ((*manager)->Snapshot().device.used_bytes, 0u);
 }
 
 }  // namespace
