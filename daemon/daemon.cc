@@ -94,8 +94,7 @@ absl::Status Daemon::StartMemory() {
        // One-shot models (detect, landmarks) go right after use under device pressure.
        .one_shot_pressure = config_.one_shot_pressure,
        .one_shot_min_free_bytes = config_.one_shot_min_free,
-       .keep_alive = config_.keep_alive_s == kDurationForever ? absl::InfiniteDuration()
-                                                              : absl::Seconds(config_.keep_alive_s),
+       .keep_alive = KeepAlive(config_),
        .keep_alive_thread = true,
        // The device is idle and empty: its allocator's cache goes back to the driver.
        .on_device_empty = [backend] {

@@ -404,6 +404,10 @@ const std::vector<std::string>& LiveReloadKeys() {
   return *kLive;
 }
 
+absl::Duration KeepAlive(const DaemonConfig& config) {
+  return config.keep_alive_s == kDurationForever ? absl::InfiniteDuration() : absl::Seconds(config.keep_alive_s);
+}
+
 absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
                        DaemonConfig& config) {
   toml::table table;

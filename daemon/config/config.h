@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace fusion {
 
@@ -141,9 +142,12 @@ const std::vector<std::string>& DaemonConfigKeys();
 // The keys (DaemonConfigKeys() names, in that order) whose values differ between `a` and `b`.
 std::vector<std::string> ChangedKeys(const DaemonConfig& a, const DaemonConfig& b);
 
-// The keys a SIGHUP reload applies to the running daemon (main.cc): log_level. A change to any
-// other key is logged as needing a restart and not applied.
+// The keys a SIGHUP reload applies to the running daemon (main.cc): keep_alive, log_level. A
+// change to any other key is logged as needing a restart and not applied.
 const std::vector<std::string>& LiveReloadKeys();
+
+// keep_alive_s as the residency manager takes it: absl::InfiniteDuration() for "forever".
+absl::Duration KeepAlive(const DaemonConfig& config);
 
 // Applies a TOML document to `config`, then ValidateConfig. `origin` names the document in
 // errors (a file path). Keys absent from the document keep their value in `config`.

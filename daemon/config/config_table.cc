@@ -115,7 +115,7 @@ const std::vector<ConfigKey>& Keys() {
     Bytes("one_shot_min_free", &C::one_shot_min_free, "... or with less than this free (at most 1/8 of the budget)")
         .Zero("only the fraction counts").Flag(),
     Duration("keep_alive", &C::keep_alive_s, "a model unused this long leaves the device for the host tier (pinned ones stay)")
-        .Values("duration (\"30s\", \"5m\") or \"forever\"").Zero("as soon as no work needs it").Forever().Flag(),
+        .Values("duration (\"30s\", \"5m\") or \"forever\"").Zero("as soon as no work needs it").Forever().Flag().Reloadable(),
     // Models.
     String("models_dir", &C::models_dir, "directory of fetched model weights").Flag(),
     String("manifest", &C::manifest, "model catalogue (manifest.json)").Zero("the one installed next to the binary").Flag(),

@@ -489,7 +489,7 @@ metrics_listen = "127.0.0.1:1"
   one.log_level = "warn";
   one.max_connections = 7;
   EXPECT_EQ(ChangedKeys(DaemonConfig{}, one), (std::vector<std::string>{"max_connections", "log_level"}));
-  EXPECT_EQ(LiveReloadKeys(), std::vector<std::string>{"log_level"});
+  EXPECT_EQ(LiveReloadKeys(), (std::vector<std::string>{"keep_alive", "log_level"}));
 }
 
 // docs/CONFIG.md is ConfigReferenceMarkdown() committed: a key added, removed or changed in the

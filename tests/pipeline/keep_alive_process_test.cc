@@ -1,7 +1,7 @@
 // The keep-alive through the real binaries (docs/MEMORY.md#keep-alive): fusiond --keep-alive 5s,
 // a swap, 7 s idle, then `fusionctl mem --json` shows nothing on the device (the host copies
 // stay), the next swap succeeds paying one upload per model and no load from storage, a pinned
-// model stays, and /metrics shows the countdown.
+// model stays, /metrics shows the countdown, and a SIGHUP applies a changed keep_alive.
 #include <gtest/gtest.h>
 
 #include <httplib.h>
@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <map>
 #include <string>
 #include <thread>
@@ -156,6 +157,29 @@ TEST_F(KeepAliveProcessTest, PinnedModelStaysResidentPastTheKeepAlive) {
     if (name != "face_recognition") EXPECT_NE(m["tier"], "device") << m;
   }
   Stop(std::move(daemon));
+}
+
+// keep_alive is applied by a SIGHUP reload of --config: from "forever" (the models stay) to "1s",
+// after which the idle models leave the device without a restart.
+TEST_F(KeepAliveProcessTest, SighupAppliesAChangedKeepAlive) {
+  const std::string toml = dir_.File("fusiond.toml");
+  std::ofstream(toml) << "keep_alive = \"forever\"\n";
+  auto daemon = StartDaemon({"--config", toml});
+  ASSERT_TRUE(daemon->Running());
+  ASSERT_EQ(Swap("out.png")["state"], "SUCCEEDED");
+  const nlohmann::json kept = Mem();
+  ASSERT_GT(kept["device"]["used_bytes"].get<uint64_t>(), 0u);
+  for (const auto& m : kept["models"]) EXPECT_TRUE(m["keep_alive_seconds"].is_null()) << m;
+
+  std::ofstream(toml, std::ios::trunc) << "keep_alive = \"1s\"\n";
+  daemon->Signal(SIGHUP);
+  EXPECT_TRUE(testing::WaitFor([&] { return Mem()["device"]["used_bytes"] == 0; }, absl::Seconds(15)));
+  EXPECT_GT(Mem()["counters"]["expirations"].get<uint64_t>(), 0u);
+  daemon->Signal(SIGTERM);
+  const RunResult stopped = daemon->Wait(absl::Seconds(20));
+  EXPECT_EQ(stopped.exit_code, 0);
+  EXPECT_NE(stopped.err.find("applied: keep_alive; not applied, need a restart: none"), std::string::npos)
+      << stopped.err;
 }
 
 }  // namespace
