@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_format.h"
 
+#include <optional>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -34,6 +35,14 @@ void TierLine(std::ostringstream& out, const TierState& t) {
       << (t.over_budget ? "  OVER BUDGET" : "") << "\n";
 }
 
+// A JSON number, or null for nullopt.
+nlohmann::json OrNull(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+
+// "  expires in 42s" while the model's keep-alive counts down, else nothing.
+std::string ExpiryText(const ModelStatus& m) {
+  return m.expires_in_seconds ? absl::StrFormat("  expires in %.0fs", *m.expires_in_seconds) : "";
+}
+
 // "  host copy 4.0 MiB" when the model's weights are in the host tier, else nothing.
 std::string HostCopyText(const ModelStatus& m) {
   return m.host_bytes == 0 ? "" : absl::StrCat("  host copy ", FormatBytes(m.host_bytes));
@@ -47,12 +56,14 @@ nlohmann::json ModelToJson(const ModelStatus& m) {
           {"pinned", m.pinned},
           {"leases", m.leases},     {"last_use", m.last_use_unix_ms}, {"loads", m.loads},
           {"uploads", m.uploads},   {"evictions", m.evictions}, {"hits", m.hits},
-          {"misses", m.misses},     {"one_shot", m.one_shot},   {"tileable", m.tileable}};
+          {"misses", m.misses},     {"one_shot", m.one_shot},   {"tileable", m.tileable},
+          {"keep_alive_seconds", OrNull(m.keep_alive_seconds)},
+          {"expires_in_seconds", OrNull(m.expires_in_seconds)}};
 }
 
 std::string ModelToText(const ModelStatus& m) {
   return absl::StrCat(m.name, "  ", m.stage, "  ", m.state, "  ", m.tier, "  ", FormatBytes(m.bytes),
-                      HostCopyText(m), m.pinned ? "  pinned" : "", "  leases ", m.leases);
+                      HostCopyText(m), m.pinned ? "  pinned" : "", "  leases ", m.leases, ExpiryText(m));
 }
 
 nlohmann::json MemoryStateToJson(const MemoryState& s) {
@@ -63,7 +74,8 @@ nlohmann::json MemoryStateToJson(const MemoryState& s) {
                       {"leases", m.leases},
                       {"last_use", m.last_use_unix_ms}, {"loads", m.loads},
                       {"uploads", m.uploads}, {"evictions", m.evictions}, {"hits", m.hits},
-                      {"misses", m.misses}});
+                      {"misses", m.misses}, {"keep_alive_seconds", OrNull(m.keep_alive_seconds)},
+                      {"expires_in_seconds", OrNull(m.expires_in_seconds)}});
   }
   nlohmann::json clients = nlohmann::json::array();
   for (const ClientUsage& c : s.clients) {
@@ -75,7 +87,7 @@ nlohmann::json MemoryStateToJson(const MemoryState& s) {
                              {"uploads", c.uploads},               {"evictions", c.evictions},
                              {"hits", c.hits},                     {"misses", c.misses},
                              {"waits", c.waits},                   {"refusals", c.refusals},
-                             {"oom_recovered", c.oom_recovered}};
+                             {"expirations", c.expirations},       {"oom_recovered", c.oom_recovered}};
   return {{"device", TierToJson(s.device)}, {"host", TierToJson(s.host)},
           {"models", models},               {"clients", clients},
           {"counters", counters},           {"unix_ms", s.unix_ms}};
@@ -88,14 +100,15 @@ std::string MemoryStateToText(const MemoryState& s) {
   if (s.models.empty()) out << "models: none resident\n";
   for (const ModelStatus& m : s.models) {
     out << "  " << m.name << "  " << m.state << "  " << m.tier << "  " << FormatBytes(m.bytes)
-        << HostCopyText(m) << (m.pinned ? "  pinned" : "") << "  leases " << m.leases << "\n";
+        << HostCopyText(m) << (m.pinned ? "  pinned" : "") << "  leases " << m.leases << ExpiryText(m) << "\n";
   }
   for (const ClientUsage& c : s.clients) {
     out << "uid " << c.uid << ": " << c.jobs_queued << " queued, " << c.jobs_running
         << " running, working set " << FormatBytes(c.working_bytes) << "\n";
   }
   out << "uploads " << s.counters.uploads << " (" << FormatBytes(s.counters.bytes_uploaded)
-      << "), evictions " << s.counters.evictions << ", refusals " << s.counters.refusals << "\n";
+      << "), evictions " << s.counters.evictions << " (keep-alive " << s.counters.expirations << "), refusals "
+      << s.counters.refusals << "\n";
   return out.str();
 }
 

@@ -12,9 +12,10 @@ namespace fusion::ctl {
 nlohmann::json MemoryStateToJson(const MemoryState& state);
 std::string MemoryStateToText(const MemoryState& state);
 // One catalogue model: name, stage, state, tier, bytes, host_bytes, pinned, leases, last_use,
-// loads, uploads, evictions, hits, misses, one_shot, tileable.
+// loads, uploads, evictions, hits, misses, one_shot, tileable, keep_alive_seconds and
+// expires_in_seconds (null = forever or pinned; null = no countdown running).
 nlohmann::json ModelToJson(const ModelStatus& model);
-// "name  stage  STATE  tier  bytes  [host copy BYTES]  [pinned]  leases N".
+// "name  stage  STATE  tier  bytes  [host copy BYTES]  [pinned]  leases N  [expires in Ss]".
 std::string ModelToText(const ModelStatus& model);
 nlohmann::json JobToJson(const JobInfo& job);
 std::string JobToText(const JobInfo& job);

@@ -57,8 +57,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonConfig& confi
   }
   RETURN_IF_ERROR(self->Serve(inherited));
   RETURN_IF_ERROR(self->StartMetricsEndpoint());
-  spdlog::info("fusiond serving on {} (device {}, device limit {} bytes)", self->target(), self->device_->Kind(),
-               config.device_memory_limit);
+  spdlog::info("fusiond serving on {} (device {}, device limit {} bytes, keep-alive {})", self->target(),
+               self->device_->Kind(), config.device_memory_limit,
+               config.keep_alive_s == kDurationForever ? "forever"
+                                                       : absl::FormatDuration(absl::Seconds(config.keep_alive_s)));
   return self;
 }
 
@@ -84,15 +86,21 @@ absl::Status Daemon::StartMemory() {
   ASSIGN_OR_RETURN(auto device, OpenDevice(config_.device));
   device_ = std::move(device);
   future_refs_ = std::make_unique<jobs::QueueFutureReferences>();
+  jobs::Backend* backend = backend_.get();
   ASSIGN_OR_RETURN(auto residency, ResidencyManager::Create(
       {.host_budget_bytes = host_limit,
-       .loader = backend_ != nullptr ? backend_->loader() : nullptr,
-       .future = future_refs_.get(),  // lookahead sees the queued jobs' stages
+       .loader = backend != nullptr ? backend->loader() : nullptr,
+       .future = future_refs_.get(),  // lookahead (and the keep-alive) see the queued jobs' stages
        // One-shot models (detect, landmarks) go right after use under device pressure.
        .one_shot_pressure = config_.one_shot_pressure,
-       .one_shot_min_free_bytes = config_.one_shot_min_free}));
+       .one_shot_min_free_bytes = config_.one_shot_min_free,
+       .keep_alive = KeepAlive(config_),
+       .keep_alive_thread = true,
+       // The device is idle and empty: its allocator's cache goes back to the driver.
+       .on_device_empty = [backend] {
+         if (backend != nullptr) backend->OnDeviceEmpty();
+       }}));
   residency_ = std::move(residency);
-  jobs::Backend* backend = backend_.get();
   auto watcher = BudgetWatcher::Create(device_.get(), residency_.get(),
                                        {.device_limit = config_.device_memory_limit,
                                         .device_reserve = config_.device_memory_reserve,

@@ -23,6 +23,7 @@
 #include "device/device.h"
 #include "jobs/backend.h"
 #include "jobs/state_dir.h"
+#include "memory/residency_manager.h"
 #include "rpc/uds_listener.h"
 #include "systemd/service_notifier.h"
 #include "spdlog/spdlog.h"
@@ -40,7 +41,7 @@ namespace {
 // SIGHUP: the command line and --config read again. The keys in fusion::LiveReloadKeys() are
 // applied; changes to the others are named as needing a restart; a file that does not parse
 // leaves everything as it runs. systemd hears RELOADING=1 ... READY=1 around it.
-void ReloadConfiguration(int argc, char** argv, fusion::DaemonConfig& running) {
+void ReloadConfiguration(int argc, char** argv, fusion::DaemonConfig& running, fusion::Daemon& daemon) {
   timespec now{};
   clock_gettime(CLOCK_MONOTONIC, &now);
   sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu",
@@ -58,6 +59,10 @@ void ReloadConfiguration(int argc, char** argv, fusion::DaemonConfig& running) {
     if (std::find(applied.begin(), applied.end(), "log_level") != applied.end()) {
       fusion::SetLogLevel(next->log_level);
       running.log_level = next->log_level;
+    }
+    if (std::find(applied.begin(), applied.end(), "keep_alive") != applied.end()) {
+      daemon.residency()->SetKeepAlive(fusion::KeepAlive(*next));
+      running.keep_alive_s = next->keep_alive_s;
     }
     if (changed.empty()) {
       spdlog::info("SIGHUP: configuration reloaded, nothing changed");
@@ -157,7 +162,7 @@ int main(int argc, char** argv) {
     sigwait(&stop_signals, &signo);
     if (signo != SIGHUP) break;
     // systemd's `reload` (ExecReload) and closing terminals send SIGHUP: keep serving.
-    ReloadConfiguration(argc, argv, *config);
+    ReloadConfiguration(argc, argv, *config, **server);
   }
   spdlog::info("received {}, draining (up to {} ms)", signo == SIGTERM ? "SIGTERM" : "SIGINT",
                config->drain_ms);

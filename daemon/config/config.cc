@@ -82,7 +82,7 @@ bool InRange(const ConfigKey& k, double v, bool zero_allowed) {
 std::string ZeroText(const ConfigKey& k) {
   if (k.zero_means.empty()) return "";
   absl::string_view zero = "0";
-  if (k.type == KeyType::kString) zero = "\"\"";
+  if (k.type == KeyType::kString || k.type == KeyType::kDuration) zero = k.type == KeyType::kString ? "\"\"" : "\"0\"";
   if (k.type == KeyType::kStrings || k.type == KeyType::kUids) zero = "[]";
   return absl::StrCat(zero, " = ", k.zero_means);
 }
@@ -118,6 +118,7 @@ std::string DefaultToml(const ConfigKey& k) {
         } else if constexpr (std::is_same_v<T, std::vector<uid_t>>) {
           return absl::StrCat("[", absl::StrJoin(v, ", "), "]");
         } else if constexpr (std::is_same_v<T, int64_t>) {
+          if (v == kDurationForever) return "\"forever\"";
           return absl::StrCat("\"", absl::FormatDuration(absl::Seconds(v)), "\"");
         } else if constexpr (std::is_same_v<T, uint64_t>) {
           return k.type == KeyType::kBytes && v != 0 ? absl::StrCat("\"", SizeText(v), "\"") : absl::StrCat(v);
@@ -219,14 +220,27 @@ absl::Status ReadNumber(const toml::node& node, const std::string& origin, const
   return absl::OkStatus();
 }
 
-absl::Status ReadDuration(const toml::node& node, const std::string& origin, absl::string_view key,
-                          int64_t& seconds) {
-  absl::Duration d;
-  auto text = node.value<std::string>();
-  if (!text || !absl::ParseDuration(*text, &d) || d < absl::ZeroDuration()) {
-    return KeyError(origin, key, "must be a duration string like \"24h\" or \"90m\"");
+// An absl duration ("24h", "90m", "0") in whole seconds (truncated), or "forever" where the key
+// allows it; false for anything else or a negative duration.
+bool ParseDurationText(const ConfigKey& k, const std::string& text, int64_t& seconds) {
+  if (k.forever && text == "forever") {
+    seconds = kDurationForever;
+    return true;
   }
+  absl::Duration d;
+  if (!absl::ParseDuration(text, &d) || d < absl::ZeroDuration() || d == absl::InfiniteDuration()) return false;
   seconds = absl::ToInt64Seconds(d);
+  return true;
+}
+
+std::string DurationExpected(const ConfigKey& k) {
+  return absl::StrCat("must be a duration string like \"24h\" or \"90m\"", k.forever ? ", or \"forever\"" : "");
+}
+
+absl::Status ReadDuration(const toml::node& node, const std::string& origin, const ConfigKey& k,
+                          int64_t& seconds) {
+  auto text = node.value<std::string>();
+  if (!text || !ParseDurationText(k, *text, seconds)) return KeyError(origin, k.key, DurationExpected(k));
   return absl::OkStatus();
 }
 
@@ -241,7 +255,7 @@ absl::Status ReadKey(const ConfigKey& k, const toml::node& node, const std::stri
     case KeyType::kBytes: return ReadSize(node, origin, k.key, config.*std::get<uint64_t C::*>(k.member));
     case KeyType::kInteger: return ReadInteger(node, origin, k, config);
     case KeyType::kNumber: return ReadNumber(node, origin, k, config.*std::get<double C::*>(k.member));
-    case KeyType::kDuration: return ReadDuration(node, origin, k.key, config.*std::get<int64_t C::*>(k.member));
+    case KeyType::kDuration: return ReadDuration(node, origin, k, config.*std::get<int64_t C::*>(k.member));
   }
   return KeyError(origin, k.key, "unknown key");
 }
@@ -251,7 +265,7 @@ absl::Status ReadKey(const ConfigKey& k, const toml::node& node, const std::stri
 // One table key's flag: where CLI11 leaves its value until ApplyFlag copies it into the config.
 struct FlagSlot {
   const ConfigKey* key = nullptr;
-  std::string text;                // kString, kBytes
+  std::string text;                // kString, kBytes, kDuration
   std::vector<std::string> texts;  // kStrings
   uint64_t integer = 0;            // kInteger
   double number = 0;               // kNumber
@@ -303,6 +317,13 @@ absl::Status ApplyFlag(const FlagSlot& slot, DaemonConfig& config) {
       break;
     case KeyType::kInteger:
       if (slot.integer != 0) StoreInteger(k, slot.integer, config);  // CLI11 checked the range
+      break;
+    case KeyType::kDuration:  // "0" is a duration here, not "not given"
+      if (!slot.text.empty() &&
+          !ParseDurationText(k, slot.text, config.*std::get<int64_t C::*>(k.member))) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(k.FlagSpelling(), ": '", slot.text, "' ", DurationExpected(k)));
+      }
       break;
     case KeyType::kNumber:
       if (slot.number != 0) {
@@ -383,6 +404,10 @@ const std::vector<std::string>& LiveReloadKeys() {
   return *kLive;
 }
 
+absl::Duration KeepAlive(const DaemonConfig& config) {
+  return config.keep_alive_s == kDurationForever ? absl::InfiniteDuration() : absl::Seconds(config.keep_alive_s);
+}
+
 absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,
                        DaemonConfig& config) {
   toml::table table;
@@ -410,8 +435,9 @@ std::string ConfigReferenceMarkdown() {
       "with their defaults); a key with a flag can also be given on the command line. Later wins:\n"
       "defaults, the file, `FUSIOND_SOCKET` (for `socket`), flags. Sizes are strings such as `\"512MiB\"`,\n"
       "`\"6GiB\"`, `\"1.5GB\"` or integers (bytes); durations are strings such as `\"24h\"`, `\"90m\"`.\n"
-      "A flag given as 0 or empty is not given. On SIGHUP the file and flags are read again: keys marked\n"
-      "reloadable take effect, a change to any other is logged as needing a restart.\n\n"
+      "A flag given as 0 or empty is not given (a duration flag's `0` is a duration). On SIGHUP the\n"
+      "file and flags are read again: keys marked reloadable take effect, a change to any other is\n"
+      "logged as needing a restart.\n\n"
       "| key / flag | type | range | unit | default | reloadable | description |\n"
       "|---|---|---|---|---|---|---|\n";
   for (const ConfigKey& k : config_table::Keys()) out += MarkdownRow(k);

@@ -20,11 +20,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace fusion {
 
 inline constexpr char kDefaultSocketPath[] = "/run/fusiond/fusiond.sock";
 inline constexpr char kSocketEnv[] = "FUSIOND_SOCKET";
+// A duration key's value for "forever" (only keys whose table entry allows it: keep_alive).
+inline constexpr int64_t kDurationForever = -1;
 
 struct DaemonConfig {
   // Filesystem path of the Unix socket (without "unix://").
@@ -52,6 +55,11 @@ struct DaemonConfig {
   // (0 = only the fraction counts).
   double one_shot_pressure = 0.85;
   uint64_t one_shot_min_free = 512ull << 20;
+  // A model unused this long leaves the device for the host tier (docs/MEMORY.md#keep-alive),
+  // seconds; TOML keep_alive = "5m", flag --keep-alive 5m (absl duration syntax, or "forever" =
+  // kDurationForever). 0 = as soon as no work needs it. The catalogue's keep_alive overrides it
+  // per model; pinned models never leave.
+  int64_t keep_alive_s = 300;
   // Jobs running at once (the global concurrency limit); TOML max_concurrent_jobs.
   uint32_t max_concurrent_jobs = 2;
   // CPU threads one job splits its independent work over (detection passes, faces of the
@@ -134,9 +142,12 @@ const std::vector<std::string>& DaemonConfigKeys();
 // The keys (DaemonConfigKeys() names, in that order) whose values differ between `a` and `b`.
 std::vector<std::string> ChangedKeys(const DaemonConfig& a, const DaemonConfig& b);
 
-// The keys a SIGHUP reload applies to the running daemon (main.cc): log_level. A change to any
-// other key is logged as needing a restart and not applied.
+// The keys a SIGHUP reload applies to the running daemon (main.cc): keep_alive, log_level. A
+// change to any other key is logged as needing a restart and not applied.
 const std::vector<std::string>& LiveReloadKeys();
+
+// keep_alive_s as the residency manager takes it: absl::InfiniteDuration() for "forever".
+absl::Duration KeepAlive(const DaemonConfig& config);
 
 // Applies a TOML document to `config`, then ValidateConfig. `origin` names the document in
 // errors (a file path). Keys absent from the document keep their value in `config`.

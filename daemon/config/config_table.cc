@@ -73,6 +73,11 @@ ConfigKey ConfigKey::Reloadable() const {
   k.reloadable = true;
   return k;
 }
+ConfigKey ConfigKey::Forever() const {
+  ConfigKey k = *this;
+  k.forever = true;
+  return k;
+}
 
 std::string ConfigKey::FlagSpelling() const {
   if (!has_flag) return "";
@@ -109,6 +114,8 @@ const std::vector<ConfigKey>& Keys() {
            "release detect/landmark models after use past this fraction of the budget").Flag(),
     Bytes("one_shot_min_free", &C::one_shot_min_free, "... or with less than this free (at most 1/8 of the budget)")
         .Zero("only the fraction counts").Flag(),
+    Duration("keep_alive", &C::keep_alive_s, "a model unused this long leaves the device for the host tier (pinned ones stay)")
+        .Values("duration (\"30s\", \"5m\") or \"forever\"").Zero("as soon as no work needs it").Forever().Flag().Reloadable(),
     // Models.
     String("models_dir", &C::models_dir, "directory of fetched model weights").Flag(),
     String("manifest", &C::manifest, "model catalogue (manifest.json)").Zero("the one installed next to the binary").Flag(),

@@ -33,7 +33,8 @@ enum class KeyType {
   kBytes,     // TOML ParseSize() string ("512MiB", "1.5GB") or integer bytes; flag TEXT
   kInteger,   // TOML integer in `range`; flag UINT in `range` (0 is "not given", never accepted)
   kNumber,    // TOML number in `range`; flag FLOAT (0 is "not given")
-  kDuration,  // TOML absl duration string ("24h", "90m"), >= 0, kept as seconds; no flag
+  kDuration,  // TOML absl duration string ("24h", "90m", "0"), >= 0, kept as whole seconds;
+              // "forever" (kDurationForever) where `forever`; flag TEXT
 };
 
 enum class Unit { kNone, kBytes, kMs, kPx, kFrames, kFraction };
@@ -63,12 +64,14 @@ struct ConfigKey {
   bool has_flag = false;
   absl::string_view flag_name;     // overrides the derived spelling (without "--")
   bool reloadable = false;        // a SIGHUP reload applies it to the running daemon
+  bool forever = false;           // kDuration: "forever" is accepted (kDurationForever)
 
   // Builders for the table's entries, in its style: Integer(...).Flag().Zero("never").
   ConfigKey Flag(absl::string_view name = {}) const;
   ConfigKey Zero(absl::string_view means) const;
   ConfigKey Values(absl::string_view words) const;
   ConfigKey Reloadable() const;
+  ConfigKey Forever() const;
   // "--device-memory-limit" for "device_memory_limit"; "" when the key has no flag.
   std::string FlagSpelling() const;
 };

@@ -45,6 +45,9 @@ class Backend {
   virtual absl::StatusOr<JobRunner*> Start(ResidencyManager& residency) = 0;
   // The device budget changed to `bytes`.
   virtual void OnDeviceBudget(uint64_t bytes) {}
+  // The keep-alive left nothing resident on the device: return what the device allocator
+  // still caches to the driver. From the residency manager's keep-alive thread.
+  virtual void OnDeviceEmpty() {}
   // Returns the leases the backend still holds (caches built over the residency manager).
   virtual void Stop() {}
 };

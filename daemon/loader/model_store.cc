@@ -388,7 +388,8 @@ absl::Status ModelStore::RegisterAll(ResidencyManager& residency) const {
                    .one_shot = m.one_shot,
                    // On the CPU an upload clones the weights and builds the network from the
                    // clone: its temporaries reach about the model's bytes again (see Upload).
-                   .upload_extra_bytes = options_.device == "cpu" ? m.device_bytes : 0};
+                   .upload_extra_bytes = options_.device == "cpu" ? m.device_bytes : 0,
+                   .keep_alive = m.keep_alive};  // the catalogue's override, if any
     RETURN_IF_ERROR(residency.RegisterModel(spec));
   }
   for (const models::ModelSpec& m : catalogue_->models()) {

@@ -29,6 +29,7 @@ struct ResidencyManager::Model {
   uint32_t leases = 0;
   uint64_t last_use = 0;
   int64_t last_use_ms = 0;
+  absl::Time idle_since;  // the keep-alive's countdown start (the clock's time)
   ResidencyCounters counters;
 
   bool Resident() const {
@@ -79,9 +80,19 @@ ResidencyManager::ResidencyManager(Options options, std::unique_ptr<EvictionPoli
     : options_(std::move(options)),
       policy_(std::move(policy)),
       device_budget_(options_.device_budget_bytes),
-      host_budget_(options_.host_budget_bytes) {}
+      host_budget_(options_.host_budget_bytes),
+      keep_alive_(options_.keep_alive) {
+  if (options_.keep_alive_thread) keep_alive_thread_ = std::thread([this] { KeepAliveLoop(); });
+}
 
-ResidencyManager::~ResidencyManager() = default;
+ResidencyManager::~ResidencyManager() {
+  {
+    MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  changed_.SignalAll();
+  if (keep_alive_thread_.joinable()) keep_alive_thread_.join();
+}
 
 absl::Status ResidencyManager::RegisterModel(const ModelSpec& spec) {
   if (spec.device_bytes == 0) {
@@ -433,6 +444,7 @@ absl::Status ResidencyManager::Unpin(const std::string& name) {
   if (!m->pinned) return absl::OkStatus();
   m->pinned = false;
   pinned_ -= m->device_bytes;
+  m->idle_since = Now();  // the keep-alive counts from the unpin
   if (over_budget_) EnforceDeviceBudget(nullptr);
   Changed();
   changed_.SignalAll();
@@ -448,6 +460,7 @@ absl::Status ResidencyManager::Load(const std::string& name, absl::Time deadline
   --m->admitting;
   Touch(m);
   Changed();
+  changed_.SignalAll();  // no lease will end: the keep-alive thread learns of the countdown here
   return absl::OkStatus();
 }
 
@@ -521,6 +534,85 @@ void ResidencyManager::RecordWorkingSetPeak(const std::string& model, const std:
 void ResidencyManager::Touch(Model* m) {
   m->last_use = ++tick_;
   m->last_use_ms = absl::ToUnixMillis(absl::Now());
+  m->idle_since = Now();
+}
+
+absl::Time ResidencyManager::Now() const { return options_.clock ? options_.clock() : absl::Now(); }
+
+std::optional<absl::Duration> ResidencyManager::KeepAliveOf(const Model* m) const {
+  if (m->pinned) return std::nullopt;
+  const absl::Duration keep = m->spec.keep_alive.value_or(keep_alive_);
+  if (keep == absl::InfiniteDuration()) return std::nullopt;
+  return keep;
+}
+
+absl::Time ResidencyManager::ExpiryOf(const Model* m) const {
+  const std::optional<absl::Duration> keep = KeepAliveOf(m);
+  if (!keep || !m->Evictable()) return absl::InfiniteFuture();
+  return m->idle_since + *keep;
+}
+
+int ResidencyManager::ExpireIdle() {
+  MutexLock lock(&mu_);
+  absl::Time next;
+  return ExpireDue(&next);
+}
+
+absl::Time ResidencyManager::NextExpiry() const {
+  MutexLock lock(&mu_);
+  absl::Time next = absl::InfiniteFuture();
+  for (const Model* r : resident_) next = std::min(next, ExpiryOf(r));
+  return next;
+}
+
+void ResidencyManager::SetKeepAlive(absl::Duration keep_alive) {
+  MutexLock lock(&mu_);
+  keep_alive_ = keep_alive;
+  changed_.SignalAll();  // the keep-alive thread recomputes its next wake-up
+}
+
+// A due model that a queued or running job's remaining stages still name stays; the queue does
+// not signal the manager when that ends, so it is looked at again after kKeepAliveRecheck.
+int ResidencyManager::ExpireDue(absl::Time* next) {
+  const absl::Time now = Now();
+  *next = absl::InfiniteFuture();
+  std::vector<Model*> due;
+  for (Model* r : resident_) {
+    const absl::Time at = ExpiryOf(r);
+    if (at > now) {
+      *next = std::min(*next, at);
+    } else if (options_.future != nullptr && options_.future->NextUse(r->spec.name) != kNoFutureUse) {
+      *next = std::min(*next, now + kKeepAliveRecheck);
+    } else {
+      due.push_back(r);
+    }
+  }
+  if (due.empty()) return 0;
+  for (Model* v : due) {
+    ++v->counters.expirations;
+    ++totals_.expirations;
+  }
+  const int evicted = static_cast<int>(due.size());
+  EvictNow(std::move(due));
+  if (resident_.empty() && reserved_ == 0 && options_.on_device_empty) {
+    mu_.Unlock();
+    options_.on_device_empty();
+    mu_.Lock();
+  }
+  return evicted;
+}
+
+// Sleeps until the next expiry or a change (changed_ is signalled whenever a lease ends or bytes
+// move), never polls. The condition variable waits on real time: the clock's distance to the
+// expiry is added to absl::Now().
+void ResidencyManager::KeepAliveLoop() {
+  MutexLock lock(&mu_);
+  while (!stopping_) {
+    absl::Time next;
+    if (ExpireDue(&next) > 0) continue;  // the lock was released meanwhile: look again
+    const absl::Time wake = next == absl::InfiniteFuture() ? next : absl::Now() + (next - Now());
+    changed_.WaitWithDeadline(&mu_, wake);
+  }
 }
 
 void ResidencyManager::Changed() {
@@ -590,10 +682,14 @@ ResidencySnapshot ResidencyManager::Snapshot() const {
   s.device = {device_budget_, used_, reserved_, peak_, over_budget_};
   s.host = {host_budget_, host_used_, host_reserved_, host_peak_,
             host_budget_ != 0 && host_used_ + host_reserved_ > host_budget_};
+  const absl::Time now = Now();
   for (const auto& [name, m] : models_) {
     s.models.push_back({name, m->state, m->device_bytes, m->host_copy ? m->host_bytes : 0,
                         m->measured, m->pinned, m->spec.one_shot, m->leases, m->last_use_ms,
-                        m->counters});
+                        m->counters, KeepAliveOf(m.get())});
+    if (const absl::Time at = ExpiryOf(m.get()); at != absl::InfiniteFuture()) {
+      s.models.back().expires_in = std::max(at - now, absl::ZeroDuration());
+    }
   }
   std::sort(s.models.begin(), s.models.end(),
             [](const ModelSnapshot& a, const ModelSnapshot& b) { return a.name < b.name; });

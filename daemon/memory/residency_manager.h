@@ -32,6 +32,17 @@
 // At every instant host used + host reserved <= host budget, unless the budget shrank (then
 // the host tier reports over_budget and admits nothing new until it fits again).
 //
+// Keep-alive (docs/MEMORY.md#keep-alive): a resident model left unused for its keep-alive (no
+// lease, no admission in progress, not pinned, and no remaining stage of a queued or running job
+// names it in Options::future) is evicted to HOST exactly as eviction does (its host copy stays,
+// a cache under the host budget). The countdown starts when the last lease ends (or a Load or
+// Unpin ends); InfiniteDuration = never, ZeroDuration = as soon as it is unused. ExpireIdle()
+// applies it at the injectable clock's now; with Options::keep_alive_thread a thread of the
+// manager sleeps on the manager's condition variable until the next expiry or a change (no
+// polling; while a due model is still named by queued work it looks again every
+// kKeepAliveRecheck). When its evictions leave the device tier empty it calls
+// Options::on_device_empty once (fusiond: the device allocator's cache back to the driver).
+//
 // Errors: NOT_FOUND unknown model; RESOURCE_EXHAUSTED at once when the request cannot fit even
 // with every unpinned model gone; DEADLINE_EXCEEDED when it could fit once leases end but they
 // did not end in time; FAILED_PRECONDITION for a pin beyond the budget or Unload of a pinned or
@@ -44,7 +55,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -71,6 +84,8 @@ struct ModelSpec {
   // runs, so the allocator's real usage stays within the budget; capped at what the budget has
   // beyond the model and its working set.
   uint64_t upload_extra_bytes = 0;
+  // Overrides Options::keep_alive for this model (the catalogue's keep_alive); nullopt = that.
+  std::optional<absl::Duration> keep_alive;
 };
 
 // Move-only handle on a model admitted to the device with a reserved working set. Destroying
@@ -119,6 +134,16 @@ class ResidencyManager {
     // 256 MiB budget, 512 MiB from a 4 GiB budget up.
     double one_shot_pressure = 0.9;
     uint64_t one_shot_min_free_bytes = 0;
+    // How long a model may stay on the device unused (see the header comment), until
+    // SetKeepAlive; fusiond's default is 5 minutes (DaemonConfig::keep_alive_s).
+    absl::Duration keep_alive = absl::InfiniteDuration();
+    // Runs the keep-alive thread (fusiond). Without it only ExpireIdle() calls expire (tests).
+    bool keep_alive_thread = false;
+    // The keep-alive's clock; empty = absl::Now. Tests inject one and call ExpireIdle().
+    std::function<absl::Time()> clock;
+    // Called without the manager's lock, once each time ExpireIdle's evictions leave the device
+    // tier empty (no model resident, nothing reserved); may be empty.
+    std::function<void()> on_device_empty;
 #ifdef NDEBUG
     bool check_invariant = false;
 #else
@@ -128,7 +153,7 @@ class ResidencyManager {
 
   // INVALID_ARGUMENT for an unknown policy.
   static absl::StatusOr<std::unique_ptr<ResidencyManager>> Create(Options options);
-  // Every Lease must be gone first.
+  // Every Lease must be gone first. Stops the keep-alive thread.
   ~ResidencyManager();
 
   // Adds a model (ABSENT). ALREADY_EXISTS for a known name, INVALID_ARGUMENT for 0 bytes,
@@ -188,6 +213,16 @@ class ResidencyManager {
   // Counts a stage the OOM ladder recovered by `step` (reported in Snapshot().oom_recovered).
   void RecordOomRecovery(const std::string& step);
 
+  // Evicts to HOST every resident model whose keep-alive ran out at the clock's now, then calls
+  // on_device_empty if that left the device tier empty. Returns the number evicted.
+  int ExpireIdle();
+  // When the next keep-alive runs out; InfiniteFuture when none is counting down.
+  absl::Time NextExpiry() const;
+  // Replaces Options::keep_alive (a SIGHUP reload); running countdowns are measured against the
+  // new value from now on (a shorter one may make models due at once). Per-model ones stay.
+  void SetKeepAlive(absl::Duration keep_alive);
+  static constexpr absl::Duration kKeepAliveRecheck = absl::Seconds(1);
+
   ResidencySnapshot Snapshot() const;
   // OK, or INTERNAL naming the broken invariant and the numbers.
   absl::Status CheckInvariant() const;
@@ -214,6 +249,14 @@ class ResidencyManager {
   void Changed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckInvariantLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Touch(Model* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Time Now() const;
+  // InfiniteFuture unless m's countdown runs (Evictable, not pinned, finite keep-alive).
+  absl::Time ExpiryOf(const Model* m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::optional<absl::Duration> KeepAliveOf(const Model* m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Evicts what is due; sets *next to the next expiry among the rest. Releases the lock while
+  // evicting and while calling on_device_empty.
+  int ExpireDue(absl::Time* next) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void KeepAliveLoop();
 
   const Options options_;
   const std::unique_ptr<EvictionPolicy> policy_;
@@ -239,6 +282,9 @@ class ResidencyManager {
   uint64_t next_lease_ ABSL_GUARDED_BY(mu_) = 1;
   ResidencyCounters totals_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, uint64_t> oom_recovered_ ABSL_GUARDED_BY(mu_);
+  absl::Duration keep_alive_ ABSL_GUARDED_BY(mu_);  // Options::keep_alive until SetKeepAlive
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // the keep-alive thread ends
+  std::thread keep_alive_thread_;
 };
 
 }  // namespace fusion

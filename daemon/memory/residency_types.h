@@ -22,8 +22,11 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "absl/time/time.h"
 
 namespace fusion {
 
@@ -51,6 +54,7 @@ struct ResidencyCounters {
   uint64_t loads = 0;           // STORAGE -> HOST
   uint64_t uploads = 0;         // HOST -> DEVICE
   uint64_t evictions = 0;       // DEVICE -> HOST
+  uint64_t expirations = 0;     // of evictions, those whose keep-alive ran out
   uint64_t hits = 0;            // Acquire found the model on the device
   uint64_t misses = 0;          // Acquire had to upload it
   uint64_t bytes_uploaded = 0;  // sum of measured device bytes of each upload
@@ -72,6 +76,11 @@ struct ModelSnapshot {
   uint32_t leases = 0;
   int64_t last_use_unix_ms = 0;  // 0 = never used
   ResidencyCounters counters;
+  // The model's keep-alive; nullopt = forever (a pinned model's, whatever is configured).
+  std::optional<absl::Duration> keep_alive;
+  // Time left before the keep-alive evicts it; set only while the countdown runs (resident,
+  // unleased, unpinned, finite keep-alive), zero when due.
+  std::optional<absl::Duration> expires_in;
 };
 
 struct LeaseSnapshot {

@@ -76,12 +76,22 @@ std::string Metrics::Exposition(const v1::MemoryState& s) const {
     if (m.tier() == "device") absl::StrAppend(&out, "fusiond_model_resident_bytes{model=\"", Label(m.name()), "\",tier=\"device\"} ", m.bytes(), "\n");
     if (m.host_bytes() > 0) absl::StrAppend(&out, "fusiond_model_resident_bytes{model=\"", Label(m.name()), "\",tier=\"host\"} ", m.host_bytes(), "\n");
   }
+  Family(out, "fusiond_model_expires_in_seconds", "gauge",
+         "Seconds until an unused model's keep-alive runs out and it leaves the device (only while that counts down).");
+  for (const v1::ModelInfo& m : s.models()) {
+    if (m.has_expires_in_seconds()) {
+      absl::StrAppend(&out, "fusiond_model_expires_in_seconds{model=\"", Label(m.name()), "\"} ",
+                      absl::StrFormat("%.3f", m.expires_in_seconds()), "\n");
+    }
+  }
   Family(out, "fusiond_bytes_uploaded_total", "counter", "Bytes uploaded from the host tier to the device.");
   absl::StrAppend(&out, "fusiond_bytes_uploaded_total ", s.counters().bytes_uploaded(), "\n");
   Family(out, "fusiond_uploads_total", "counter", "Host-to-device uploads per model.");
   for (const v1::ModelInfo& m : s.models()) absl::StrAppend(&out, "fusiond_uploads_total{model=\"", Label(m.name()), "\"} ", m.uploads(), "\n");
   Family(out, "fusiond_evictions_total", "counter", "Device evictions per model.");
   for (const v1::ModelInfo& m : s.models()) absl::StrAppend(&out, "fusiond_evictions_total{model=\"", Label(m.name()), "\"} ", m.evictions(), "\n");
+  Family(out, "fusiond_keep_alive_expirations_total", "counter", "Of device evictions, those whose keep-alive ran out.");
+  absl::StrAppend(&out, "fusiond_keep_alive_expirations_total ", s.counters().expirations(), "\n");
   Family(out, "fusiond_oom_recovered_total", "counter", "OOM ladder outcomes by step.");
   for (const char* step : {"evict_retry", "tiled", "cpu_fallback", "failed"}) {
     const auto it = s.counters().oom_recovered().find(step);

@@ -122,6 +122,8 @@ void TorchBackend::OnDeviceBudget(uint64_t bytes) {
   if (store_->device() == "cpu") CpuDeviceAllocator::Install(bytes);  // same allocator; sets its budget
 }
 
+void TorchBackend::OnDeviceEmpty() { meter_->ReleaseCache(); }
+
 void TorchBackend::Stop() {
   if (runner_ != nullptr && runner_->face_cache() != nullptr) runner_->face_cache()->Clear();
 }

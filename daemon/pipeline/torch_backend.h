@@ -33,6 +33,8 @@ class TorchBackend final : public jobs::Backend {
   const models::ModelCatalogue* catalogue() const override { return catalogue_.get(); }
   absl::StatusOr<jobs::JobRunner*> Start(ResidencyManager& residency) override;
   void OnDeviceBudget(uint64_t bytes) override;
+  // DeviceMeter::ReleaseCache (CUDA emptyCache; nothing on the CPU device).
+  void OnDeviceEmpty() override;
   void Stop() override;
 
   // The manifest path Create used.

@@ -29,6 +29,7 @@ void FillCounters(const ResidencyCounters& c, v1::Counters* out) {
   out->set_misses(c.misses);
   out->set_waits(c.waits);
   out->set_refusals(c.refusals);
+  out->set_expirations(c.expirations);
 }
 
 }  // namespace
@@ -48,6 +49,8 @@ void FillModelInfo(const ModelSnapshot& m, v1::ModelInfo* info) {
   info->set_hits(m.counters.hits);
   info->set_misses(m.counters.misses);
   info->set_one_shot(m.one_shot);
+  if (m.keep_alive) info->set_keep_alive_seconds(absl::ToDoubleSeconds(*m.keep_alive));
+  if (m.expires_in) info->set_expires_in_seconds(absl::ToDoubleSeconds(*m.expires_in));
 }
 
 absl::StatusOr<v1::MemoryState> ResidencyMemoryStateSource::Snapshot() const {

@@ -39,7 +39,8 @@ struct UidJobCounts {
   uint32_t running = 0;
 };
 // The residency fields of `m` into `info` (name, state, tier, device and host bytes, pin,
-// leases, last use, counters, one_shot); the catalogue's stage and tileable are the caller's.
+// leases, last use, counters, one_shot, keep-alive and time to expiry); the catalogue's stage and
+// tileable are the caller's.
 void FillModelInfo(const ModelSnapshot& m, v1::ModelInfo* info);
 
 // Per uid; called on every Snapshot() from any thread.

@@ -11,6 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 #include "base/status_macros.h"
 
@@ -84,6 +85,22 @@ absl::Status CheckPrecision(const ModelSpec& m, const std::string& where) {
   return absl::OkStatus();
 }
 
+// The optional "keep_alive": an absl duration string >= 0 ("90s", "10m", "0") or "forever".
+absl::Status ReadKeepAlive(const json& j, const std::string& where, std::optional<absl::Duration>& out) {
+  std::string text;
+  if (j.find("keep_alive") == j.end()) return absl::OkStatus();
+  RETURN_IF_ERROR(Read(j, "keep_alive", where, text));
+  absl::Duration d;
+  if (text == "forever") {
+    d = absl::InfiniteDuration();
+  } else if (!absl::ParseDuration(text, &d) || d < absl::ZeroDuration() || d == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": keep_alive must be a duration like \"90s\" or \"10m\", \"0\" or \"forever\", not '", text, "'"));
+  }
+  out = d;
+  return absl::OkStatus();
+}
+
 absl::Status ParseModel(const json& j, const std::string& origin, ModelSpec& m) {
   if (!j.is_object()) return absl::InvalidArgumentError(origin + ": a model entry is not an object");
   if (auto s = Read(j, "name", origin, m.name); !s.ok()) return s;
@@ -99,6 +116,7 @@ absl::Status ParseModel(const json& j, const std::string& origin, ModelSpec& m) 
   s.Update(Read(j, "pinned_by_default", where, m.pinned_by_default));
   s.Update(Read(j, "one_shot", where, m.one_shot));
   s.Update(Read(j, "tileable", where, m.tileable));
+  s.Update(ReadKeepAlive(j, where, m.keep_alive));
   s.Update(Read(j, "input", where, m.input, false));
   s.Update(Read(j, "license", where, m.license));
   s.Update(Read(j, "source", where, m.source));

@@ -20,12 +20,14 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace fusion::models {
 
@@ -56,6 +58,10 @@ struct ModelSpec {
   bool pinned_by_default = false;
   bool one_shot = false;  // released right after use under memory pressure (DESIGN §3)
   bool tileable = false;  // may run on tiles (DESIGN §4 step 3)
+  // How long the model may stay on the device unused before it drops to the host tier
+  // (docs/MEMORY.md#keep-alive): the manifest's optional "keep_alive", an absl duration string
+  // ("90s", "10m", "0") or "forever" (absl::InfiniteDuration()). Absent = the daemon's keep_alive.
+  std::optional<absl::Duration> keep_alive;
   std::string input;      // human-readable input contract (shape, dtype, range, RGB/BGR)
   std::string license;
   std::string source;

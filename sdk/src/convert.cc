@@ -83,6 +83,8 @@ ModelStatus FromProto(const v1::ModelInfo& p) {
   m.misses = p.misses();
   m.one_shot = p.one_shot();
   m.tileable = p.tileable();
+  if (p.has_keep_alive_seconds()) m.keep_alive_seconds = p.keep_alive_seconds();
+  if (p.has_expires_in_seconds()) m.expires_in_seconds = p.expires_in_seconds();
   return m;
 }
 
@@ -103,6 +105,7 @@ MemoryState FromProto(const v1::MemoryState& p) {
   s.counters.misses = c.misses();
   s.counters.waits = c.waits();
   s.counters.refusals = c.refusals();
+  s.counters.expirations = c.expirations();
   for (const auto& [step, n] : c.oom_recovered()) s.counters.oom_recovered[step] = n;
   s.unix_ms = p.unix_ms();
   return s;

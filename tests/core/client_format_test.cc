@@ -39,5 +39,33 @@ TEST(FusionctlFormat, AnImageReportHasNoVideoFigures) {
   }
 }
 
+// `fusionctl mem`: a model counting down shows its time to expiry (text and JSON); a pinned or
+// forever one has nulls and no "expires in".
+TEST(FusionctlFormat, MemShowsEachModelsTimeToExpiry) {
+  MemoryState state;
+  ModelStatus counting;
+  counting.name = "face_recognition";
+  counting.tier = "device";
+  counting.keep_alive_seconds = 300;
+  counting.expires_in_seconds = 41.6;
+  ModelStatus pinned;
+  pinned.name = "esrgan-slim-x2";
+  pinned.pinned = true;
+  state.models = {counting, pinned};
+  state.counters.expirations = 2;
+  const nlohmann::json j = MemoryStateToJson(state);
+  EXPECT_DOUBLE_EQ(j["models"][0]["keep_alive_seconds"].get<double>(), 300);
+  EXPECT_DOUBLE_EQ(j["models"][0]["expires_in_seconds"].get<double>(), 41.6);
+  EXPECT_TRUE(j["models"][1]["keep_alive_seconds"].is_null());
+  EXPECT_TRUE(j["models"][1]["expires_in_seconds"].is_null());
+  EXPECT_EQ(j["counters"]["expirations"], 2);
+  const std::string text = MemoryStateToText(state);
+  EXPECT_NE(text.find("face_recognition    device  0 B  leases 0  expires in 42s\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("evictions 0 (keep-alive 2)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("expires in", text.find("esrgan-slim-x2")), std::string::npos) << text;
+  EXPECT_TRUE(ModelToJson(pinned)["expires_in_seconds"].is_null());
+  EXPECT_NE(ModelToText(counting).find("expires in 42s"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace fusion::ctl

@@ -322,6 +322,41 @@ TEST_F(ConfigTest, ResultRetentionIsADurationAndASize) {
             std::string::npos);
 }
 
+// keep_alive (docs/MEMORY.md#keep-alive): 5 minutes by default; a duration, "0" or "forever" in
+// the file and on the command line (where "0" is given, not "not given"); only keep_alive takes
+// "forever".
+TEST_F(ConfigTest, KeepAliveIsADurationZeroOrForever) {
+  EXPECT_EQ(DaemonConfig{}.keep_alive_s, 300);
+  DaemonConfig c;
+  ASSERT_TRUE(ApplyToml("keep_alive = \"90s\"\n", "f.toml", c).ok());
+  EXPECT_EQ(c.keep_alive_s, 90);
+  ASSERT_TRUE(ApplyToml("keep_alive = \"forever\"\n", "f.toml", c).ok());
+  EXPECT_EQ(c.keep_alive_s, kDurationForever);
+  ASSERT_TRUE(ApplyToml("keep_alive = \"0\"\n", "f.toml", c).ok());
+  EXPECT_EQ(c.keep_alive_s, 0);
+  const absl::Status negative = ApplyToml("keep_alive = \"-5s\"\n", "f.toml", c);
+  EXPECT_NE(negative.message().find("'keep_alive'"), std::string::npos) << negative;
+  EXPECT_NE(negative.message().find("\"forever\""), std::string::npos) << negative;
+  EXPECT_FALSE(ApplyToml("result_retention = \"forever\"\n", "f.toml", c).ok());
+
+  const std::string path = WriteToml("keep_alive = \"10m\"\n");
+  auto file = Parse({"--config", path});
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->keep_alive_s, 600);
+  auto zero = Parse({"--config", path, "--keep-alive", "0"});
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  EXPECT_EQ(zero->keep_alive_s, 0);
+  auto five = Parse({"--keep-alive", "5s"});
+  ASSERT_TRUE(five.ok()) << five.status();
+  EXPECT_EQ(five->keep_alive_s, 5);
+  auto forever = Parse({"--keep-alive", "forever"});
+  ASSERT_TRUE(forever.ok()) << forever.status();
+  EXPECT_EQ(forever->keep_alive_s, kDurationForever);
+  auto bad = Parse({"--keep-alive", "soon"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--keep-alive: 'soon'"), std::string::npos) << bad.status();
+}
+
 TEST_F(ConfigTest, EmptyOrDirectoryPathsAreErrors) {
   EXPECT_NE(Parse({"--config", ""}).status().message().find("--config: empty path"), std::string::npos);
   EXPECT_NE(Parse({"--socket", ""}).status().message().find("--socket: empty path"), std::string::npos);
@@ -428,6 +463,7 @@ device_memory_reserve = "1GiB"
 host_memory_limit = "2GiB"
 one_shot_pressure = 0.5
 one_shot_min_free = "1GiB"
+keep_alive = "forever"
 models_dir = "/m"
 manifest = "/m.json"
 generator = "synthetic-inswapper_128"
@@ -453,7 +489,7 @@ metrics_listen = "127.0.0.1:1"
   one.log_level = "warn";
   one.max_connections = 7;
   EXPECT_EQ(ChangedKeys(DaemonConfig{}, one), (std::vector<std::string>{"max_connections", "log_level"}));
-  EXPECT_EQ(LiveReloadKeys(), std::vector<std::string>{"log_level"});
+  EXPECT_EQ(LiveReloadKeys(), (std::vector<std::string>{"keep_alive", "log_level"}));
 }
 
 // docs/CONFIG.md is ConfigReferenceMarkdown() committed: a key added, removed or changed in the

@@ -52,5 +52,24 @@ TEST(SdkConvert, VideoReportFieldsComeFromJobResult) {
   EXPECT_EQ(none.flicker_ratio, 0);
 }
 
+// Keep-alive (docs/MEMORY.md#keep-alive): absent fields stay
+// nullopt (forever / pinned; no countdown), present ones keep their seconds.
+TEST(SdkConvert, KeepAliveFieldsAreOptional) {
+  v1::MemoryState p;
+  v1::ModelInfo* counting = p.add_models();
+  counting->set_name("a");
+  counting->set_keep_alive_seconds(300);
+  counting->set_expires_in_seconds(12.5);
+  p.add_models()->set_name("pinned");
+  p.mutable_counters()->set_expirations(3);
+  const MemoryState s = internal::FromProto(p);
+  ASSERT_EQ(s.models.size(), 2u);
+  EXPECT_EQ(s.models[0].keep_alive_seconds, 300.0);
+  EXPECT_EQ(s.models[0].expires_in_seconds, 12.5);
+  EXPECT_FALSE(s.models[1].keep_alive_seconds.has_value());
+  EXPECT_FALSE(s.models[1].expires_in_seconds.has_value());
+  EXPECT_EQ(s.counters.expirations, 3u);
+}
+
 }  // namespace
 }  // namespace fusion

@@ -107,6 +107,34 @@ TEST(ModelCatalogue, ParsedFlagsAndSizesAreKept) {
   EXPECT_EQ((*cat)->PathOf(m->files[0]), std::filesystem::path("/nonexistent/d/w.bin"));
 }
 
+// keep_alive (docs/MEMORY.md#keep-alive) is optional: absent = the daemon's; a duration, "0" or
+// "forever"; anything else names the model and the key.
+TEST(ModelCatalogue, KeepAliveOverrideIsOptionalDurationOrForever) {
+  auto with = [](const std::string& value) {
+    std::string json = kOneModel;
+    json.insert(json.find("\"license\""), "\"keep_alive\":" + value + ",");
+    return ModelCatalogue::FromJson(json, "inline", "/nonexistent");
+  };
+  auto absent = ModelCatalogue::FromJson(kOneModel, "inline", "/nonexistent");
+  ASSERT_TRUE(absent.ok());
+  EXPECT_FALSE((*absent)->models()[0].keep_alive.has_value());
+  auto ten = with("\"10m\"");
+  ASSERT_TRUE(ten.ok()) << ten.status();
+  EXPECT_EQ((*ten)->models()[0].keep_alive, absl::Minutes(10));
+  auto zero = with("\"0\"");
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  EXPECT_EQ((*zero)->models()[0].keep_alive, absl::ZeroDuration());
+  auto forever = with("\"forever\"");
+  ASSERT_TRUE(forever.ok()) << forever.status();
+  EXPECT_EQ((*forever)->models()[0].keep_alive, absl::InfiniteDuration());
+  for (const char* bad : {"\"later\"", "\"-1s\"", "300"}) {
+    auto r = with(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("model 'm'"), std::string::npos) << r.status();
+    EXPECT_NE(r.status().message().find("keep_alive"), std::string::npos) << r.status();
+  }
+}
+
 TEST(ModelCatalogue, MalformedEntriesAreRejectedNamingModelAndKey) {
   std::string bad_hash = kOneModel;
   bad_hash.replace(bad_hash.find("2cf24d"), 6, "XYZ");

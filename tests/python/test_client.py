@@ -219,6 +219,18 @@ def test_video_options_and_report_fields_convert() -> None:
     assert (r.keyframes, r.frames_tracked, r.tracks, r.flicker_ratio) == (0, 0, 0, 0.0)
 
 
+def test_keep_alive_fields_convert() -> None:
+    from fusiond import _convert
+    from fusiond._proto.fusion.v1 import fusion_pb2 as pb
+    p = pb.MemoryState(models=[pb.ModelInfo(name="a", keep_alive_seconds=300, expires_in_seconds=12.5),
+                               pb.ModelInfo(name="pinned", pinned=True)],
+                       counters=pb.Counters(expirations=3))
+    m = _convert.memory(p)
+    assert (m.models[0].keep_alive_seconds, m.models[0].expires_in_seconds) == (300.0, 12.5)
+    assert (m.models[1].keep_alive_seconds, m.models[1].expires_in_seconds) == (None, None)
+    assert m.counters.expirations == 3
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run clients as other uids")
 def test_other_uids(daemon: Daemon, simple_swap: fusiond.SwapResult) -> None:
     code = """

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,10 @@ struct ModelStatus {
   int64_t last_use_unix_ms = 0;
   uint64_t loads = 0, uploads = 0, evictions = 0, hits = 0, misses = 0;
   bool one_shot = false, tileable = false;
+  // Keep-alive (docs/MEMORY.md#keep-alive), seconds: how long the model may stay on the device
+  // unused (nullopt = forever, or pinned); the time left before it leaves (set only while that
+  // countdown runs: on the device, unleased, unpinned, finite keep-alive).
+  std::optional<double> keep_alive_seconds, expires_in_seconds;
 };
 
 // What one client uid has in the daemon now.
@@ -49,6 +54,7 @@ struct ClientUsage {
 struct MemoryCounters {
   uint64_t bytes_uploaded = 0, loads = 0, uploads = 0, evictions = 0, hits = 0, misses = 0,
            waits = 0, refusals = 0;
+  uint64_t expirations = 0;  // of evictions, those whose keep-alive ran out
   std::map<std::string, uint64_t> oom_recovered;  // by ladder step
 };
 

@@ -117,7 +117,11 @@ def model(p: pb.ModelInfo) -> ModelInfo:
                      host_bytes=p.host_bytes, pinned=p.pinned, leases=p.leases,
                      last_use_unix_ms=p.last_use_unix_ms, loads=p.loads, uploads=p.uploads,
                      evictions=p.evictions, hits=p.hits, misses=p.misses, one_shot=p.one_shot,
-                     tileable=p.tileable)
+                     tileable=p.tileable,
+                     keep_alive_seconds=(p.keep_alive_seconds
+                                         if p.HasField("keep_alive_seconds") else None),
+                     expires_in_seconds=(p.expires_in_seconds
+                                         if p.HasField("expires_in_seconds") else None))
 
 
 def memory(p: pb.MemoryState) -> MemoryState:
@@ -128,7 +132,8 @@ def memory(p: pb.MemoryState) -> MemoryState:
                              working_bytes=u.working_bytes) for u in p.clients],
         counters=Counters(bytes_uploaded=c.bytes_uploaded, loads=c.loads, uploads=c.uploads,
                           evictions=c.evictions, hits=c.hits, misses=c.misses, waits=c.waits,
-                          refusals=c.refusals, oom_recovered=dict(c.oom_recovered)),
+                          refusals=c.refusals, oom_recovered=dict(c.oom_recovered),
+                          expirations=c.expirations),
         unix_ms=p.unix_ms)
 
 

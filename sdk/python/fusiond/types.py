@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 
 class ServingStatus(enum.Enum):
@@ -76,6 +76,11 @@ class ModelInfo:
     misses: int
     one_shot: bool
     tileable: bool
+    # Keep-alive (docs/MEMORY.md#keep-alive), seconds: how long the model may stay on the device
+    # unused (None = forever, or pinned), and the time left before it leaves (None unless the
+    # countdown runs: on the device, unleased, unpinned, finite keep-alive).
+    keep_alive_seconds: Optional[float] = None
+    expires_in_seconds: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,7 @@ class Counters:
     waits: int
     refusals: int
     oom_recovered: Dict[str, int]  # by ladder step: evict_retry, tiled, cpu_fallback, failed
+    expirations: int = 0   # of evictions, those whose keep-alive ran out
 
 
 @dataclass(frozen=True)
