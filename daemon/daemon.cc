@@ -57,8 +57,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonConfig& confi
   }
   RETURN_IF_ERROR(self->Serve(inherited));
   RETURN_IF_ERROR(self->StartMetricsEndpoint());
-  spdlog::info("fusiond serving on {} (device {}, device limit {} bytes)", self->target(), self->device_->Kind(),
-               config.device_memory_limit);
+  spdlog::info("fusiond serving on {} (device {}, device limit {} bytes, eviction policy {})", self->target(),
+               self->device_->Kind(), config.device_memory_limit, config.eviction_policy);
   return self;
 }
 
@@ -86,6 +86,7 @@ absl::Status Daemon::StartMemory() {
   future_refs_ = std::make_unique<jobs::QueueFutureReferences>();
   ASSIGN_OR_RETURN(auto residency, ResidencyManager::Create(
       {.host_budget_bytes = host_limit,
+       .policy = config_.eviction_policy,  // checked by ValidateConfig
        .loader = backend_ != nullptr ? backend_->loader() : nullptr,
        .future = future_refs_.get(),  // lookahead sees the queued jobs' stages
        // One-shot models (detect, landmarks) go right after use under device pressure.

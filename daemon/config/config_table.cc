@@ -109,6 +109,8 @@ const std::vector<ConfigKey>& Keys() {
            "release detect/landmark models after use past this fraction of the budget").Flag(),
     Bytes("one_shot_min_free", &C::one_shot_min_free, "... or with less than this free (at most 1/8 of the budget)")
         .Zero("only the fraction counts").Flag(),
+    String("eviction_policy", &C::eviction_policy, "which unpinned models leave the device when it is full")
+        .Values("default, lookahead, planner, lru, smallest, belady, belady-bytes").Flag(),
     // Models.
     String("models_dir", &C::models_dir, "directory of fetched model weights").Flag(),
     String("manifest", &C::manifest, "model catalogue (manifest.json)").Zero("the one installed next to the binary").Flag(),
