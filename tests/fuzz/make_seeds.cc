@@ -199,6 +199,7 @@ grpc_memory_quota = "256MiB"
 pin_models = ["face_recognition", "classical-fusion"]
 one_shot_min_free = "1.5GB"
 one_shot_pressure = 0.85
+eviction_policy = "planner"
 result_retention_bytes = "1GiB"
 result_retention = "24h"
 max_pixels = 100000000
