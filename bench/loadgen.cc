@@ -16,7 +16,9 @@
 // Per job: latency (submit to result fetched), queue wait (started - created, daemon clock),
 // state, error code, stage modes, degradations. The parent samples GetMemoryState every 200 ms
 // (peak device used+reserved, peak host used, per-model device bytes into --timeline) and reads
-// the daemon's VmHWM from /proc/P/status at the end (P: --daemon-pid). Bounded: at most
+// the daemon's VmHWM from /proc/P/status at the end (P: --daemon-pid). counters_before (the
+// first sample) and counters_after (read once every client is done) are the residency counters:
+// evictions, refusals, waits, uploads, bytes_uploaded, oom_recovered. Bounded: at most
 // clients x jobs jobs; no job is submitted after --max-seconds, and every client stops waiting
 // at --max-seconds + 60.
 // Output: a JSON object (stdout, or --json OUT) and one summary line on stderr.
@@ -215,7 +217,8 @@ int main(int argc, char** argv) {
     for (pid_t k : kids) waitpid(k, nullptr, 0), --running;
   });
   auto counters = [](const fusion::MemoryState& m) {
-    json j = {{"evictions", m.counters.evictions}, {"refusals", m.counters.refusals}, {"waits", m.counters.waits}};
+    json j = {{"evictions", m.counters.evictions}, {"refusals", m.counters.refusals}, {"waits", m.counters.waits},
+              {"uploads", m.counters.uploads}, {"bytes_uploaded", m.counters.bytes_uploaded}};
     for (const auto& [k, v] : m.counters.oom_recovered) j["oom_recovered"][k] = v;
     return j;
   };
@@ -245,6 +248,9 @@ int main(int argc, char** argv) {
   }
   reaper.join();
   const double wall_s = MsSince(t0) / 1000;
+  if (sampler.ok()) {  // the counters once every job is done (the last sample may precede it)
+    if (auto m = (*sampler)->GetMemoryState(); m.ok()) counters_after = counters(*m);
+  }
 
   std::vector<double> lat, wait;
   std::map<std::string, int> states, failures, modes, degradations;

@@ -57,10 +57,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonConfig& confi
   }
   RETURN_IF_ERROR(self->Serve(inherited));
   RETURN_IF_ERROR(self->StartMetricsEndpoint());
-  spdlog::info("fusiond serving on {} (device {}, device limit {} bytes, keep-alive {})", self->target(),
-               self->device_->Kind(), config.device_memory_limit,
+  spdlog::info("fusiond serving on {} (device {}, device limit {} bytes, keep-alive {}, eviction policy {})",
+               self->target(), self->device_->Kind(), config.device_memory_limit,
                config.keep_alive_s == kDurationForever ? "forever"
-                                                       : absl::FormatDuration(absl::Seconds(config.keep_alive_s)));
+                                                       : absl::FormatDuration(absl::Seconds(config.keep_alive_s)),
+               config.eviction_policy);
   return self;
 }
 
@@ -89,8 +90,9 @@ absl::Status Daemon::StartMemory() {
   jobs::Backend* backend = backend_.get();
   ASSIGN_OR_RETURN(auto residency, ResidencyManager::Create(
       {.host_budget_bytes = host_limit,
+       .policy = config_.eviction_policy,  // checked by ValidateConfig
        .loader = backend != nullptr ? backend->loader() : nullptr,
-       .future = future_refs_.get(),  // lookahead (and the keep-alive) see the queued jobs' stages
+       .future = future_refs_.get(),  // lookahead, planner and the keep-alive see the queued jobs' stages
        // One-shot models (detect, landmarks) go right after use under device pressure.
        .one_shot_pressure = config_.one_shot_pressure,
        .one_shot_min_free_bytes = config_.one_shot_min_free,

@@ -2,13 +2,14 @@
 # scripts/gpu-check's loadgen step (and, with --device cpu and a small scale, its CI test):
 #   gpu-check-loadgen.sh BUILD WEIGHTS PHOTOS OUTDIR [--device cuda:0] [--scale 1] [--limit 6GiB]
 #                        [--clients 4] [--jobs 2] [--mix simple,enhance2,enhance4] [--max-seconds 150]
-#                        [--expect-evictions]
+#                        [--expect-evictions] [--daemon-arg ARG ...]
 # 1. scripts/make_synthetic_models.py writes FaceFusion-sized synthetic TorchScript models (the
 #    sizes x --scale): a generator of inswapper_128's 554,253,681 bytes, an x2 enhancer of
 #    GFPGAN 1.4's 340,300,000 and an x4 enhancer of Real-ESRGAN x4's 67,000,000, and a manifest:
 #    models/manifest.json plus those entries (made here with python torch: nothing large travels).
 # 2. fusiond --device DEVICE --device-memory-limit LIMIT --generator synthetic-inswapper_128 on
-#    that manifest (the real face-api/ESRGAN weights in WEIGHTS beside the synthetic files).
+#    that manifest (the real face-api/ESRGAN weights in WEIGHTS beside the synthetic files),
+#    plus each --daemon-arg ARG in order (e.g. --daemon-arg --eviction-policy=planner).
 # 3. bench/loadgen: CLIENTS client processes x JOBS jobs (the photos in PHOTOS, two or more; the
 #    enhance2 jobs name synthetic-gfpgan_1.4, the enhance4 ones synthetic-real_esrgan_x4) ->
 #    OUTDIR/loadgen.json, and fusionctl mem --json after it -> OUTDIR/loadgen_mem.json.
@@ -24,6 +25,7 @@ PY=${PYTHON:-python3}
 BUILD=$1 WEIGHTS=$2 PHOTOS=$3 OUTDIR=$4
 shift 4
 DEVICE=cuda:0 SCALE=1 LIMIT=6GiB CLIENTS=4 JOBS=2 MIX=simple,enhance2,enhance4 MAX_SECONDS=150 EXPECT_EVICTIONS=0
+DAEMON_ARGS=()
 while [ $# -gt 0 ]; do
   case $1 in
     --device) DEVICE=$2; shift 2 ;;
@@ -34,6 +36,7 @@ while [ $# -gt 0 ]; do
     --mix) MIX=$2; shift 2 ;;
     --max-seconds) MAX_SECONDS=$2; shift 2 ;;
     --expect-evictions) EXPECT_EVICTIONS=1; shift ;;
+    --daemon-arg) DAEMON_ARGS+=("$2"); shift 2 ;;
     *) echo "gpu-check-loadgen: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -51,7 +54,7 @@ cat "$OUTDIR/synthetic_models.json"
 
 "$BUILD/daemon/fusiond" --socket "$RUN/d.sock" --state-dir "$RUN/state" --device "$DEVICE" \
   --device-memory-limit "$LIMIT" --models-dir "$RUN/syn/models" --manifest "$RUN/syn/manifest.json" \
-  --generator "$GEN" >"$OUTDIR/fusiond-loadgen.log" 2>&1 &
+  --generator "$GEN" "${DAEMON_ARGS[@]}" >"$OUTDIR/fusiond-loadgen.log" 2>&1 &
 daemon=$!
 up=0
 for _ in $(seq 150); do
@@ -102,11 +105,14 @@ for name in sorted(used):
     if model is not None:
         report.append(f"{name} uploads {model.get('uploads')} evictions {model.get('evictions')} "
                       f"({model.get('bytes', 0) / 2**20:.1f} MiB measured)")
-evictions = lg["counters_after"].get("evictions", 0) - lg["counters_before"].get("evictions", 0)
+def delta(key):
+    return lg["counters_after"].get(key, 0) - lg["counters_before"].get(key, 0)
+evictions = delta("evictions")
 if expect_evictions and evictions <= 0:
     problems.append("no eviction under the budget")
 print(f"gpu-check-loadgen: {lg['jobs_done']}/{want} jobs, {lg['jobs_per_s']:.3f} jobs/s, p50 {lg['latency_ms']['p50']:.0f} ms, "
-      f"evictions {evictions}; {'; '.join(report)}; peak device "
+      f"evictions {evictions}, uploaded {delta('bytes_uploaded') / 2**20:.1f} MiB in {delta('uploads')}; "
+      f"{'; '.join(report)}; peak device "
       f"{lg['peak_device_bytes'] / 2**20:.1f} MiB, daemon VmHWM {lg['daemon_vmhwm_kib'] / 1024:.1f} MiB")
 for p in problems:
     print("gpu-check-loadgen: FAILED:", p, file=sys.stderr)

@@ -24,6 +24,7 @@
 #include "absl/strings/match.h"
 #include "base/size.h"
 #include "config/config_table.h"
+#include "memory/eviction_policy.h"
 #include "base/status_macros.h"
 
 namespace fusion {
@@ -528,6 +529,9 @@ absl::Status ValidateConfig(const DaemonConfig& config) {
   if (!level_ok) {
     return absl::InvalidArgumentError(absl::StrCat("log_level: '", config.log_level,
                                                    "' is not one of trace|debug|info|warn|error|critical|off"));
+  }
+  if (auto policy = MakeEvictionPolicy(config.eviction_policy); !policy.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("eviction_policy: ", policy.status().message()));
   }
   if (config.max_message_bytes < 4096 || config.max_message_bytes > (1ull << 31) - 1) {
     return absl::InvalidArgumentError("max_message_bytes: must be in [4 KiB, 2 GiB)");

@@ -60,6 +60,10 @@ struct DaemonConfig {
   // kDurationForever). 0 = as soon as no work needs it. The catalogue's keep_alive overrides it
   // per model; pinned models never leave.
   int64_t keep_alive_s = 300;
+  // Which models leave the device when it is full (memory/eviction_policy.h, MakeEvictionPolicy
+  // names): "default" (= kDefaultEvictionPolicy), "lookahead", "planner", "lru", "smallest",
+  // "belady", "belady-bytes". TOML eviction_policy, flag --eviction-policy.
+  std::string eviction_policy = "default";
   // Jobs running at once (the global concurrency limit); TOML max_concurrent_jobs.
   uint32_t max_concurrent_jobs = 2;
   // CPU threads one job splits its independent work over (detection passes, faces of the
@@ -169,7 +173,8 @@ std::string ConfigReferenceMarkdown();
 absl::StatusOr<std::pair<std::string, int>> ParseListenAddress(const std::string& listen);
 
 // Checks what one key's reader cannot: the socket path's length, the device spec's and
-// log_level's spelling, metrics_listen, max_message_bytes and the cross-field limits
+// log_level's spelling, eviction_policy (a MakeEvictionPolicy name; the error lists the known
+// ones), metrics_listen, max_message_bytes and the cross-field limits
 // (per-uid <= total connections, grpc_memory_quota >= 2 x max_message_bytes).
 // INVALID_ARGUMENT naming the key.
 absl::Status ValidateConfig(const DaemonConfig& config);

@@ -116,6 +116,8 @@ const std::vector<ConfigKey>& Keys() {
         .Zero("only the fraction counts").Flag(),
     Duration("keep_alive", &C::keep_alive_s, "a model unused this long leaves the device for the host tier (pinned ones stay)")
         .Values("duration (\"30s\", \"5m\") or \"forever\"").Zero("as soon as no work needs it").Forever().Flag().Reloadable(),
+    String("eviction_policy", &C::eviction_policy, "which unpinned models leave the device when it is full")
+        .Values("default, lookahead, planner, lru, smallest, belady, belady-bytes").Flag(),
     // Models.
     String("models_dir", &C::models_dir, "directory of fetched model weights").Flag(),
     String("manifest", &C::manifest, "model catalogue (manifest.json)").Zero("the one installed next to the binary").Flag(),

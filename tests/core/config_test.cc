@@ -84,6 +84,31 @@ TEST_F(ConfigTest, TheGeneratorComesFromTheFileAndTheFlag) {
   EXPECT_EQ(c->generator, "ts-b");
 }
 
+TEST_F(ConfigTest, TheEvictionPolicyComesFromTheFileAndTheFlag) {
+  EXPECT_EQ(Parse({})->eviction_policy, "default");
+  const std::string path = WriteToml("eviction_policy = \"planner\"\n");
+  auto c = Parse({"--config", path});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->eviction_policy, "planner");
+  c = Parse({"--config", path, "--eviction-policy", "lookahead"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->eviction_policy, "lookahead");
+}
+
+// An unknown policy fails at start-up, naming the key, the bad name and the known ones.
+TEST_F(ConfigTest, UnknownEvictionPolicyNamesTheKnownOnes) {
+  for (auto bad : {Parse({"--eviction-policy", "fifo"}),
+                   Parse({"--config", WriteToml("eviction_policy = \"fifo\"\n")})}) {
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+    const std::string message(bad.status().message());
+    EXPECT_NE(message.find("eviction_policy"), std::string::npos) << message;
+    EXPECT_NE(message.find("'fifo'"), std::string::npos) << message;
+    EXPECT_NE(message.find("lookahead, belady, belady-bytes"), std::string::npos) << message;
+    EXPECT_NE(message.find("planner"), std::string::npos) << message;
+  }
+}
+
 TEST_F(ConfigTest, BadFlagSizeNamesTheFlag) {
   auto c = Parse({"--device-memory-limit", "lots"});
   ASSERT_FALSE(c.ok());
@@ -464,6 +489,7 @@ host_memory_limit = "2GiB"
 one_shot_pressure = 0.5
 one_shot_min_free = "1GiB"
 keep_alive = "forever"
+eviction_policy = "planner"
 models_dir = "/m"
 manifest = "/m.json"
 generator = "synthetic-inswapper_128"

@@ -200,6 +200,7 @@ pin_models = ["face_recognition", "classical-fusion"]
 one_shot_min_free = "1.5GB"
 one_shot_pressure = 0.85
 keep_alive = "forever"
+eviction_policy = "planner"
 result_retention_bytes = "1GiB"
 result_retention = "24h"
 max_pixels = 100000000
