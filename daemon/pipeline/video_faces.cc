@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
 #include "base/status_macros.h"
 #include "geometry/frame_edge.h"
 
@@ -106,11 +107,12 @@ absl::Status VideoFaces::Step(AnalysedFrame& f, std::vector<Track>& tracks, bool
       keep[k] = false;  // the face left the frame
       continue;
     }
-    bool lost = geometry::PatchSimilarity(geometry::FacePatch(f.frame.bgr, d.landmarks), tracks[k].patch) <
-                geometry::kMinPatchSimilarity;
+    const float similarity = geometry::PatchSimilarity(geometry::FacePatch(f.frame.bgr, d.landmarks), tracks[k].patch);
+    bool lost = similarity < geometry::kMinPatchSimilarity;
     for (size_t j = 0; j < k && !lost; ++j) lost = keep[j] && faceapi::IoU(d.box, probe.faces[j].box) >= kSameFaceIoU;
     for (const TrackedFace& other : f.faces) lost = lost || faceapi::IoU(d.box, other.face.box) >= kSameFaceIoU;
     if (lost && !backward) {
+      spdlog::debug("{}: track {} lost (patch similarity {:.2f}): a keyframe", f.picture.what, tracks[k].id, similarity);
       *held = false;
       return absl::OkStatus();
     }
