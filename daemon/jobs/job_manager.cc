@@ -412,9 +412,7 @@ std::vector<std::vector<std::string>> JobManager::UpcomingStages(size_t max_jobs
     MutexLock lock(&mu_);
     for (const auto& [id, r] : running_) {
       if (out.size() >= max_jobs) break;
-      const auto& models = r->record.plan.stage_models;
-      const size_t done = std::min(r->stages_done, models.size());
-      out.emplace_back(models.begin() + static_cast<std::ptrdiff_t>(done), models.end());
+      out.push_back(RemainingStageModels(r->record.plan, r->stages_done));
     }
   }
   if (out.size() < max_jobs) {

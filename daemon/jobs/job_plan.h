@@ -7,6 +7,7 @@
 // Thread-safety: a value.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -23,5 +24,15 @@ struct JobPlan {
   std::vector<std::string> stage_models;
   uint64_t result_bound_bytes = 0;
 };
+
+// The models a running job will still use, in order, once `stages_done` stages have finished: an
+// image's later stages; a video's every stage, since each frame runs them again (its stage
+// events are the source image's only, and the keep-alive and the eviction policies must not take
+// the landmark net away between frames).
+inline std::vector<std::string> RemainingStageModels(const JobPlan& plan, size_t stages_done) {
+  if (plan.target == v1::VIDEO) return plan.stage_models;
+  const size_t done = stages_done < plan.stage_models.size() ? stages_done : plan.stage_models.size();
+  return std::vector<std::string>(plan.stage_models.begin() + static_cast<std::ptrdiff_t>(done), plan.stage_models.end());
+}
 
 }  // namespace fusion::jobs

@@ -305,6 +305,17 @@ TEST_F(JobManagerTest, ResultsBeyondTheRetentionBytesAreRemovedOldestFirst) {
   EXPECT_TRUE(m->Result(ids[3], 1).ok());
 }
 
+TEST(RemainingStageModels, AnImageDropsItsFinishedStagesAVideoKeepsEveryStageForItsNextFrames) {
+  const JobPlan image{.target = v1::IMAGE, .stage_models = {"detector", "landmarks", "generator"}};
+  EXPECT_EQ(RemainingStageModels(image, 0), image.stage_models);
+  EXPECT_EQ(RemainingStageModels(image, 2), (std::vector<std::string>{"generator"}));
+  EXPECT_TRUE(RemainingStageModels(image, 5).empty());
+  JobPlan video = image;
+  video.target = v1::VIDEO;
+  EXPECT_EQ(RemainingStageModels(video, 2), video.stage_models);
+  EXPECT_EQ(RemainingStageModels(video, 5), video.stage_models);
+}
+
 TEST_F(JobManagerTest, UpcomingStagesListRunningRemaindersThenQueuedJobs) {
   Notification gate;
   runner_.gate = &gate;
