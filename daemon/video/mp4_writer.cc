@@ -164,7 +164,7 @@ absl::Status Mp4Writer::WriteFrame(const Frame& frame) {
   if (int rc = av_frame_make_writable(yuv_); rc < 0) return EncodeError(path_, "no memory for a frame", rc);
   // Zeroed, padding included: libx264 reads the rows' bytes past the width (sws_scale leaves
   // them; make_writable hands a fresh, uninitialised buffer while the encoder holds the last
-  // frame), and heap garbage there changed its bitstream (see the asm note in CreateVideoOnly).
+  // frame), and heap garbage there changed its bitstream (see the asm note in Create).
   for (AVBufferRef* b : yuv_->buf) {
     if (b != nullptr) std::memset(b->data, 0, b->size);
   }
