@@ -121,6 +121,9 @@ absl::Status VideoReader::Convert(const AVFrame* f, int64_t pts, Frame* out) {
     return absl::InternalError(absl::StrCat(what_, ": no conversion from pixel format ",
                                             av_get_pix_fmt_name(static_cast<AVPixelFormat>(f->format)), " to BGR"));
   }
+  // A new buffer for every frame: a caller that kept an earlier frame's Mat (a header sharing
+  // its data) while reusing the Item keeps that frame, not this one written over it.
+  out->bgr = cv::Mat();
   cv::Mat& bgr = rotation_ == 0 ? out->bgr : stored_;
   bgr.create(height_, width_, CV_8UC3);
   uint8_t* dst[4] = {bgr.data, nullptr, nullptr, nullptr};

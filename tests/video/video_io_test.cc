@@ -175,6 +175,30 @@ TEST_F(VideoIoTest, DecodeAndEncodeKeepAFlatColour) {
   }
 }
 
+// A caller that reuses one Item and keeps each frame's Mat (a header sharing its pixels) keeps
+// every frame: each frame gets its own buffer. It was one buffer for a run of frames with no
+// packet between them, so every kept frame showed the last one.
+TEST_F(VideoIoTest, FramesKeptFromAReusedItemStayDistinct) {
+  const std::string path = dir_.File("counter.mp4");  // 5 frames, each a different shade
+  ASSERT_TRUE(testclips::Ffmpeg("-f lavfi -i \"color=c=black:s=64x48:r=10:d=0.5,geq=lum='40*N+20':cb=128:cr=128\" "
+                                "-c:v libx264 -preset ultrafast -pix_fmt yuv420p '" + path + "'"));
+  auto reader = VideoReader::Open(ReadFile(path), "clip", {});
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  Item item;
+  std::vector<cv::Mat> kept;
+  for (;;) {
+    auto more = (*reader)->Next(&item);
+    ASSERT_TRUE(more.ok()) << more.status();
+    if (!*more) break;
+    if (item.kind == Item::Kind::kFrame) kept.push_back(item.frame.bgr);
+  }
+  ASSERT_EQ(kept.size(), 5u);
+  // Luma 20 + 40 i in the limited range (16-235) is gray (Y - 16) * 255 / 219.
+  for (size_t i = 0; i < kept.size(); ++i) {
+    EXPECT_NEAR(cv::mean(kept[i])[0], (4 + 40.0 * i) * 255 / 219, 2.0) << "frame " << i;
+  }
+}
+
 // A phone's portrait clip is stored sideways with a display matrix: frames come out as players
 // show them (FFmpeg's autorotate is the reference: measured with the ffmpeg CLI, FFmpeg 5.1's
 // `rotate=270` tag shows the stored frame turned 90 degrees clockwise, `rotate=90` turned
