@@ -89,6 +89,22 @@ class OneEuroPoints {
   faceapi::Landmarks68 Filter(const faceapi::Landmarks68& raw, double dt_s);
   void Reset() { started_ = false; }
 
+  // Everything Filter() remembers, so a filter can be carried across a restart (a video job
+  // resumed at a chunk, pipeline/video_checkpoint.proto): Restore(state()) changes nothing.
+  struct State {
+    bool started = false;
+    double cx = 0, cy = 0, s = 1, vx = 0, vy = 0, vs = 0;
+    faceapi::Landmarks68 shape{};
+    double speed = 0, shape_speed = 0;
+  };
+  State state() const { return {started_, cx_, cy_, s_, vx_, vy_, vs_, shape_, speed_, shape_speed_}; }
+  void Restore(const State& st) {
+    started_ = st.started;
+    cx_ = st.cx, cy_ = st.cy, s_ = st.s, vx_ = st.vx, vy_ = st.vy, vs_ = st.vs;
+    shape_ = st.shape;
+    speed_ = st.speed, shape_speed_ = st.shape_speed;
+  }
+
  private:
   Params p_;
   bool started_ = false;
