@@ -8,6 +8,7 @@
 #include "spdlog/spdlog.h"
 #include "base/status_macros.h"
 #include "geometry/frame_edge.h"
+#include "pipeline/video_checkpoint.h"
 
 namespace fusion {
 namespace {
@@ -48,7 +49,8 @@ absl::Status VideoFaces::Push(video::Frame frame, std::deque<AnalysedFrame>* rea
   const uint64_t i = static_cast<uint64_t>(f.frame.index);
   const cv::Mat thumb = geometry::Thumbnail(f.frame.bgr);
   const bool chunk_end = i % s_.chunk == s_.chunk - 1 || i + 1 >= s_.total;
-  f.cut = i % s_.chunk == 0 || geometry::IsSceneCut(last_thumb_, thumb);
+  f.cut = !started_ || geometry::IsSceneCut(last_thumb_, thumb);
+  started_ = true;
   last_thumb_ = thumb;
   if (f.cut) {  // the scene before ends: its held frames go as they are, its tracks end
     Emit(ready);
@@ -202,6 +204,62 @@ absl::Status VideoFaces::TraceBack(std::vector<Track> fresh) {
     RETURN_IF_ERROR(Step(*it, fresh, /*backward=*/true, &held));
   }
   return absl::OkStatus();
+}
+
+void VideoFaces::SaveState(internal::VideoTrackerState* out) const {
+  out->clear_tracks();
+  for (const Track& t : tracks_) {
+    internal::TrackState* ts = out->add_tracks();
+    ts->set_id(t.id);
+    SavePoints(t.last, ts->mutable_last());
+    SavePoints(t.before, ts->mutable_before());
+    ts->set_has_before(t.has_before);
+    for (float v : {t.rel.dx, t.rel.dy, t.rel.w, t.rel.h}) ts->add_relation(v);
+    for (float v : {t.box.x, t.box.y, t.box.w, t.box.h, t.box.score}) ts->add_box(v);
+    const cv::Mat patch = t.patch.isContinuous() ? t.patch : t.patch.clone();
+    ts->mutable_patch()->Add(patch.ptr<float>(), patch.ptr<float>() + patch.total());
+    ts->set_upside_down_logit(t.upside_down_logit);
+    ts->set_upside_down(t.upside_down);
+    ts->set_selected(t.selected);
+  }
+  out->set_next_track(next_id_);
+  const cv::Mat thumb = last_thumb_.isContinuous() ? last_thumb_ : last_thumb_.clone();
+  out->set_thumbnail(thumb.data, thumb.total());
+  out->set_thumbnail_rows(thumb.rows);
+  out->set_thumbnail_cols(thumb.cols);
+}
+
+bool VideoFaces::RestoreState(const internal::VideoTrackerState& state) {
+  constexpr int kPatchValues = geometry::kPatchSide * geometry::kPatchSide;
+  std::vector<Track> tracks;
+  for (const internal::TrackState& ts : state.tracks()) {
+    Track t;
+    if (!LoadPoints(ts.last(), &t.last) || !LoadPoints(ts.before(), &t.before) || ts.relation_size() != 4 ||
+        ts.box_size() != 5 || ts.patch_size() != kPatchValues) {
+      return false;
+    }
+    t.id = ts.id();
+    t.has_before = ts.has_before();
+    t.rel = {ts.relation(0), ts.relation(1), ts.relation(2), ts.relation(3)};
+    t.box = {ts.box(0), ts.box(1), ts.box(2), ts.box(3), ts.box(4)};
+    t.patch = cv::Mat(geometry::kPatchSide, geometry::kPatchSide, CV_32F);
+    std::copy(ts.patch().begin(), ts.patch().end(), t.patch.ptr<float>());
+    t.upside_down_logit = ts.upside_down_logit();
+    t.upside_down = ts.upside_down();
+    t.selected = ts.selected();
+    tracks.push_back(std::move(t));
+  }
+  const int rows = state.thumbnail_rows(), cols = state.thumbnail_cols();
+  if (rows <= 0 || cols <= 0 || state.thumbnail().size() != static_cast<size_t>(rows) * static_cast<size_t>(cols)) {
+    return false;
+  }
+  last_thumb_ = cv::Mat(rows, cols, CV_8U);
+  std::copy(state.thumbnail().begin(), state.thumbnail().end(), last_thumb_.data);
+  tracks_ = std::move(tracks);
+  next_id_ = state.next_track();
+  since_key_ = 0;
+  started_ = true;
+  return true;
 }
 
 }  // namespace fusion

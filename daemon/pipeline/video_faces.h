@@ -8,9 +8,12 @@
 // track's last detection) and landmarked there by the landmark net. A track holds while its face
 // patch correlates with the one at its last detection (kMinPatchSimilarity); when one is lost the
 // frame becomes a keyframe at once.
-// Keyframes: the first frame of each chunk (tracks never cross a chunk, so a job resumed at a
-// chunk gives the bytes of an uninterrupted run), the last frame of each chunk and of the job, a
-// scene cut (geometry::IsSceneCut; tracks end there), a lost track, and every `interval` frames.
+// Keyframes: the first frame of the job, the last frame of each chunk and of the job (so no
+// frame waits for its faces across a chunk's end), a scene cut (geometry::IsSceneCut; tracks end
+// there), a lost track, and every `interval` frames. Tracks continue across chunks: the state
+// after a chunk's last frame (SaveState) is committed with the chunk, and a job resumed at a
+// chunk restores it (RestoreState), so it gives the bytes of an uninterrupted run and a still
+// face does not jump where one chunk ends and the next begins.
 // With every_frame, every frame (the reference; the same tracks and per-face work).
 // Faces entering: a face found at a keyframe with no track is traced back, by the same tracking
 // step run backwards, through the frames held since the keyframe before (they are held until the
@@ -40,6 +43,9 @@
 #include "video/video_reader.h"
 
 namespace fusion {
+namespace internal {
+class VideoTrackerState;  // video_checkpoint.proto
+}  // namespace internal
 
 inline constexpr float kMatchIoU = 0.3f;
 // A tracked face whose predicted box overlaps the box the net saw in the frame before this much
@@ -59,7 +65,7 @@ struct AnalysedFrame {
   Picture picture;        // the target picture (rgb); its faces are set by the swap
   std::vector<TrackedFace> faces;
   bool keyframe = false;
-  bool cut = false;       // a scene cut (or a chunk's start): no track continues into it
+  bool cut = false;       // a scene cut (or the first frame): no track continues into it
 };
 
 class VideoFaces {
@@ -89,6 +95,14 @@ class VideoFaces {
   absl::Status Push(video::Frame frame, std::deque<AnalysedFrame>* ready);
   // The end of the frames: the held ones to *ready.
   void Finish(std::deque<AnalysedFrame>* ready);
+
+  // The tracks, the track numbering and the last frame's thumbnail, into `out`. Only between a
+  // chunk's last frame and the next Push (no frame held: a chunk's last frame is a keyframe).
+  void SaveState(internal::VideoTrackerState* out) const;
+  // Continues from a state SaveState wrote, before the first Push (a job resumed at the chunk
+  // after it). False, and nothing restored, when it does not fit (another build's state): the
+  // first frame is then a keyframe with no tracks, as a job's first frame.
+  bool RestoreState(const internal::VideoTrackerState& state);
 
  private:
   struct Track {
@@ -125,6 +139,7 @@ class VideoFaces {
   std::vector<Track> tracks_;
   std::deque<AnalysedFrame> held_;  // since the last keyframe (which is held_.front())
   cv::Mat last_thumb_;
+  bool started_ = false;  // a frame was pushed, or a state restored
   int since_key_ = 0;
   uint64_t next_id_ = 1;
 };

@@ -14,8 +14,10 @@
 // in flight is redone, never a committed frame. The frames before it are still decoded (cheap
 // next to a swap) but not swapped or encoded. At the end the segments are joined with the
 // target's audio/subtitle packets copied unchanged (video/segment_join.h): a remux.
-// Every chunk starts with an IDR frame (a new encoder), so an uninterrupted and a resumed run
-// encode exactly the same chunks: same frames, same timestamps.
+// Every chunk starts with an IDR frame (a new encoder), and the face tracking's state after a
+// chunk's last frame (its tracks and their point filters, video_checkpoint.proto) is committed
+// with the chunk and restored by a resumed run, so an uninterrupted and a resumed run encode
+// exactly the same chunks: same frames, same timestamps.
 //
 // The source face is detected, landmarked and encoded once, before the first frame. The
 // target's faces come from VideoFaces (video_faces.h: keyframes scanned by the detector, tracks
@@ -52,6 +54,7 @@
 #include "pipeline/pipeline_runner.h"
 #include "pipeline/target_kind.h"
 #include "pipeline/video_faces.h"
+#include "pipeline/video_checkpoint.h"
 #include "geometry/face_track.h"
 #include "absl/container/flat_hash_map.h"
 #include <opencv2/imgproc.hpp>
@@ -84,6 +87,7 @@ struct FrameOutcome {
 struct SwappedFrame {
   video::Frame frame;
   FrameOutcome outcome;
+  std::string tracker_state;  // a chunk's last frame: the tracking's state after it (serialized)
 };
 
 // The first error of the job's three threads (later ones are consequences of it).
@@ -242,9 +246,26 @@ cv::Rect FlickerRegion(const faceapi::FaceBox& a, const faceapi::FaceBox& b, cv:
 class FrameSwapper {
  public:
   FrameSwapper(Execution& run, const v1::JobOptions& o, FaceStages stages, const std::vector<Picture>& fixed,
-               size_t max_faces, double fps, uint64_t total, v1::JobResult& report)
+               size_t max_faces, double fps, uint64_t total, size_t chunk, v1::JobResult& report)
       : run_(run), o_(o), stages_(std::move(stages)), fixed_(fixed), max_faces_(max_faces),
-        dt_(fps > 0 ? 1.0 / fps : 1.0 / 30), total_(total), report_(report) {}
+        dt_(fps > 0 ? 1.0 / fps : 1.0 / 30), total_(total), chunk_(chunk), report_(report) {}
+
+  // The tracks' point filters, into `out` (with VideoFaces::SaveState: a chunk's checkpoint).
+  void SaveFilters(internal::VideoTrackerState* out) const {
+    std::vector<uint64_t> tracks;  // in track order: the same bytes for the same state
+    for (const auto& [track, filter] : filters_) tracks.push_back(track);
+    std::sort(tracks.begin(), tracks.end());
+    for (uint64_t t : tracks) SaveFilter(t, filters_.at(t), out->add_filters());
+  }
+  // Restores what SaveFilters wrote; false (and nothing restored) when it does not fit.
+  bool RestoreFilters(const internal::VideoTrackerState& state) {
+    absl::flat_hash_map<uint64_t, geometry::OneEuroPoints> filters;
+    for (const internal::FilterState& f : state.filters()) {
+      if (!LoadFilter(f, &filters[f.track()])) return false;
+    }
+    filters_ = std::move(filters);
+    return true;
+  }
 
   // Replaces a.frame.bgr with the swapped frame (unchanged when it has no face to swap).
   absl::Status Swap(AnalysedFrame& a, FrameOutcome* out) {
@@ -308,11 +329,14 @@ class FrameSwapper {
     return faces;
   }
 
-  // The flicker sums of the tracks in this frame and the one before (not across a cut).
+  // The flicker sums of the tracks in this frame and the one before: not across a cut, nor
+  // where a chunk starts (a resumed run has not the output frame before it: both runs count
+  // the same pairs).
   void Flicker(const AnalysedFrame& a, const cv::Mat& input, const cv::Mat& output, FrameOutcome* out) {
     absl::flat_hash_map<uint64_t, faceapi::FaceBox> boxes;
     for (const TrackedFace& t : a.faces) boxes.emplace(t.track, t.face.box);
-    if (!a.cut && !prev_in_.empty() && prev_in_.size() == input.size()) {
+    const bool chunk_start = static_cast<uint64_t>(a.frame.index) % chunk_ == 0;
+    if (!a.cut && !chunk_start && !prev_in_.empty() && prev_in_.size() == input.size()) {
       for (const auto& [track, box] : boxes) {
         auto p = prev_boxes_.find(track);
         if (p == prev_boxes_.end()) continue;
@@ -334,6 +358,7 @@ class FrameSwapper {
   const size_t max_faces_;
   const double dt_;
   const uint64_t total_;
+  const size_t chunk_;
   v1::JobResult& report_;
   bool cut_noted_ = false;  // a face too far outside the frame was named (once per job)
   absl::flat_hash_map<uint64_t, geometry::OneEuroPoints> filters_;
@@ -354,6 +379,7 @@ class ChunkEncoder {
     }
     RETURN_IF_ERROR(writer_->WriteFrame(f.frame));
     ++counts_.frames;
+    if (!f.tracker_state.empty()) counts_.tracker_state = f.tracker_state;
     if (f.outcome.swapped) {
       ++counts_.frames_swapped;
       counts_.faces_swapped += f.outcome.faces;
@@ -498,6 +524,25 @@ VideoFaces::Settings TrackingSettings(const v1::JobOptions& o, size_t chunk, uin
           .reference_limit = o.reference_max_distance() > 0 ? o.reference_max_distance() : 0.6f};
 }
 
+// The tracking's state after frame `index` (a chunk's last), serialized for the chunk's commit.
+std::string TrackerState(uint64_t index, const VideoFaces& analysis, const FrameSwapper& swapper) {
+  internal::VideoTrackerState state;
+  state.set_frame(index);
+  analysis.SaveState(&state);
+  swapper.SaveFilters(&state);
+  return state.SerializeAsString();
+}
+
+// A resumed job's tracks and filters as the uninterrupted run had them after the last committed
+// chunk. Without a state that fits (a chunk of another build), the first frame starts afresh.
+void ResumeTracking(const SegmentCounts& last, uint64_t resumed, const std::string& job, VideoFaces& analysis,
+                    FrameSwapper& swapper) {
+  internal::VideoTrackerState state;
+  const bool fits = !last.tracker_state.empty() && state.ParseFromString(last.tracker_state) &&
+                    state.frame() + 1 == resumed && analysis.RestoreState(state) && swapper.RestoreFilters(state);
+  if (!fits) spdlog::warn("job {}: the tracking state of its last chunk does not fit: tracks start afresh", job);
+}
+
 }  // namespace
 
 absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::SwapVideo(Execution& run, const std::string& source_image,
@@ -551,7 +596,8 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::SwapVideo(Execution& run
                        FaceStages{options_.landmarks, options_.encoder, options_.generator,
                                   o.enhance_scale() != 0 ? EnhancerFor(o, o.enhance_scale()) : "", options_.blender, "",
                                   JobThreads()},
-                       source.pictures, options_.max_faces, info.fps, total, report);
+                       source.pictures, options_.max_faces, info.fps, total, chunk, report);
+  if (resumed > 0) ResumeTracking(store.committed().back(), resumed, run.owner().job_id, analysis, swapper);
   FrameProgress progress(run.context(), total, resumed);
   ChunkEncoder sink(*reader, store, enc, chunk);
   uint64_t encoded = 0;
@@ -567,6 +613,8 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::SwapVideo(Execution& run
       SwappedFrame s;
       RETURN_IF_ERROR(swapper.Swap(ready.front(), &s.outcome));
       s.frame = std::move(ready.front().frame);
+      const uint64_t i = static_cast<uint64_t>(s.frame.index);
+      if (i % chunk == chunk - 1 || i + 1 == total) s.tracker_state = TrackerState(i, analysis, swapper);
       out->push_back(std::move(s));
     }
     return absl::OkStatus();

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "video/fsync_path.h"
@@ -47,6 +48,7 @@ bool ReadCounts(const std::string& path, SegmentCounts* c) {
     c->tracks = j.value("tracks", uint64_t{0});
     c->flicker_input = j.value("flicker_input", 0.0);
     c->flicker_output = j.value("flicker_output", 0.0);
+    if (!absl::Base64Unescape(j.value("tracker_state", std::string()), &c->tracker_state)) c->tracker_state.clear();
   } catch (const nlohmann::json::exception&) {
     return false;
   }
@@ -105,7 +107,8 @@ absl::Status SegmentStore::Commit(const SegmentCounts& counts) {
                             {"frames_tracked", counts.frames_tracked},
                             {"tracks", counts.tracks},
                             {"flicker_input", counts.flicker_input},
-                            {"flicker_output", counts.flicker_output}};
+                            {"flicker_output", counts.flicker_output},
+                            {"tracker_state", absl::Base64Escape(counts.tracker_state)}};
   const std::string json = Path(index, "json"), json_tmp = json + ".tmp";
   {
     std::ofstream f(json_tmp, std::ios::trunc);

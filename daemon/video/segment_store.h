@@ -3,7 +3,8 @@
 // A video job encodes its frames in chunks of N frames; chunk k becomes the segment file
 // <dir>/<k, 6 digits>.mp4 (the chunk's H.264 stream, Mp4Writer::CreateVideoOnly) and its
 // counts <dir>/<k>.json (frames, frames swapped / without a face, faces, identity distances,
-// keyframes, tracked frames, tracks started, the flicker sums).
+// keyframes, tracked frames, tracks started, the flicker sums) with the tracking's state
+// after its last frame (base64).
 // Commit order: the counts are written to a temporary name, fsynced and renamed, then the
 // segment's temporary file (complete and fsynced by Mp4Writer::Finish) is renamed, then the
 // directory is fsynced. So a segment file under its final name is a completed chunk whose
@@ -41,6 +42,9 @@ struct SegmentCounts {
   // Sums over consecutive frames of a track (JobResult.flicker_ratio = output / input): the mean
   // gray change inside the face's region, of the input and of the output.
   double flicker_input = 0, flicker_output = 0;
+  // Opaque bytes the job commits with the chunk and gets back when it resumes after it: the
+  // face tracking's state after the chunk's last frame (pipeline/video_checkpoint.proto).
+  std::string tracker_state;
 };
 
 class SegmentStore {

@@ -153,13 +153,13 @@ TEST_F(VideoProcessTest, SwapKeepsFramesTimestampsAndAudioAndCountsFramesWithout
   EXPECT_GT(j["frames_per_second"].get<double>(), 0.0);
   EXPECT_EQ(j["chunk_frames"].get<int>(), 6);  // 4 segments joined
   EXPECT_EQ(j["frames_resumed"].get<int>(), 0);
-  // Tracking: chunks of 6 start and end with a keyframe (0, 5, 6, 11, 12, 17, 18, 23), the cut
-  // to grey (15) is one more: 9; between them (frames 1-4, 7-10, 13-14) the face is tracked.
-  // One track per chunk with the face (3). The swapped face changes about as much as the still
+  // Tracking: the first frame and each chunk's last are keyframes (0, 5, 11, 17, 23), the cut to
+  // grey (15) is one more: 6; between them (frames 1-4, 6-10, 12-14) the face is tracked. Tracks
+  // continue across chunks: one track. The swapped face changes about as much as the still
   // photo's face does under the H.264 round trip: a ratio, bounded.
-  EXPECT_EQ(j["keyframes"].get<int>(), 9) << r.out;
-  EXPECT_EQ(j["frames_tracked"].get<int>(), 10);
-  EXPECT_EQ(j["tracks"].get<int>(), 3);
+  EXPECT_EQ(j["keyframes"].get<int>(), 6) << r.out;
+  EXPECT_EQ(j["frames_tracked"].get<int>(), 12);
+  EXPECT_EQ(j["tracks"].get<int>(), 1);
   EXPECT_GT(j["flicker_ratio"].get<double>(), 0.0);
   EXPECT_LT(j["flicker_ratio"].get<double>(), 3.0);
   // Every swapped face re-described in its result frame: the source's identity (distance under
@@ -214,15 +214,15 @@ TEST_F(VideoProcessTest, EveryFrameDetectionAndTrackingSwapTheSameFrames) {
   }
   EXPECT_EQ(every["keyframes"].get<int>(), 24);
   EXPECT_EQ(every["frames_tracked"].get<int>(), 0);
-  EXPECT_EQ(every["tracks"].get<int>(), 3);  // one per chunk with the face: matched frame to frame
-  EXPECT_EQ(tracked["keyframes"].get<int>(), 9);
-  EXPECT_EQ(tracked["frames_tracked"].get<int>(), 10);
-  // An interval of 2: every other frame after a keyframe, and each chunk's end, so 4 a chunk
-  // (0 2 4 5, 6 8 10 11, 12 14 15 17 with the cut, 18 20 22 23): 16.
+  EXPECT_EQ(every["tracks"].get<int>(), 1);  // matched frame to frame, across the chunks
+  EXPECT_EQ(tracked["keyframes"].get<int>(), 6);
+  EXPECT_EQ(tracked["frames_tracked"].get<int>(), 12);
+  // An interval of 2: every other frame after a keyframe, and each chunk's end
+  // (0 2 4 5, 7 9 11, 13 15 (the cut) 17, 19 21 23): 13.
   const RunResult r = Ctl({"swap", "--source", kSource, "--target", clip, "-o", dir_.File("k2.mp4"), "--simple",
                            "--json", "--keyframe-interval", "2"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(nlohmann::json::parse(r.out)["keyframes"].get<int>(), 16) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["keyframes"].get<int>(), 13) << r.out;
   ExpectAtRest();
 }
 

@@ -158,8 +158,10 @@ TEST_F(SegmentTest, OpenKeepsTheCommittedChunksBeforeTheFirstGapAndRemovesTheRes
     ASSERT_TRUE(store.ok()) << store.status();
     for (uint64_t frames : {8, 8}) {
       std::ofstream(store->TempPath(store->committed().size())) << "segment";
+      // The tracking state is opaque bytes (any byte value, NUL included).
       ASSERT_TRUE(store->Commit({.frames = frames, .frames_swapped = 6, .frames_without_face = 2,
-                                 .faces_swapped = 7, .identity_distances = {0.25f, 0.5f}})
+                                 .faces_swapped = 7, .identity_distances = {0.25f, 0.5f},
+                                 .tracker_state = std::string("\0\xff state", 8) + std::to_string(frames)})
                       .ok());
     }
     std::ofstream(store->TempPath(2)) << "a chunk in flight at the crash";
@@ -175,6 +177,7 @@ TEST_F(SegmentTest, OpenKeepsTheCommittedChunksBeforeTheFirstGapAndRemovesTheRes
   EXPECT_EQ(store->frames_committed(), 16u);
   EXPECT_EQ(store->committed()[1].faces_swapped, 7u);
   EXPECT_EQ(store->committed()[1].identity_distances, (std::vector<float>{0.25f, 0.5f}));
+  EXPECT_EQ(store->committed()[1].tracker_state, std::string("\0\xff state8", 9));
   EXPECT_EQ(store->Paths(), (std::vector<std::string>{dir + "/000000.mp4", dir + "/000001.mp4"}));
   std::vector<std::string> left;
   for (const auto& e : std::filesystem::directory_iterator(dir)) left.push_back(e.path().filename().string());
