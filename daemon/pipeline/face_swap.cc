@@ -79,7 +79,7 @@ absl::Status BlendFaces(const FaceStages& m, const v1::JobOptions& o, const Pict
 absl::Status LandmarkStage(const FaceStages& m, std::vector<Picture>& pics, Execution& run, const FaceWork& work) {
   Picture& tgt = pics[1];
   if (work.source_ready && work.target_ready) {
-    SetAsideCutFaces(tgt);
+    SetAsideCutFaces(tgt, work.max_outside_share);
     return absl::OkStatus();
   }
   absl::Status st = run.Stage("landmarks", m.landmarks, 112 * 112, "112x112", 0.15f,
@@ -93,7 +93,7 @@ absl::Status LandmarkStage(const FaceStages& m, std::vector<Picture>& pics, Exec
                                 return absl::OkStatus();
                               });
   if (!st.ok()) return st;
-  SetAsideCutFaces(tgt);
+  SetAsideCutFaces(tgt, work.max_outside_share);
   if (!work.source_ready) {
     for (const CutFace& c : tgt.cut) run.Degrade(CutFaceNote(tgt.what, c.box, c.edges, c.outside_share));
     if (tgt.faces.empty()) {

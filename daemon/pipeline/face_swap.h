@@ -43,6 +43,9 @@ struct FaceWork {
   // Full-mode blend: the side the Poisson membrane is solved at, at most (models::BlendOptions::
   // poisson_side; video frames set models::kVideoPoissonSide).
   int poisson_side = models::kImagePoissonSide;
+  // Target faces more than this share outside the frame are set aside (SetAsideCutFaces; a
+  // video's tracked faces: kMaxOutsideShareTracked).
+  float max_outside_share = kMaxOutsideShare;
 };
 
 inline constexpr uint64_t kCropPixels = 256 * 256;

@@ -304,12 +304,12 @@ absl::Status FindLandmarks(const ModelCopy& landmarks, Picture& pic, const Check
   return absl::OkStatus();
 }
 
-void SetAsideCutFaces(Picture& pic) {
+void SetAsideCutFaces(Picture& pic, float max_share) {
   std::vector<DetectedFace> kept;
   for (DetectedFace& f : pic.faces) {
     const cv::Size size = pic.rgb.size();
     const float share = FaceOutsideShare(f.box, f.landmarks, size);
-    if (share > kMaxOutsideShare) {
+    if (share > max_share) {
       // The edges: those its points or its fitted box lie beyond, and those its box is cut by.
       unsigned edges = OutsideEdges(f.landmarks, size) | CutEdges(f.box, size);
       if (const FaceFit fit = FitMeanFace(f.landmarks, size); fit.ok) {

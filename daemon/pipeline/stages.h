@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "models/blend/blend.h"
 #include "models/faceapi/types.h"
+#include "models/geometry/frame_edge.h"
 #include "pipeline/checkpoint.h"
 #include "loader/model_store.h"
 
@@ -147,9 +148,9 @@ std::string DetectStageBucket(int side, const DetectSettings& settings);
 inline constexpr int kRefitPasses = 2;
 inline constexpr float kRefitStopIoU = 0.9f;
 absl::Status FindLandmarks(const ModelCopy& landmarks, Picture& pic, const Checkpoint& cp = {});
-// Moves the faces of `pic` more than kMaxOutsideShare outside the frame (frame_edge.h
+// Moves the faces of `pic` more than `max_share` outside the frame (frame_edge.h
 // FaceOutsideShare) from pic.faces to pic.cut, in order. Needs the landmarks.
-void SetAsideCutFaces(Picture& pic);
+void SetAsideCutFaces(Picture& pic, float max_share = kMaxOutsideShare);
 // Descriptors of the faces of `pic` whose index is in `which` (all when empty). Units: "face".
 absl::Status DescribeFaces(const ModelCopy& recognition, Picture& pic, const std::vector<size_t>& which,
                            const Checkpoint& cp = {});

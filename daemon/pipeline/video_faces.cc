@@ -13,8 +13,6 @@
 namespace fusion {
 namespace {
 
-// A tracked face more than this share outside the frame has left it: its track ends.
-constexpr float kLeftFrameShare = 0.5f;
 // Two tracks whose boxes overlap this much hold one face: one of them is wrong.
 constexpr float kSameFaceIoU = 0.5f;
 
@@ -105,7 +103,7 @@ absl::Status VideoFaces::Step(AnalysedFrame& f, std::vector<Track>& tracks, bool
   for (size_t k = 0; k < tracks.size(); ++k) {
     DetectedFace& d = probe.faces[k];
     d.box = geometry::BoxFrom(tracks[k].rel, d.landmarks);
-    if (FaceOutsideShare(d.box, d.landmarks, size) > kLeftFrameShare) {
+    if (FaceOutsideShare(d.box, d.landmarks, size) > kMaxOutsideShareTracked) {
       keep[k] = false;  // the face left the frame
       continue;
     }

@@ -288,7 +288,8 @@ class FrameSwapper {
       const bool score = a.frame.index % kScoreEvery == 0;
       absl::Status st = SwapFaces(stages_, o_, pics, run_, report_, &result,
                                   FaceWork{.source_ready = true, .target_ready = true, .score = score,
-                                           .poisson_side = models::kVideoPoissonSide});
+                                           .poisson_side = models::kVideoPoissonSide,
+                                           .max_outside_share = kMaxOutsideShareTracked});
       if (!pics[1].cut.empty() && !cut_noted_) {  // once per job: the first frame's face names it
         const CutFace& c = pics[1].cut.front();
         run_.Degrade(absl::StrCat(CutFaceNote(what, c.box, c.edges, c.outside_share),

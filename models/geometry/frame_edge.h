@@ -38,6 +38,12 @@ inline constexpr float kEdgeToleranceShare = 0.03f;
 // Above this share of the face outside the frame (FaceOutsideShare), the face is not swapped:
 // midway between the 10-15% cuts that should be swapped and the 35% ones that should not.
 inline constexpr float kMaxOutsideShare = 0.25f;
+// A video's tracked face is swapped up to this share outside the frame, and its track ends
+// beyond it: a face that walks out of the frame keeps its new identity to the end rather than
+// turning back into the original a quarter of the way out (a pop that a still image does not
+// have); the crop's part beyond the frame is never pasted. bench/video's enter720 and pan1080
+// have faces entering and leaving.
+inline constexpr float kMaxOutsideShareTracked = 0.5f;
 
 // Which frame edges a box touches and is cut by: bits of kLeft..kBottom (0 = the box is inside
 // the frame or, touching an edge, has a whole face's aspect along that axis).
