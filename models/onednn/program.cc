@@ -120,6 +120,11 @@ bool Bf16Native() {
   return (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
 }
 
+bool AmxNative() {
+  const unsigned isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  return (isa & dnnl_cpu_isa_avx512_core_amx) == dnnl_cpu_isa_avx512_core_amx;
+}
+
 namespace {
 thread_local bool fp32_only = false;
 }  // namespace

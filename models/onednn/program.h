@@ -74,6 +74,9 @@ enum class Precision { kF32, kBf16 };
 // AVX512-BF16 dot products, or AMX; oneDNN 2.6 asks Linux for the AMX tile state itself,
 // arch_prctl(ARCH_REQ_XCOMP_PERM)). Elsewhere oneDNN would emulate bf16, slower than fp32.
 bool Bf16Native();
+// This CPU has AMX tiles for bf16 (oneDNN's effective ISA includes avx512_core_amx): its bf16
+// kernels pack weights in other layouts, so a network's resident bytes differ (tests name both).
+bool AmxNative();
 // The precision network `net` (its catalogue name) compiles in: `fallback` (the network's
 // measured default) unless FUSION_ONEDNN_PRECISION says otherwise, as "bf16" or "fp32" for
 // every net, or per net "ssd_mobilenetv1=bf16,tiny_face_detector=fp32" (a net's own entry wins

@@ -13,6 +13,7 @@ bool Available() { return false; }
 bool Usable(const at::Tensor&) { return false; }
 bool Enabled() { return false; }
 bool Bf16Native() { return false; }
+bool AmxNative() { return false; }
 Precision PrecisionFor(std::string_view, Precision) { return Precision::kF32; }
 
 Fp32Scope::Fp32Scope() : was_(false) {}

@@ -46,9 +46,10 @@ TEST(ModelStore, UploadChargesAMeasuredSecondCopyToTheDeviceTier) {
   // normalisation constants (onednn::Program::Normalize: the mean [1,3,1,1] and the divisor
   // [1,1,1,1], 16 B), measured by the meter like every resident byte: the catalogue's figure.
   // Where the CPU has native bf16 the fast path holds its conv weights in bf16 (onednn/program.h):
-  // 788,000 B, the fc layer fp32. A build without the fast path (onednn::Available(): PyPI's
-  // LibTorch) holds the parameters alone.
-  const uint64_t kResident = (onednn::Bf16Native() ? 788'000u : 1'427'360u) + (onednn::Available() ? 16u : 0u);
+  // 788,000 B, the fc layer fp32 (787,424 B where AMX kernels pack the bf16 weights). A build
+  // without the fast path (onednn::Available(): PyPI's LibTorch) holds the parameters alone.
+  const uint64_t kResident = (onednn::AmxNative() ? 787'424u : onednn::Bf16Native() ? 788'000u : 1'427'360u) +
+                             (onednn::Available() ? 16u : 0u);
   EXPECT_EQ(E().meter->AllocatedBytes() - before, kResident);
   for (const ModelSnapshot& m : E().residency->Snapshot().models) {
     if (m.name == "face_landmark_68") {
@@ -64,7 +65,7 @@ TEST(ModelStore, UploadChargesAMeasuredSecondCopyToTheDeviceTier) {
 // weights (padded layouts kept), fp32 biases and the upsample-fused SR conv (fp32; its plain
 // weight kept for the at:: path, keras_model.h) measured by the meter, nothing else left in the
 // model's scope once the probe's fp32 build is gone. esrgan-slim-x2: 955,164 B in fp32 (922,652 B
-// on an AVX2 CPU), 493,084 B in bf16 (the catalogue's device_bytes stays the fp32 parameters' 888,300: the prior the meter
+// on an AVX2 CPU), 493,084 B in bf16 (499,100 B where AMX kernels pack the weights; the catalogue's device_bytes stays the fp32 parameters' 888,300: the prior the meter
 // corrects). A build without the fast path holds those 888,300 B alone.
 bool Avx512() {
   __builtin_cpu_init();
@@ -83,7 +84,8 @@ TEST(ModelStore, Bf16EnhancerUploadChargesItsPackedBf16Bytes) {
               static_cast<unsigned long long>((*copy)->keras->resident_bytes()));
   EXPECT_EQ(charged, (*copy)->keras->resident_bytes());
   // fp32 programs pad channels to oneDNN's block for the CPU: 16 with AVX-512, 8 with AVX2.
-  EXPECT_EQ(charged, onednn::Bf16Native() ? 493'084u
+  EXPECT_EQ(charged, onednn::AmxNative() ? 499'100u
+                     : onednn::Bf16Native() ? 493'084u
                      : !onednn::Available() ? 888'300u
                      : Avx512() ? 955'164u : 922'652u);
   EXPECT_EQ((*copy)->precision, onednn::Bf16Native() ? "bf16" : "fp32");
