@@ -35,6 +35,14 @@ bool Ffmpeg(const std::string& args) {
   return std::system(cmd.c_str()) == 0;
 }
 
+std::string ZoomPanLongMp4(const std::string& dir, const std::string& photo) {
+  return Make(dir + "/zoompan_long.mp4",
+              "-loop 1 -framerate 15 -t 8 -i '" + photo +
+                  "' -f lavfi -i sine=frequency=440:sample_rate=44100:duration=8 -vf \"" +
+                  "crop=w=400:h=470:x='28*mod(t,2)':y='32*mod(t,2)',scale=240:282,setsar=1,format=yuv420p" +
+                  "\" -c:v libx264 -preset ultrafast -crf 23 -c:a aac -b:a 64k -movflags +faststart");
+}
+
 std::string ZoomPanMp4(const std::string& dir, const std::string& photo) {
   return Make(dir + "/zoompan.mp4",
               "-loop 1 -framerate 15 -t 2 -i '" + photo +

@@ -15,6 +15,9 @@ bool Ffmpeg(const std::string& args);
 
 // 2 s at 15 fps (30 frames), 240x282, H.264 + AAC in MP4 (moov first: +faststart).
 std::string ZoomPanMp4(const std::string& dir, const std::string& photo);
+// The same pan played 4 times over (8 s, 120 frames; a jump back every 2 s), H.264 + AAC in MP4:
+// a video job that lasts while other work runs beside it.
+std::string ZoomPanLongMp4(const std::string& dir, const std::string& photo);
 // The same picture as VP9 + Opus in WebM.
 std::string ZoomPanWebm(const std::string& dir, const std::string& photo);
 // 1 s of the zoom/pan, then 0.6 s of flat grey (9 frames without a face), H.264 + AAC in MP4.
