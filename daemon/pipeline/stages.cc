@@ -215,36 +215,55 @@ std::string DetectStageBucket(int side, const DetectSettings& settings) {
 
 namespace {
 
+// How the landmark net looks at one face: what is known of it (in) and how it was seen (out).
+struct Look {
+  float detector_logit = 0;    // in: the detector's upside-down logit
+  int known_upside_down = -1;  // in: 1 or 0 for a tracked face (told at its detection), -1 unknown
+  bool keep_level = false;     // in: its track was looked at level (DetectedFace::levelled)
+  bool upside_down = false;    // out: found upside down, its points those of the face righted
+  bool levelled = false;       // out: its points found on the face turned level
+};
+
+// The face's points once its roll is known: found again on the face turned level when rolled
+// by kLevelMinDeg (kLevelKeepDeg for a track looked at level) to 90 degrees (level_roll.h).
+absl::StatusOr<faceapi::Landmarks68> Levelled(const faceapi::FaceLandmark68Net& net, const cv::Mat& image,
+                                              const faceapi::FaceBox& box, const faceapi::Landmarks68& as_is,
+                                              Look* look) {
+  const float min_deg = look->keep_level ? faceapi::kLevelKeepDeg : faceapi::kLevelMinDeg;
+  const float roll = std::fabs(faceapi::EyeLineDeg(as_is));
+  look->levelled = roll >= min_deg && roll <= 90;
+  return faceapi::LevelledLandmarks(net, image, box, as_is, 2, min_deg);
+}
+
 // The landmarks of `box` in `image` (FaceLandmark68Net::Detect), or those of the face righted
-// when the upside-down check finds it turned by 180 degrees (*upside_down set).
+// when the upside-down check finds it turned by 180 degrees (look->upside_down set).
 absl::StatusOr<faceapi::Landmarks68> UprightLandmarks(const faceapi::FaceLandmark68Net& net, const cv::Mat& image,
-                                                      const faceapi::FaceBox& box, float detector_logit,
-                                                      bool* upside_down, int known_upside_down) {
-  if (known_upside_down >= 0) {  // a tracked face: its turn was told at its detection
-    *upside_down = known_upside_down == 1;
-    if (*upside_down) return faceapi::DetectTurned180(net, image, box);
+                                                      const faceapi::FaceBox& box, Look* look) {
+  look->levelled = false;
+  if (look->known_upside_down >= 0) {  // a tracked face: its turn was told at its detection
+    look->upside_down = look->known_upside_down == 1;
+    if (look->upside_down) return faceapi::DetectTurned180(net, image, box);
     ASSIGN_OR_RETURN(auto as_is, net.Detect(image, box));
-    return faceapi::LevelledLandmarks(net, image, box, as_is);
+    return Levelled(net, image, box, as_is, look);
   }
   ASSIGN_OR_RETURN(auto as_is, net.Detect(image, box));
   ASSIGN_OR_RETURN(auto turned, faceapi::DetectTurned180(net, image, box));
   const faceapi::UpsideDownCue cue{faceapi::EyeContrast(image, as_is, box), faceapi::EyeContrast(image, turned, box),
-                                   detector_logit};
-  *upside_down = cue.upside_down();
+                                   look->detector_logit};
+  look->upside_down = cue.upside_down();
   spdlog::debug("landmarks: face at ({:.0f},{:.0f} {:.0f}x{:.0f}): upside-down cue {:.2f} (eyes {:.2f} as is, {:.2f} "
                 "turned; detector {:.2f}){}",
                 box.x, box.y, box.w, box.h, cue.value(), cue.eyes_as_is, cue.eyes_turned, cue.detector_logit,
-                *upside_down ? ": upside down, righted" : "");
-  if (*upside_down) return turned;
+                look->upside_down ? ": upside down, righted" : "");
+  if (look->upside_down) return turned;
   // A face rolled by 25-90 degrees: its points found again on the face turned level (level_roll.h).
-  return faceapi::LevelledLandmarks(net, image, box, as_is);
+  return Levelled(net, image, box, as_is, look);
 }
 
 // The net's 68 points for the face in `whole` (frame pixels, may reach beyond the frame): the
 // box on a canvas of its own size, zero outside the frame (UprightLandmarks on that canvas).
 absl::StatusOr<faceapi::Landmarks68> PointsOnCanvas(const faceapi::FaceLandmark68Net& net, const Picture& pic,
-                                                    const faceapi::FaceBox& whole, float detector_logit,
-                                                    bool* upside_down, int known_upside_down) {
+                                                    const faceapi::FaceBox& whole, Look* look) {
   const cv::Size size = pic.rgb.size();
   const int x0 = static_cast<int>(std::floor(whole.x)), y0 = static_cast<int>(std::floor(whole.y));
   const cv::Rect ext(x0, y0, static_cast<int>(std::ceil(whole.x + whole.w)) - x0,
@@ -254,7 +273,7 @@ absl::StatusOr<faceapi::Landmarks68> PointsOnCanvas(const faceapi::FaceLandmark6
   cv::Mat canvas(ext.size(), CV_8UC3, cv::Scalar::all(0));
   pic.rgb(in).copyTo(canvas(in - ext.tl()));
   const faceapi::FaceBox local{whole.x - x0, whole.y - y0, whole.w, whole.h, whole.score};
-  ASSIGN_OR_RETURN(auto pts, UprightLandmarks(net, canvas, local, detector_logit, upside_down, known_upside_down));
+  ASSIGN_OR_RETURN(auto pts, UprightLandmarks(net, canvas, local, look));
   for (faceapi::Point& p : pts) {
     p.x += x0;
     p.y += y0;
@@ -267,23 +286,24 @@ absl::StatusOr<faceapi::Landmarks68> PointsOnCanvas(const faceapi::FaceLandmark6
 absl::Status FindLandmarks(const ModelCopy& landmarks, Picture& pic, const Checkpoint& cp) {
   if (!landmarks.landmarks) return absl::InvalidArgumentError("landmarks: the model is not a landmark net");
   std::vector<faceapi::Landmarks68> found;
-  std::vector<bool> upside_down;
+  std::vector<Look> looks;
   for (const DetectedFace& f : pic.faces) {
     RETURN_IF_ERROR(cp.Check("face", found.size(), pic.faces.size()));
     const cv::Size size = pic.rgb.size();
-    bool turned = false;
-    const int known = f.orientation_known ? (f.upside_down ? 1 : 0) : -1;
+    Look look{.detector_logit = f.upside_down_logit,
+              .known_upside_down = f.orientation_known ? (f.upside_down ? 1 : 0) : -1,
+              .keep_level = f.levelled};
     if (!TouchesFrameEdge(f.box, size)) {
-      ASSIGN_OR_RETURN(auto pts, UprightLandmarks(*landmarks.landmarks, pic.rgb, f.box, f.upside_down_logit, &turned, known));
+      ASSIGN_OR_RETURN(auto pts, UprightLandmarks(*landmarks.landmarks, pic.rgb, f.box, &look));
       found.push_back(pts);
-      upside_down.push_back(turned);
+      looks.push_back(look);
       continue;
     }
     // The whole face's box on a canvas padded beyond the frame (zeros outside it): first the
     // detector's box extended (ExtendedFaceBox), then the box of the mean face fitted to the
     // points inside the frame (FittedNetBox), while it moves.
     faceapi::FaceBox whole = ExtendedFaceBox(f.box, size);
-    auto pts = PointsOnCanvas(*landmarks.landmarks, pic, whole, f.upside_down_logit, &turned, known);
+    auto pts = PointsOnCanvas(*landmarks.landmarks, pic, whole, &look);
     if (!pts.ok()) return pts.status();
     for (int pass = 0; pass < kRefitPasses; ++pass) {
       const FaceFit fit = FitMeanFace(*pts, size);
@@ -291,15 +311,16 @@ absl::Status FindLandmarks(const ModelCopy& landmarks, Picture& pic, const Check
       const faceapi::FaceBox next = FittedNetBox(fit);
       if (faceapi::IoU(next, whole) >= kRefitStopIoU) break;
       whole = next;
-      pts = PointsOnCanvas(*landmarks.landmarks, pic, whole, f.upside_down_logit, &turned, known);
+      pts = PointsOnCanvas(*landmarks.landmarks, pic, whole, &look);
       if (!pts.ok()) return pts.status();
     }
     found.push_back(*pts);
-    upside_down.push_back(turned);
+    looks.push_back(look);
   }
   for (size_t i = 0; i < found.size(); ++i) {
     pic.faces[i].landmarks = found[i];
-    pic.faces[i].upside_down = upside_down[i];
+    pic.faces[i].upside_down = looks[i].upside_down;
+    pic.faces[i].levelled = looks[i].levelled;
   }
   return absl::OkStatus();
 }

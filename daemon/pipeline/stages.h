@@ -42,6 +42,11 @@ struct DetectedFace {
   // `upside_down` is known (a video face carried by its track, told at its detection): the
   // landmark net looks at the face only that way up.
   bool orientation_known = false;
+  // FindLandmarks found its points on the face turned level (faceapi/level_roll.h). Set on a
+  // face before FindLandmarks (a video track looked at level in the frame before), the net looks
+  // at it level from a roll of kLevelKeepDeg rather than kLevelMinDeg: no switching between the
+  // two shapes from frame to frame for a face rolled by about kLevelMinDeg.
+  bool levelled = false;
 };
 
 // A detected face that is not upright (faceapi::EstimateOrientations): never swapped, named in

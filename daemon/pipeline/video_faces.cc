@@ -15,6 +15,10 @@ namespace {
 
 // Two tracks whose boxes overlap this much hold one face: one of them is wrong.
 constexpr float kSameFaceIoU = 0.5f;
+// A tracked face whose points grow or shrink by more than this factor in one frame is lost: the
+// net fitted its face to the box it was shown, not to the face (a rolled face in bench/video's
+// zoom720 shrank by 0.76 in a frame where the zoom grows faces by ~1%).
+constexpr float kMaxScaleStep = 1.2f;
 
 faceapi::Landmarks68 Predicted(const faceapi::Landmarks68& before, const faceapi::Landmarks68& last, bool has_before) {
   return has_before ? geometry::Extrapolate(before, last) : last;
@@ -93,6 +97,7 @@ absl::Status VideoFaces::Step(AnalysedFrame& f, std::vector<Track>& tracks, bool
     d.upside_down_logit = t.upside_down_logit;
     d.upside_down = t.upside_down;
     d.orientation_known = true;
+    d.levelled = t.levelled;
     probe.faces.push_back(d);
   }
   std::vector<faceapi::FaceBox> seen;
@@ -108,11 +113,13 @@ absl::Status VideoFaces::Step(AnalysedFrame& f, std::vector<Track>& tracks, bool
       continue;
     }
     const float similarity = geometry::PatchSimilarity(geometry::FacePatch(f.frame.bgr, d.landmarks), tracks[k].patch);
-    bool lost = similarity < geometry::kMinPatchSimilarity;
+    const float scale = geometry::PointsSpread(d.landmarks) / geometry::PointsSpread(tracks[k].last);
+    bool lost = similarity < geometry::kMinPatchSimilarity || scale > kMaxScaleStep || scale * kMaxScaleStep < 1;
     for (size_t j = 0; j < k && !lost; ++j) lost = keep[j] && faceapi::IoU(d.box, probe.faces[j].box) >= kSameFaceIoU;
     for (const TrackedFace& other : f.faces) lost = lost || faceapi::IoU(d.box, other.face.box) >= kSameFaceIoU;
     if (lost && !backward) {
-      spdlog::debug("{}: track {} lost (patch similarity {:.2f}): a keyframe", f.picture.what, tracks[k].id, similarity);
+      spdlog::debug("{}: track {} lost (patch similarity {:.2f}, size x{:.2f}): a keyframe", f.picture.what, tracks[k].id,
+                    similarity, scale);
       *held = false;
       return absl::OkStatus();
     }
@@ -126,6 +133,7 @@ absl::Status VideoFaces::Step(AnalysedFrame& f, std::vector<Track>& tracks, bool
     t.before = t.last;
     t.has_before = true;
     t.last = probe.faces[k].landmarks;
+    t.levelled = probe.faces[k].levelled;
     f.faces.push_back(TrackedFace{.track = t.id, .face = probe.faces[k], .tracked = true, .selected = t.selected});
     kept.push_back(std::move(t));
   }
@@ -140,8 +148,8 @@ absl::Status VideoFaces::Keyframe(AnalysedFrame& f) {
                              [&](const ModelCopy& m, int tile, const Checkpoint& cp) {
                                return DetectFaces(m, tile, detect_, pic, cp);  // cp names the frame
                              }));
-  RETURN_IF_ERROR(Landmarks(pic));
-  // Detections to tracks, best overlap first.
+  // Detections to tracks, best overlap first (by the detector's boxes: before the landmarks, so a
+  // track looked at level is looked at so again).
   std::vector<std::tuple<float, size_t, size_t>> pairs;  // IoU, track, detection
   for (size_t t = 0; t < tracks_.size(); ++t) {
     const Track& tr = tracks_[t];
@@ -159,6 +167,10 @@ absl::Status VideoFaces::Keyframe(AnalysedFrame& f) {
     matched[t] = true;
     track_of[d] = static_cast<int>(t);
   }
+  for (size_t d = 0; d < pic.faces.size(); ++d) {
+    if (track_of[d] >= 0) pic.faces[d].levelled = tracks_[track_of[d]].levelled;
+  }
+  RETURN_IF_ERROR(Landmarks(pic));
   // New tracks: described first when selecting by reference.
   std::vector<size_t> unmatched;
   for (size_t d = 0; d < pic.faces.size(); ++d) {
@@ -186,6 +198,7 @@ absl::Status VideoFaces::Keyframe(AnalysedFrame& f) {
     t.patch = geometry::FacePatch(f.frame.bgr, det.landmarks);
     t.upside_down_logit = det.upside_down_logit;
     t.upside_down = det.upside_down;
+    t.levelled = det.levelled;
     f.faces.push_back(TrackedFace{.track = t.id, .face = det, .tracked = false, .selected = t.selected});
     (track_of[d] >= 0 ? next : fresh).push_back(t);
   }
@@ -218,6 +231,7 @@ void VideoFaces::SaveState(internal::VideoTrackerState* out) const {
     ts->mutable_patch()->Add(patch.ptr<float>(), patch.ptr<float>() + patch.total());
     ts->set_upside_down_logit(t.upside_down_logit);
     ts->set_upside_down(t.upside_down);
+    ts->set_levelled(t.levelled);
     ts->set_selected(t.selected);
   }
   out->set_next_track(next_id_);
@@ -244,6 +258,7 @@ bool VideoFaces::RestoreState(const internal::VideoTrackerState& state) {
     std::copy(ts.patch().begin(), ts.patch().end(), t.patch.ptr<float>());
     t.upside_down_logit = ts.upside_down_logit();
     t.upside_down = ts.upside_down();
+    t.levelled = ts.levelled();
     t.selected = ts.selected();
     tracks.push_back(std::move(t));
   }

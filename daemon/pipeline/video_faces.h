@@ -114,6 +114,7 @@ class VideoFaces {
     cv::Mat patch;                           // at its last detection
     float upside_down_logit = 0;
     bool upside_down = false;  // as told at its last detection
+    bool levelled = false;     // its points in the newest frame were found on the face turned level
     bool selected = true;
   };
   // Detects `f`'s faces, matches them to the tracks, starts tracks for the others (traced back

@@ -31,6 +31,10 @@
 namespace fusion::faceapi {
 
 inline constexpr float kLevelMinDeg = 25.0f;
+// A video track whose face was looked at level in the frame before keeps being looked at level
+// down to this roll (a hysteresis: bench/video's zoom720 has faces rolled by 24-31 degrees from
+// frame to frame, and the two shapes alternating shook the swapped face and lost its track).
+inline constexpr float kLevelKeepDeg = 15.0f;
 inline constexpr float kLevelResidualDeg = 5.0f;
 // Memory: the canvas is at most kLevelCanvasPx on its longer side (twice the net's 112-px input);
 // a larger box's surroundings (the square of its diagonal) are first scaled down to it with
@@ -43,10 +47,11 @@ inline constexpr double kLevelCanvasPx = 224;
 float EyeLineDeg(const Landmarks68& pts);
 
 // The points of the face in `box` of `rgb` (CV_8UC3 RGB), starting from `first` (the net's
-// points on the box as it is), re-found on the face turned level when its roll is kLevelMinDeg
+// points on the box as it is), re-found on the face turned level when its roll is `min_deg`
 // to 90 degrees (beyond 90 it is upside down: upside_down.h), at most `rounds` times; `first`
 // unchanged otherwise. Errors: the net's (a box outside the image).
 absl::StatusOr<Landmarks68> LevelledLandmarks(const FaceLandmark68Net& net, const cv::Mat& rgb, const FaceBox& box,
-                                              const Landmarks68& first, int rounds = 2);
+                                              const Landmarks68& first, int rounds = 2,
+                                              float min_deg = kLevelMinDeg);
 
 }  // namespace fusion::faceapi

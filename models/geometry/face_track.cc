@@ -38,7 +38,7 @@ faceapi::FaceBox BoxFrom(const BoxRelation& rel, const faceapi::Landmarks68& l) 
 
 faceapi::Landmarks68 Extrapolate(const faceapi::Landmarks68& before, const faceapi::Landmarks68& now) {
   const faceapi::Point c0 = PointsCentre(before), c1 = PointsCentre(now);
-  const float k = std::clamp(PointsSpread(now) / PointsSpread(before), 0.8f, 1.25f);
+  const float k = std::clamp(PointsSpread(now) / PointsSpread(before), 1 / kMaxPredictedScaleStep, kMaxPredictedScaleStep);
   faceapi::Landmarks68 next;
   for (size_t i = 0; i < now.size(); ++i) {
     next[i] = {c1.x + (c1.x - c0.x) + (now[i].x - c1.x) * k, c1.y + (c1.y - c0.y) + (now[i].y - c1.y) * k};

@@ -39,8 +39,14 @@ float PointsSpread(const faceapi::Landmarks68& l);
 BoxRelation RelationOf(const faceapi::FaceBox& box, const faceapi::Landmarks68& l);
 // The box `rel` puts around `l` (score 0).
 faceapi::FaceBox BoxFrom(const BoxRelation& rel, const faceapi::Landmarks68& l);
+// The most a prediction scales a face from one frame to the next: a zoom grows a face by a few
+// percent a frame, while the landmark net fits a face to the box it is shown, so carrying a
+// larger measured change on fed back into the next box (bench/video's zoom720: a rolled face's
+// box swung 151 -> 136 -> 162 -> 96 px in four frames at a bound of 25%).
+inline constexpr float kMaxPredictedScaleStep = 1.05f;
 // `l` moved by the motion from `before` to `now` (each point by the mean displacement; the
-// spread scaled by their spread's ratio about the centre): where the face will be one frame on.
+// spread scaled by their spread's ratio about the centre, within kMaxPredictedScaleStep either
+// way): where the face will be one frame on.
 faceapi::Landmarks68 Extrapolate(const faceapi::Landmarks68& before, const faceapi::Landmarks68& now);
 
 inline constexpr int kPatchSide = 48;

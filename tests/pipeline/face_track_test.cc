@@ -52,15 +52,17 @@ TEST(FaceTrack, TheBoxFollowsThePointsItWasMeasuredOn) {
 }
 
 TEST(FaceTrack, ExtrapolationContinuesTheMotionAndTheScaling) {
-  const faceapi::Landmarks68 next = Extrapolate(Face(100, 100, 40), Face(110, 95, 44));
-  const faceapi::Landmarks68 want = Face(120, 90, 48.4f);
+  const faceapi::Landmarks68 next = Extrapolate(Face(100, 100, 40), Face(110, 95, 42));
+  const faceapi::Landmarks68 want = Face(120, 90, 44.1f);
   for (size_t i = 0; i < next.size(); ++i) {
     EXPECT_NEAR(next[i].x, want[i].x, 0.05) << i;
     EXPECT_NEAR(next[i].y, want[i].y, 0.05) << i;
   }
-  // A jump in size (a wrong fit) is not carried on beyond 25%.
+  // A jump in size (a wrong fit) is not carried on beyond 5%, growing or shrinking.
   EXPECT_NEAR(PointsSpread(Extrapolate(Face(100, 100, 40), Face(100, 100, 80))),
-              1.25f * PointsSpread(Face(100, 100, 80)), 0.01);
+              1.05f * PointsSpread(Face(100, 100, 80)), 0.01);
+  EXPECT_NEAR(PointsSpread(Extrapolate(Face(100, 100, 80), Face(100, 100, 40))),
+              PointsSpread(Face(100, 100, 40)) / 1.05f, 0.01);
 }
 
 TEST(FaceTrack, ThePatchOfTheSameFaceMatchesMovedTurnedAndScaled) {
