@@ -18,8 +18,8 @@ constexpr float kSameFaceIoU = 0.5f;
 // A tracked face whose points grow or shrink by more than this factor in one frame is lost (a
 // keyframe re-anchors it): the net fitted its face to the box it was shown, not to the face. On
 // bench/video's zoom720, where the zoom grows faces by ~1% a frame, a face rolled by ~28 degrees
-// beside a raised arm came back 10-15% larger or smaller from frame to frame and once 0.61x; at 1.2 its
-// flicker ratio was 1.31, at 1.1 1.20 (two keyframes more in 75 frames).
+// beside a raised arm came back 10-15% larger or smaller from frame to frame and once 0.61x; at 1.2
+// its flicker ratio was 1.31, at 1.1 1.20 (two keyframes more in 75 frames).
 constexpr float kMaxScaleStep = 1.1f;
 
 faceapi::Landmarks68 Predicted(const faceapi::Landmarks68& before, const faceapi::Landmarks68& last, bool has_before) {
