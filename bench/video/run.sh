@@ -6,7 +6,8 @@
 # every-frame, faces_swapped and its ratio default/every-frame, the daemon's keyframes,
 # frames_detected, frames_tracked, tracks and flicker_ratio ("-" where the JSON lacks the key),
 # measure.py's flicker ratio (ground-truth boxes; Haar boxes; motion-compensated), follow share and minimum swapped share
-# per face, and whether the result's frame count and audio packets (md5) equal the input's.
+# per face, whether the result's frame count and audio packets (md5) equal the input's, and fusiond's
+# peak RSS over the job (VmHWM, reset through /proc/PID/clear_refs before each swap).
 # Ends with the same table in markdown, ready to paste into docs.
 # usage: [QUICK=1] [OUT=dir] bench/video/run.sh [BUILD_DIR] [CLIPS_DIR] [extra swap flags]
 #   BUILD_DIR  default build (needs daemon/fusiond, client/fusionctl, fetched/models)
@@ -46,6 +47,12 @@ def key(r, k):  # the key at the top level or one level down; None where missing
 def num(v, fmt='%.2f'):
     return '-' if v is None else (fmt % v if isinstance(v, float) else str(v))
 
+def rss_mib(path):  # fusiond's VmHWM over the job (KiB in the file), MiB; '-' where not read
+    try:
+        return '%.0f' % (int(open(path).read()) / 1024)
+    except (OSError, ValueError):
+        return '-'
+
 def ratio(a, b, fmt='%.2f'):
     return fmt % (a / b) if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b else '-'
 
@@ -53,7 +60,7 @@ clips = sorted({os.path.basename(p).split('.')[0] for p in glob.glob(os.path.joi
                {os.path.basename(p).split('.')[0] for p in glob.glob(os.path.join(d, '*.*.err'))})
 head = ['clip', 'mode', 'frames', 'fps', 'speed-up', 'faces_swapped', 'swapped/ref', 'keyframes', 'detected',
         'tracked', 'tracks', 'flicker (daemon)', 'flicker (truth)', 'flicker (Haar)', 'flicker (moved)', 'follow',
-        'min swapped/face', 'frames in/out', 'audio']
+        'min swapped/face', 'frames in/out', 'audio', 'peak RSS MiB']
 rows, failures = [], []
 for clip in clips:
     ref = load(os.path.join(d, clip + '.every-frame.swap.json'))
@@ -80,6 +87,7 @@ for clip in clips:
             ('%.0f%% (%s)' % (100 * m['swapped_min_share'], m['swapped_min_face'])) if m and m.get('swapped_min_share') is not None else '-',
             '-' if not fi[1] else '%s/%s%s' % (fi[1], fo[1], '' if fi[1] == fo[1] else ' MISMATCH'),
             '-' if not fi[3] else ('same' if fi[3] == fo[3] else 'DIFFERENT'),
+            rss_mib(base + '.rss'),
         ])
 if not rows:
     sys.exit('no results in ' + d)
@@ -145,6 +153,7 @@ swap() {  # $1 clip name, $2 mode -> $R/<clip>.<mode>.{mp4,swap.json,measure.jso
   [ "$mode" = every-frame ] && flags=(--video-detect every-frame)
   local base=$R/$clip.$mode in=$CLIPS/$clip.mp4
   rm -f "$base".*
+  echo 5 >"/proc/$P/clear_refs" 2>/dev/null || true  # VmHWM from here (the daemon's peak RSS of this job)
   echo "$clip, $mode: swapping $("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["frames"])' "$CLIPS/$clip.json") frames"
   if ! "$CTL" --socket "$S" swap --source "$SRC" --target "$in" -o "$base.mp4" --json ${flags[@]+"${flags[@]}"} "$@" \
       >"$base.swap.json.tmp" 2>"$base.err"; then
@@ -155,6 +164,7 @@ swap() {  # $1 clip name, $2 mode -> $R/<clip>.<mode>.{mp4,swap.json,measure.jso
     rm -f "$base.swap.json.tmp"; return 0
   fi
   mv "$base.swap.json.tmp" "$base.swap.json"; rm -f "$base.err"
+  awk '/^VmHWM/ {print $2}' "/proc/$P/status" >"$base.rss"
   echo "$(facts "$in") $(facts "$base.mp4")" >"$base.facts"
   "$PY" bench/video/measure.py "$in" "$base.mp4" "$CLIPS/$clip.json" --json >"$base.measure.json" \
     || echo "  measure.py failed"

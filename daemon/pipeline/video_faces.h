@@ -21,7 +21,8 @@
 // that span; a face whose whole stay falls between two keyframes (fewer than `interval` frames)
 // may be missed.
 // Detections are matched to tracks by IoU with the tracks' predicted boxes (>= kMatchIoU);
-// a track no detection matches at a keyframe ends.
+// a track no detection matches at a keyframe is carried into it as between keyframes and ends
+// only where it does not hold (the detector misses some rolled faces in some frames).
 // Memory: the held frames (at most min(interval, chunk) + 1, BGR and RGB) are the caller's to admit:
 // HeldFrames().
 // Errors: the stages' (RESOURCE_EXHAUSTED naming the stage, CANCELLED, INTERNAL).
@@ -122,8 +123,9 @@ class VideoFaces {
   absl::Status Keyframe(AnalysedFrame& f);
   // Carries `tracks` into `f` (the next frame in the direction they move) and adds their faces
   // to f.faces. Forward (backward false): when a track is lost (its patch no longer matches, or
-  // it lands on another track's face) nothing changes and *held is false. Backward: lost tracks
-  // and those that land on a face `f` has already end quietly. Tracks whose face left the frame
+  // it lands on another track's face) nothing changes and *held is false. Backward (a fresh
+  // track traced back, or at a keyframe the tracks no detection matched): lost tracks and those
+  // that land on a face `f` has already end quietly. Tracks whose face left the frame
   // end quietly either way.
   absl::Status Step(AnalysedFrame& f, std::vector<Track>& tracks, bool backward, bool* held);
   absl::Status Landmarks(Picture& pic);
