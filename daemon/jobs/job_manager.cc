@@ -65,7 +65,10 @@ class JobManager::RunContext final : public JobRunner::Context {
     {
       MutexLock lock(&manager_->mu_);
       running_->progress = progress;
-      ++running_->stages_done;
+      // By the report's model, not one per event: a host stage (the blend) is no planned model
+      // stage, and a skipped one (a cached source's encode) sends no event. Counting events put
+      // the running jobs' remaining stages one off in the forecast the eviction policy reads.
+      running_->stages_done = StagesDoneAfter(running_->record.plan, running_->stages_done, report.model());
     }
     if (manager_->options_.on_change) manager_->options_.on_change();
     v1::JobEvent e;

@@ -35,4 +35,21 @@ inline std::vector<std::string> RemainingStageModels(const JobPlan& plan, size_t
   return std::vector<std::string>(plan.stage_models.begin() + static_cast<std::ptrdiff_t>(done), plan.stage_models.end());
 }
 
+// The plan's stages done once a stage of `model` has finished, `stages_done` being the count
+// before: the position after that model's next entry in plan.stage_models (and after the
+// entries of the same model right behind it, which run as one stage), as the pipeline's
+// Execution walks the plan. A planned stage the job skipped (the encode of a source whose
+// analysis is cached) is passed over; a stage of no model (decode, the host blend) or of a model
+// the rest of the plan does not name leaves the count as it is.
+inline size_t StagesDoneAfter(const JobPlan& plan, size_t stages_done, const std::string& model) {
+  const std::vector<std::string>& s = plan.stage_models;
+  if (model.empty()) return stages_done;
+  for (size_t i = stages_done; i < s.size(); ++i) {
+    if (s[i] != model) continue;
+    while (i < s.size() && s[i] == model) ++i;
+    return i;
+  }
+  return stages_done;
+}
+
 }  // namespace fusion::jobs

@@ -43,6 +43,7 @@ class LeasingRunner final : public jobs::JobRunner {
       }
       v1::StageReport report;
       report.set_name(model);
+      report.set_model(model);  // the job manager advances the job's remaining stages by it
       ctx.StageFinished(report, 1);
     }
     Output out;

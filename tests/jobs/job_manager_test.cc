@@ -316,6 +316,45 @@ TEST(RemainingStageModels, AnImageDropsItsFinishedStagesAVideoKeepsEveryStageFor
   EXPECT_EQ(RemainingStageModels(video, 5), video.stage_models);
 }
 
+// The pipeline's stages against its plan: detect, landmarks, encode (skipped: the source's
+// analysis is cached), generate, the host blend (no model), score (the encoder again).
+TEST(StagesDoneAfter, FollowsTheStagesModelsNotTheCountOfStageEvents) {
+  const JobPlan plan{.target = v1::IMAGE,
+                     .stage_models = {"detector", "landmarks", "encoder", "generator", "encoder"}};
+  size_t done = 0;
+  done = StagesDoneAfter(plan, done, "detector");
+  EXPECT_EQ(done, 1u);
+  done = StagesDoneAfter(plan, done, "landmarks");
+  EXPECT_EQ(done, 2u);
+  done = StagesDoneAfter(plan, done, "generator");  // the encode was skipped: passed over
+  EXPECT_EQ(done, 4u);
+  EXPECT_EQ(RemainingStageModels(plan, done), (std::vector<std::string>{"encoder"}));
+  done = StagesDoneAfter(plan, done, "");  // the host blend: the score's encoder still comes
+  EXPECT_EQ(done, 4u);
+  EXPECT_EQ(StagesDoneAfter(plan, done, "enhancer"), 4u);  // not in the rest of the plan
+  done = StagesDoneAfter(plan, done, "encoder");
+  EXPECT_EQ(done, 5u);
+  EXPECT_TRUE(RemainingStageModels(plan, done).empty());
+  // Entries of one model back to back run as one stage.
+  const JobPlan twice{.target = v1::IMAGE, .stage_models = {"a", "a", "b"}};
+  EXPECT_EQ(StagesDoneAfter(twice, 0, "a"), 2u);
+}
+
+TEST_F(JobManagerTest, RunningJobsRemainingStagesAdvanceByTheFinishedStagesModel) {
+  Notification gate;
+  runner_.gate = &gate;
+  runner_.hold_after_detect = true;
+  auto m = Manager(1);
+  auto job = m->Submit(Spec(1));
+  ASSERT_TRUE(job.ok());
+  gate.Notify();
+  // The runner holds after its detect stage finished (a model stage) and a host stage.
+  ASSERT_TRUE(runner_.after_detect.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  EXPECT_EQ(m->UpcomingStages(10), (std::vector<std::vector<std::string>>{{"generator"}}));
+  runner_.release_after_detect.Notify();
+  EXPECT_EQ(WaitFinal(*m, job->job_id(), 1), v1::SUCCEEDED);
+}
+
 TEST_F(JobManagerTest, UpcomingStagesListRunningRemaindersThenQueuedJobs) {
   Notification gate;
   runner_.gate = &gate;

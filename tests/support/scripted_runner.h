@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <map>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -15,7 +16,7 @@
 
 namespace fusion::jobs {
 
-// A scripted runner: two stages ("detect", "generate"); each stage is `units` units of
+// A scripted runner: two stages ("detect" of model "detector", "generate" of "generator"); each stage is `units` units of
 // `stage_ms` sleep, with a cancellation check before each unit (as the pipeline's checkpoints
 // between faces and tiles) and at its boundary; `units_run` counts the units that ran. The
 // "image" is the target reversed plus the source length. A target "fail" fails the job;
@@ -45,7 +46,7 @@ class ScriptedRunner : public JobRunner {
       absl::SleepFor(absl::Milliseconds(1));
     }
     absl::Status st = absl::OkStatus();
-    for (const char* stage : {"detect", "generate"}) {
+    for (const auto& [stage, model] : {std::pair{"detect", "detector"}, std::pair{"generate", "generator"}}) {
       if (ctx.Cancelled()) {
         st = absl::CancelledError("cancelled at stage boundary");
         break;
@@ -55,8 +56,16 @@ class ScriptedRunner : public JobRunner {
       if (!st.ok()) break;
       v1::StageReport report;
       report.set_name(stage);
+      report.set_model(model);
       report.set_ms(stage_ms);
       ctx.StageFinished(report, 0.5f);
+      if (hold_after_detect && model == std::string("detector")) {
+        v1::StageReport host;  // a host stage: no model
+        host.set_name("blend");
+        ctx.StageFinished(host, 0.5f);
+        after_detect.Notify();
+        release_after_detect.WaitForNotification();
+      }
     }
     --running;
     if (!st.ok()) return st;
@@ -89,6 +98,10 @@ class ScriptedRunner : public JobRunner {
   std::atomic<int> interrupted_seen{0};  // cancellations the context called an interruption
   Notification* hold = nullptr;
   Notification* gate = nullptr;  // when set, runs wait for it (or a cancel) first
+  // When set, after its detect stage a run reports a host stage (no model), notifies
+  // after_detect and waits for release_after_detect (one job only: they are one-shot).
+  bool hold_after_detect = false;
+  Notification after_detect, release_after_detect;
   std::atomic<int> running{0}, max_running{0};
   Mutex mu;
   std::vector<std::string> start_order;
