@@ -86,7 +86,8 @@ absl::Status Daemon::StartMemory() {
   }
   ASSIGN_OR_RETURN(auto device, OpenDevice(config_.device));
   device_ = std::move(device);
-  future_refs_ = std::make_unique<jobs::QueueFutureReferences>();
+  // The forecast's rotation has as many slots as jobs run at once.
+  future_refs_ = std::make_unique<jobs::QueueFutureReferences>(config_.max_concurrent_jobs);
   jobs::Backend* backend = backend_.get();
   ASSIGN_OR_RETURN(auto residency, ResidencyManager::Create(
       {.host_budget_bytes = host_limit,

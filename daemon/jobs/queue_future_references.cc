@@ -1,6 +1,7 @@
 #include "jobs/queue_future_references.h"
 
 #include <algorithm>
+#include <deque>
 #include <utility>
 
 namespace fusion::jobs {
@@ -16,30 +17,32 @@ void QueueFutureReferences::SetModelInfo(ModelInfoSource source) {
 }
 
 absl::flat_hash_map<std::string, uint64_t> QueueFutureReferences::Distances(
-    const std::vector<std::vector<std::string>>& upcoming) {
+    const std::vector<std::vector<std::string>>& upcoming, size_t slots) {
   absl::flat_hash_map<std::string, uint64_t> out;
-  const uint64_t jobs = upcoming.size();
-  for (uint64_t j = 0; j < jobs; ++j) {
-    for (uint64_t k = 0; k < upcoming[j].size(); ++k) {
-      const uint64_t turn = k * jobs + j;
-      auto [it, inserted] = out.try_emplace(upcoming[j][k], turn);
-      if (!inserted) it->second = std::min(it->second, turn);
-    }
-  }
+  const std::vector<FutureRequest> turns = TurnOrder(upcoming, slots);
+  for (uint64_t t = 0; t < turns.size(); ++t) out.try_emplace(turns[t].model, t);
   return out;
 }
 
 std::vector<FutureRequest> QueueFutureReferences::TurnOrder(
-    const std::vector<std::vector<std::string>>& upcoming) {
+    const std::vector<std::vector<std::string>>& upcoming, size_t slots) {
+  struct Active {
+    size_t job, next;
+  };
   std::vector<FutureRequest> out;
-  size_t longest = 0;
-  for (const auto& stages : upcoming) longest = std::max(longest, stages.size());
-  for (size_t k = 0; k < longest; ++k) {
-    for (const auto& stages : upcoming) {
-      if (k < stages.size()) out.push_back({stages[k], 0, 0, false});
+  std::deque<Active> rotation;
+  size_t queued = 0;  // upcoming[queued] is the next job to take a slot
+  while (true) {
+    while (rotation.size() < std::max<size_t>(slots, 1) && queued < upcoming.size()) {
+      if (!upcoming[queued].empty()) rotation.push_back({queued, 0});
+      ++queued;
     }
+    if (rotation.empty()) return out;
+    Active a = rotation.front();
+    rotation.pop_front();
+    out.push_back({upcoming[a.job][a.next], 0, 0, false});
+    if (++a.next < upcoming[a.job].size()) rotation.push_back(a);
   }
-  return out;
 }
 
 void QueueFutureReferences::Refresh() {
@@ -52,9 +55,12 @@ void QueueFutureReferences::Refresh() {
   }
   if (!source) return;
   const std::vector<std::vector<std::string>> upcoming = source();  // the job manager's locks
-  auto distances = Distances(upcoming);
   auto sequence = std::make_shared<FutureSequence>();
-  sequence->requests = TurnOrder(upcoming);
+  sequence->requests = TurnOrder(upcoming, slots_);
+  absl::flat_hash_map<std::string, uint64_t> distances;
+  for (uint64_t t = 0; t < sequence->requests.size(); ++t) {
+    distances.try_emplace(sequence->requests[t].model, t);
+  }
   if (model_info) {
     const absl::flat_hash_map<std::string, ModelInfo> info = model_info();
     for (FutureRequest& r : sequence->requests) {

@@ -4,16 +4,20 @@
 // The residency manager asks NextUse() while holding its own lock, so this class never calls
 // the job manager from there: it answers from a cache that Refresh() rebuilds from the job
 // manager's upcoming stages (running jobs' remaining stages, then queued jobs in start order)
-// each time the queue changes. Distances are turns of a round robin over those jobs: the k-th
-// remaining stage of the j-th job is turn k * jobs + j. Sequence() lists the same stages in that
-// turn order (the planner policy's input), with a version bumped by every Refresh; the queue
-// names models only: their bytes and pins come from SetModelInfo's source (fusiond: the
-// residency manager's snapshot), else bytes are 0 (unknown: the planner uses the sizes it saw as
-// candidates) and nothing is pinned; working bytes are 0 (not known before a stage runs).
+// each time the queue changes. The forecast is the job manager's rotation: `slots` jobs run at
+// once (max_concurrent_jobs), taking stage turns round robin, and a queued job takes the slot
+// of the first one to finish, joining the end of the rotation (bench/trace_replay.h's rule, so
+// the planner is fed in fusiond what it is fed in the replay). Sequence() lists the stages in
+// that turn order (the planner policy's input), with a version bumped by every Refresh;
+// NextUse() is a model's first index in it (lookahead). The queue names models only: their
+// bytes, pins and working sets come from SetModelInfo's source (fusiond: the residency
+// manager's snapshot), else they are 0 (unknown: the planner uses the sizes it saw as
+// candidates, and no working set) and nothing is pinned.
 // Thread-safety: all methods may be called concurrently; NextUse takes only this class's lock
 // (a leaf lock), so it can be called under any other.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -31,6 +35,9 @@ class QueueFutureReferences final : public FutureReferences {
  public:
   using Source = std::function<std::vector<std::vector<std::string>>()>;
 
+  // `slots`: the jobs that run at once (>= 1; fusiond: max_concurrent_jobs).
+  explicit QueueFutureReferences(size_t slots) : slots_(slots < 1 ? 1 : slots) {}
+
   // Where upcoming stages come from (set once the job manager exists).
   void SetSource(Source source);
   // Where Sequence() takes each model's device bytes and pin from; called by Refresh with no
@@ -46,13 +53,18 @@ class QueueFutureReferences final : public FutureReferences {
   uint64_t NextUse(const std::string& model) const override;
   std::shared_ptr<const FutureSequence> Sequence() const override;
 
-  // The distances for `upcoming` (exposed for tests).
+  // The distances for `upcoming` with `slots` jobs at once: each model's first turn in
+  // TurnOrder (exposed for tests).
   static absl::flat_hash_map<std::string, uint64_t> Distances(
-      const std::vector<std::vector<std::string>>& upcoming);
-  // The models of `upcoming` in round-robin turn order (exposed for tests).
-  static std::vector<FutureRequest> TurnOrder(const std::vector<std::vector<std::string>>& upcoming);
+      const std::vector<std::vector<std::string>>& upcoming, size_t slots);
+  // The models of `upcoming` in the rotation's turn order: the first `slots` jobs with stages
+  // left take turns round robin; when one has no stage left the next job joins at the end
+  // (exposed for tests). A job with no stage left takes no slot.
+  static std::vector<FutureRequest> TurnOrder(const std::vector<std::vector<std::string>>& upcoming,
+                                              size_t slots);
 
  private:
+  const size_t slots_;
   mutable Mutex mu_;
   Source source_ ABSL_GUARDED_BY(mu_);
   ModelInfoSource model_info_ ABSL_GUARDED_BY(mu_);

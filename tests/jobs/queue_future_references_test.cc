@@ -12,26 +12,55 @@ namespace {
 
 constexpr uint64_t MiB = 1ull << 20;
 
+std::vector<std::string> Models(const std::vector<FutureRequest>& requests) {
+  std::vector<std::string> out;
+  for (const FutureRequest& r : requests) out.push_back(r.model);
+  return out;
+}
+
 TEST(QueueFutureReferences, DistancesAreRoundRobinTurnsOverUpcomingJobs) {
   // Job 0 runs next with its remaining stages; job 1 is queued.
-  auto d = QueueFutureReferences::Distances({{"generator", "enhancer"}, {"detector", "generator"}});
+  auto d = QueueFutureReferences::Distances({{"generator", "enhancer"}, {"detector", "generator"}}, 2);
   EXPECT_EQ(d.at("generator"), 0u);  // job 0, stage 0
   EXPECT_EQ(d.at("detector"), 1u);   // job 1, stage 0
   EXPECT_EQ(d.at("enhancer"), 2u);   // job 0, stage 1
   EXPECT_FALSE(d.contains("landmarks"));
 }
 
+// Two jobs run at once (two slots): the two queued jobs do not start before a running one ends,
+// and each takes the slot of the first to finish, at the end of the rotation.
+TEST(QueueFutureReferences, TurnOrderIsTheRotationOfTheRunningSlotsNotOfEveryQueuedJob) {
+  const std::vector<std::vector<std::string>> upcoming = {
+      {"generator", "enhancer"},        // running
+      {"landmarks", "encoder", "generator"},  // running
+      {"detector", "landmarks"},        // queued
+      {"detector"}};                    // queued
+  EXPECT_EQ(Models(QueueFutureReferences::TurnOrder(upcoming, 2)),
+            (std::vector<std::string>{"generator", "landmarks", "enhancer", "encoder", "detector",
+                                      "generator", "landmarks", "detector"}));
+  // One slot: job after job. As many slots as jobs: round robin over all of them.
+  EXPECT_EQ(Models(QueueFutureReferences::TurnOrder(upcoming, 1)),
+            (std::vector<std::string>{"generator", "enhancer", "landmarks", "encoder", "generator",
+                                      "detector", "landmarks", "detector"}));
+  EXPECT_EQ(Models(QueueFutureReferences::TurnOrder(upcoming, 4)),
+            (std::vector<std::string>{"generator", "landmarks", "detector", "detector", "enhancer",
+                                      "encoder", "landmarks", "generator"}));
+  // A running job with no stage left (it is writing its result) takes no slot.
+  EXPECT_EQ(Models(QueueFutureReferences::TurnOrder({{}, {"encoder"}, {"detector"}}, 2)),
+            (std::vector<std::string>{"encoder", "detector"}));
+  auto d = QueueFutureReferences::Distances(upcoming, 2);
+  EXPECT_EQ(d.at("detector"), 4u);  // not 2: the queued job starts when job 0 has ended
+}
+
 TEST(QueueFutureReferences, SequenceIsTheTurnOrderWithANewVersionEachRefresh) {
-  QueueFutureReferences refs;
+  QueueFutureReferences refs(2);
   EXPECT_EQ(refs.Sequence(), nullptr);  // never refreshed
   std::vector<std::vector<std::string>> upcoming = {{"generator", "enhancer"}, {"detector"}};
   refs.SetSource([&] { return upcoming; });
   refs.Refresh();
   auto first = refs.Sequence();
   ASSERT_NE(first, nullptr);
-  std::vector<std::string> models;
-  for (const FutureRequest& r : first->requests) models.push_back(r.model);
-  EXPECT_EQ(models, (std::vector<std::string>{"generator", "detector", "enhancer"}));
+  EXPECT_EQ(Models(first->requests), (std::vector<std::string>{"generator", "detector", "enhancer"}));
   refs.Refresh();
   EXPECT_GT(refs.Sequence()->version, first->version);
   EXPECT_EQ(refs.Sequence()->requests[0].bytes, 0u);  // no model info: unknown
@@ -50,7 +79,7 @@ TEST(QueueFutureReferences, SequenceIsTheTurnOrderWithANewVersionEachRefresh) {
 }
 
 TEST(QueueFutureReferences, AnswersFromTheLastRefreshOnly) {
-  QueueFutureReferences refs;
+  QueueFutureReferences refs(2);
   EXPECT_EQ(refs.NextUse("detector"), kNoFutureUse);  // no source yet
   std::vector<std::vector<std::string>> upcoming = {{"detector"}};
   refs.SetSource([&] { return upcoming; });
@@ -68,7 +97,7 @@ TEST(QueueFutureReferences, LookaheadEvictsWhatTheQueueDoesNotNeedWhereLruWouldN
   for (const std::string policy : {"lru", "lookahead"}) {
     testing::FakeLoader loader;
     for (const char* m : {"a", "b", "c"}) loader.SetBytes(m, 40 * MiB);
-    QueueFutureReferences refs;
+    QueueFutureReferences refs(2);
     std::vector<std::vector<std::string>> upcoming = {{"c", "b"}};
     refs.SetSource([&] { return upcoming; });
     refs.Refresh();
