@@ -186,7 +186,11 @@ absl::Status Daemon::OpenJobs(jobs::JobRunner* runner) {
   refs->SetSource([jobs = jobs_.get()] { return jobs->UpcomingStages(64); });
   refs->SetModelInfo([residency] {
     absl::flat_hash_map<std::string, jobs::QueueFutureReferences::ModelInfo> info;
-    for (const ModelSnapshot& m : residency->Snapshot().models) info[m.name] = {m.bytes, m.pinned};
+    // The working set each model's last Acquire asked for: the planner's room at that stage is the
+    // budget less it (without it the plan counted the whole budget for models at every stage).
+    for (const ModelSnapshot& m : residency->Snapshot().models) {
+      info[m.name] = {m.bytes, m.pinned, m.last_working_bytes};
+    }
     return info;
   });
   refs->Refresh();

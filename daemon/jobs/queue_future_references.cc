@@ -65,7 +65,10 @@ void QueueFutureReferences::Refresh() {
     const absl::flat_hash_map<std::string, ModelInfo> info = model_info();
     for (FutureRequest& r : sequence->requests) {
       auto it = info.find(r.model);
-      if (it != info.end()) r.bytes = it->second.bytes, r.pinned = it->second.pinned;
+      if (it == info.end()) continue;
+      r.bytes = it->second.bytes;
+      r.pinned = it->second.pinned;
+      r.working_bytes = it->second.working_bytes;
     }
   }
   MutexLock lock(&mu_);

@@ -40,11 +40,13 @@ class QueueFutureReferences final : public FutureReferences {
 
   // Where upcoming stages come from (set once the job manager exists).
   void SetSource(Source source);
-  // Where Sequence() takes each model's device bytes and pin from; called by Refresh with no
-  // lock of this class held (it may take the residency manager's lock).
+  // Where Sequence() takes each model's device bytes, pin and working set (fusiond: the working
+  // set its most recent Acquire asked for; 0 = unknown) from; called by Refresh with no lock of
+  // this class held (it may take the residency manager's lock).
   struct ModelInfo {
     uint64_t bytes = 0;
     bool pinned = false;
+    uint64_t working_bytes = 0;
   };
   using ModelInfoSource = std::function<absl::flat_hash_map<std::string, ModelInfo>()>;
   void SetModelInfo(ModelInfoSource source);

@@ -29,6 +29,7 @@ struct ResidencyManager::Model {
   uint32_t leases = 0;
   uint64_t last_use = 0;
   int64_t last_use_ms = 0;
+  uint64_t last_working = 0;  // ModelSnapshot::last_working_bytes
   absl::Time idle_since;  // the keep-alive's countdown start (the clock's time)
   ResidencyCounters counters;
 
@@ -120,6 +121,7 @@ absl::StatusOr<Lease> ResidencyManager::Acquire(const Owner& owner, const std::s
   auto it = models_.find(name);
   if (it == models_.end()) return absl::NotFoundError(absl::StrCat("unknown model '", name, "'"));
   Model* m = it->second.get();
+  m->last_working = working_bytes;
   RETURN_IF_ERROR(MakeResident(m, working_bytes, deadline, cancelled));
   const uint64_t id = next_lease_++;
   leases_[id] = LeaseSnapshot{owner, name, working_bytes};
@@ -690,6 +692,7 @@ ResidencySnapshot ResidencyManager::Snapshot() const {
     if (const absl::Time at = ExpiryOf(m.get()); at != absl::InfiniteFuture()) {
       s.models.back().expires_in = std::max(at - now, absl::ZeroDuration());
     }
+    s.models.back().last_working_bytes = m->last_working;
   }
   std::sort(s.models.begin(), s.models.end(),
             [](const ModelSnapshot& a, const ModelSnapshot& b) { return a.name < b.name; });

@@ -24,8 +24,9 @@
 // kept (its stage needs its bytes on top of its working set). The window ends where the DP work
 // (steps x models x 2^models) would pass kMaxWork. Models of unknown size (FutureRequest::bytes
 // 0) take the size seen when they were last a candidate, else they are left out of the plan
-// (their working set still counts). fusiond's queue gives sizes and pins (from the residency
-// snapshot) but no working sets: there the plan's room is the budget less pins at every step.
+// (their working set still counts). fusiond's queue gives sizes, pins and, as each stage's
+// working set, the one its model's last Acquire asked for (from the residency snapshot; 0
+// before a model's first stage).
 // Plan cache: the cost-to-go table depends on the sequence, base and universe, not on the
 // candidates, so it is computed once per (sequence version, base): by Prepare, which the
 // manager's PrepareEviction runs off its lock when the queue changes (fusiond: after each

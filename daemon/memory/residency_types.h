@@ -81,6 +81,11 @@ struct ModelSnapshot {
   // Time left before the keep-alive evicts it; set only while the countdown runs (resident,
   // unleased, unpinned, finite keep-alive), zero when due.
   std::optional<absl::Duration> expires_in;
+  // The working set the model's most recent device Acquire asked for (0 = none yet): what its
+  // next stage most likely asks (the OOM ladder's learned estimate, or the tile it fell back
+  // to; a request too large for the budget stays here, so that stage is expected refused).
+  // The planner's forecast reads it (QueueFutureReferences::ModelInfo).
+  uint64_t last_working_bytes = 0;
 };
 
 struct LeaseSnapshot {

@@ -66,7 +66,7 @@ TEST(QueueFutureReferences, SequenceIsTheTurnOrderWithANewVersionEachRefresh) {
   EXPECT_EQ(refs.Sequence()->requests[0].bytes, 0u);  // no model info: unknown
   refs.SetModelInfo([] {
     absl::flat_hash_map<std::string, QueueFutureReferences::ModelInfo> info;
-    info["generator"] = {500, false};
+    info["generator"] = {500, false, 64};
     info["detector"] = {20, true};
     return info;
   });
@@ -74,6 +74,8 @@ TEST(QueueFutureReferences, SequenceIsTheTurnOrderWithANewVersionEachRefresh) {
   auto seq = refs.Sequence();
   EXPECT_EQ(seq->requests[0].bytes, 500u);
   EXPECT_FALSE(seq->requests[0].pinned);
+  EXPECT_EQ(seq->requests[0].working_bytes, 64u);
+  EXPECT_EQ(seq->requests[1].working_bytes, 0u);  // detector: none known
   EXPECT_TRUE(seq->requests[1].pinned);
   EXPECT_EQ(seq->requests[2].bytes, 0u);  // enhancer: not in the info
 }

@@ -577,5 +577,22 @@ TEST(ModelStateTest, ToStringNamesEveryState) {
   EXPECT_STREQ(ToString(TierOf(ModelState::kInUse)), "device");
 }
 
+// The working set a model's stage last asked for is what the planner's forecast expects its
+// next stage to reserve: a granted one, and a refused one too (that stage is expected refused).
+TEST_F(ResidencyTest, SnapshotKeepsTheWorkingSetEachModelsLastAcquireAskedFor) {
+  Make(100);
+  Add("a", 10);
+  Add("b", 20);
+  EXPECT_EQ(Model("a").last_working_bytes, 0u);  // never asked
+  Use("a", 30);
+  EXPECT_EQ(Model("a").last_working_bytes, 30 * kMiB);
+  EXPECT_EQ(Model("b").last_working_bytes, 0u);
+  Use("a", 5);  // a tile of it
+  EXPECT_EQ(Model("a").last_working_bytes, 5 * kMiB);
+  auto refused = manager_->Acquire(kJob, "b", 90 * kMiB, Soon());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(Model("b").last_working_bytes, 90 * kMiB);
+}
+
 }  // namespace
 }  // namespace fusion
