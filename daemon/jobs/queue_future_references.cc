@@ -57,6 +57,7 @@ void QueueFutureReferences::Refresh() {
   const std::vector<std::vector<std::string>> upcoming = source();  // the job manager's locks
   auto sequence = std::make_shared<FutureSequence>();
   sequence->requests = TurnOrder(upcoming, slots_);
+  sequence->concurrent = slots_;
   absl::flat_hash_map<std::string, uint64_t> distances;
   for (uint64_t t = 0; t < sequence->requests.size(); ++t) {
     distances.try_emplace(sequence->requests[t].model, t);

@@ -57,12 +57,14 @@ class EvictionPolicy {
                                             uint64_t bytes_to_free,
                                             const FutureReferences* future) const = 0;
   // ChooseVictims told `room`: the device bytes that unpinned models and working sets may use
-  // (the budget less the pinned bytes; 0 = unknown). The manager calls this one; a policy that
-  // plans capacity over time (planner) overrides it, the others ignore `room`.
+  // (the budget less the pinned bytes; 0 = unknown), and `admitting`: the model the bytes are
+  // freed for (null: none, e.g. a budget that shrank). The manager calls this one; a policy
+  // that plans capacity over time (planner) overrides it, the others ignore both.
   virtual std::vector<size_t> ChooseVictimsWithRoom(const std::vector<EvictionCandidate>& candidates,
                                                     uint64_t bytes_to_free,
                                                     const FutureReferences* future,
-                                                    uint64_t room) const {
+                                                    uint64_t room,
+                                                    const std::string* admitting) const {
     return ChooseVictims(candidates, bytes_to_free, future);
   }
   // Called without the manager's lock after the future changed (ResidencyManager::

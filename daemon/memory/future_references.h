@@ -11,6 +11,7 @@
 // Thread-safety: NextUse and Sequence may be called from any thread.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -35,6 +36,9 @@ struct FutureRequest {
 struct FutureSequence {
   uint64_t version = 0;
   std::vector<FutureRequest> requests;
+  // Jobs running at once: the stage admitted next may be any of the first `concurrent`
+  // requests (fusiond: max_concurrent_jobs; a sequential replay: 1).
+  size_t concurrent = 1;
 };
 
 class FutureReferences {

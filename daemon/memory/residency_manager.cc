@@ -292,7 +292,8 @@ void ResidencyManager::Evict(uint64_t bytes, const Model* except) {
   }
   std::vector<Model*> victims;
   const uint64_t room = device_budget_ > pinned_ ? device_budget_ - pinned_ : 0;
-  for (size_t i : policy_->ChooseVictimsWithRoom(candidates, bytes, options_.future, room)) {
+  const std::string* admitting = except != nullptr ? &except->spec.name : nullptr;
+  for (size_t i : policy_->ChooseVictimsWithRoom(candidates, bytes, options_.future, room, admitting)) {
     victims.push_back(models[i]);
   }
   EvictNow(std::move(victims));

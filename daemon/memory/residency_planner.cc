@@ -75,11 +75,21 @@ uint64_t PlannerPolicy::BytesOf(const FutureRequest& r, const SizeMap& seen) {
 // cost no decision changes. A candidate outside the universe with no use in the window changes
 // no cost either (dropping it is free). The window ends where one more step would pass kMaxWork.
 std::shared_ptr<const PlannerPolicy::Plan> PlannerPolicy::Build(
-    const FutureSequence& seq, uint64_t base, const SizeMap& seen,
+    const FutureSequence& seq, uint64_t base, size_t front, const SizeMap& seen,
     const std::vector<std::string>& first) {
   auto plan = std::make_shared<Plan>();
   plan->version = seq.version;
   plan->base = base;
+  plan->front = front;
+  // The request served now first, then the others in their order: with several jobs running, the
+  // stage admitted now is often not requests[0], and the stages before it are still to come.
+  static const FutureRequest kNothing;  // no model, no working set: not a cost
+  std::vector<const FutureRequest*> order;
+  order.reserve(seq.requests.size() + 1);
+  order.push_back(front < seq.requests.size() ? &seq.requests[front] : &kNothing);
+  for (size_t i = 0; i < seq.requests.size(); ++i) {
+    if (i != front) order.push_back(&seq.requests[i]);
+  }
   absl::flat_hash_map<std::string, int> index;
   absl::flat_hash_map<std::string, uint64_t> used;
   for (const FutureRequest& r : seq.requests) used.try_emplace(r.model, BytesOf(r, seen));
@@ -91,8 +101,9 @@ std::shared_ptr<const PlannerPolicy::Plan> PlannerPolicy::Build(
     plan->bytes.push_back(u->second);
   }
   std::vector<PlanStep> steps;
-  for (const FutureRequest& r : seq.requests) {
-    const uint64_t bytes = BytesOf(r, seen);
+  for (const FutureRequest* request : order) {
+    const FutureRequest& r = *request;
+    const uint64_t bytes = r.model.empty() ? 0 : BytesOf(r, seen);
     PlanStep step{-1, bytes, r.working_bytes, 0};
     if (bytes != 0) {
       auto it = index.find(r.model);
@@ -117,56 +128,88 @@ std::shared_ptr<const PlannerPolicy::Plan> PlannerPolicy::Build(
   return plan;
 }
 
+// Stores `plan` beside those of its (version, base); a later version replaces them. Two queue
+// changes prepared at once: the later version's plans stay.
+void PlannerPolicy::Keep(std::shared_ptr<const Plan> plan) const {
+  if (!plans_cache_.empty()) {
+    const Plan& held = *plans_cache_.front();
+    if (held.version > plan->version) return;
+    if (held.version != plan->version || held.base != plan->base) plans_cache_.clear();
+  }
+  for (auto& p : plans_cache_) {
+    if (p->front == plan->front) {
+      p = std::move(plan);
+      return;
+    }
+  }
+  plans_cache_.push_back(std::move(plan));
+}
+
 void PlannerPolicy::Prepare(const FutureReferences& future, uint64_t room,
                             const std::vector<std::string>& resident) const {
   std::shared_ptr<const FutureSequence> seq = future.Sequence();
   if (seq == nullptr || seq->requests.empty()) return;
-  SizeMap seen;
-  {
-    MutexLock lock(&mu_);
-    if (plan_ != nullptr && plan_->version == seq->version && plan_->base == room) return;
-    seen = seen_bytes_;
+  // The first request of each distinct model among the first `concurrent`.
+  std::vector<size_t> fronts;
+  for (size_t i = 0; i < seq->requests.size() && i < std::max<size_t>(seq->concurrent, 1); ++i) {
+    bool seen_model = false;
+    for (size_t f : fronts) seen_model |= seq->requests[f].model == seq->requests[i].model;
+    if (!seen_model) fronts.push_back(i);
   }
-  std::shared_ptr<const Plan> plan = Build(*seq, room, seen, resident);  // no lock held
-  MutexLock lock(&mu_);
-  ++plans_;
-  // Two queue changes prepared at once: the later version's plan stays.
-  if (plan_ != nullptr && plan_->version > plan->version) return;
-  plan_ = std::move(plan);
+  for (size_t front : fronts) {
+    SizeMap seen;
+    {
+      MutexLock lock(&mu_);
+      bool have = false;
+      for (const auto& p : plans_cache_) {
+        have |= p->version == seq->version && p->base == room && p->front == front;
+      }
+      if (have) continue;
+      seen = seen_bytes_;
+    }
+    std::shared_ptr<const Plan> plan = Build(*seq, room, front, seen, resident);  // no lock held
+    MutexLock lock(&mu_);
+    ++plans_;
+    Keep(std::move(plan));
+  }
 }
 
 std::shared_ptr<const PlannerPolicy::Plan> PlannerPolicy::GetPlan(
-    const std::vector<EvictionCandidate>& c, const FutureSequence& seq, uint64_t base) const {
+    const std::vector<EvictionCandidate>& c, const FutureSequence& seq, uint64_t base,
+    size_t front) const {
   MutexLock lock(&mu_);
   for (const EvictionCandidate& e : c) seen_bytes_[*e.name] = e.bytes;
   // A prepared plan serves if every candidate the window uses has a bit in it (when the
   // universe is full, a candidate without one would be planned as never kept).
-  if (plan_ != nullptr && plan_->version == seq.version && plan_->base == base) {
-    const auto& u = plan_->universe;
+  for (const auto& plan : plans_cache_) {
+    if (plan->version != seq.version || plan->base != base || plan->front != front) continue;
+    const auto& u = plan->universe;
     const bool covers = u.size() < kMaxModels ||
                         std::all_of(c.begin(), c.end(), [&](const EvictionCandidate& e) {
                           return std::find(u.begin(), u.end(), *e.name) != u.end();
                         });
-    if (covers) return plan_;
+    if (covers) return plan;
   }
   std::vector<std::string> names;
   for (const EvictionCandidate& e : c) names.push_back(*e.name);
-  plan_ = Build(seq, base, seen_bytes_, names);  // nobody prepared this: plan now
+  std::shared_ptr<const Plan> plan = Build(seq, base, front, seen_bytes_, names);  // nobody prepared this: plan now
   ++plans_;
   ++inline_plans_;
-  return plan_;
+  Keep(plan);
+  return plan;
 }
 
 std::vector<size_t> PlannerPolicy::ChooseVictims(const std::vector<EvictionCandidate>& c,
                                                  uint64_t need,
                                                  const FutureReferences* future) const {
-  return ChooseVictimsWithRoom(c, need, future, 0);
+  return ChooseVictimsWithRoom(c, need, future, 0, nullptr);
 }
 
 std::vector<size_t> PlannerPolicy::ChooseVictimsWithRoom(const std::vector<EvictionCandidate>& c,
                                                          uint64_t need,
                                                          const FutureReferences* future,
-                                                         uint64_t room) const {
+                                                         uint64_t room,
+                                                         const std::string* admitting) const {
   std::shared_ptr<const FutureSequence> seq =
       future == nullptr || c.size() > kMaxModels ? nullptr : future->Sequence();
   if (seq == nullptr || seq->requests.empty()) return fallback_->ChooseVictims(c, need, future);
@@ -177,13 +220,25 @@ std::vector<size_t> PlannerPolicy::ChooseVictimsWithRoom(const std::vector<Evict
   std::sort(by_age.begin(), by_age.end(),
             [&](size_t a, size_t b) { return c[a].last_use < c[b].last_use; });
   if (total < need) return by_age;
+  // The request served now: the admitted model's first, else (none named) requests[0].
+  size_t front = 0;
+  if (admitting != nullptr) {
+    front = kNoFront;
+    for (size_t i = 0; i < seq->requests.size(); ++i) {
+      if (seq->requests[i].model == *admitting) {
+        front = i;
+        break;
+      }
+    }
+  }
   uint64_t base = room;
   if (base == 0) {
-    const FutureRequest& now = seq->requests[0];
+    static const FutureRequest kNothing;
+    const FutureRequest& now = front < seq->requests.size() ? seq->requests[front] : kNothing;
     MutexLock lock(&mu_);
     base = total - need + BytesOf(now, seen_bytes_) + now.working_bytes;
   }
-  std::shared_ptr<const Plan> plan = GetPlan(c, *seq, base);
+  std::shared_ptr<const Plan> plan = GetPlan(c, *seq, base, front);
   return Choose(c, need, *plan, by_age);
 }
 

@@ -63,6 +63,7 @@ TEST(QueueFutureReferences, SequenceIsTheTurnOrderWithANewVersionEachRefresh) {
   EXPECT_EQ(Models(first->requests), (std::vector<std::string>{"generator", "detector", "enhancer"}));
   refs.Refresh();
   EXPECT_GT(refs.Sequence()->version, first->version);
+  EXPECT_EQ(first->concurrent, 2u);  // the slots
   EXPECT_EQ(refs.Sequence()->requests[0].bytes, 0u);  // no model info: unknown
   refs.SetModelInfo([] {
     absl::flat_hash_map<std::string, QueueFutureReferences::ModelInfo> info;

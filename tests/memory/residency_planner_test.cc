@@ -14,9 +14,10 @@ namespace {
 // A known future given as a request sequence (NextUse derived from it).
 class SequenceFuture final : public FutureReferences {
  public:
-  void Set(uint64_t version, std::vector<FutureRequest> requests) {
+  void Set(uint64_t version, std::vector<FutureRequest> requests, size_t concurrent = 1) {
     auto seq = std::make_shared<FutureSequence>();
     seq->version = version;
+    seq->concurrent = concurrent;
     seq->requests = std::move(requests);
     seq_ = std::move(seq);
   }
@@ -115,16 +116,41 @@ TEST(PlannerTest, APreparedPlanIsReadNotRecomputed) {
   const std::string a = "a", b = "b";
   const std::vector<EvictionCandidate> c{{&b, 40, 2}, {&a, 50, 1}};
   SequenceFuture f;
-  f.Set(1, {{"c", 40, 0, false}, {"b", 40, 0, false}, {"a", 50, 0, false}});
+  f.Set(1, {{"c", 40, 0, false}, {"b", 40, 0, false}, {"a", 50, 0, false}}, /*concurrent=*/2);
   PlannerPolicy planner;
   planner.Prepare(f, 100, {"a", "b"});
-  EXPECT_EQ(planner.plans(), 1u);
-  EXPECT_EQ(Names(c, planner.ChooseVictimsWithRoom(c, 30, &f, 100)), std::vector<std::string>{"b"});
-  EXPECT_EQ(planner.plans(), 1u);
+  EXPECT_EQ(planner.plans(), 2u);  // c admitted now, or b (two jobs run: either stage is next)
+  const std::string now = "c";
+  EXPECT_EQ(Names(c, planner.ChooseVictimsWithRoom(c, 30, &f, 100, &now)), std::vector<std::string>{"b"});
+  EXPECT_EQ(planner.plans(), 2u);
   EXPECT_EQ(planner.inline_plans(), 0u);
   // Another room (the budget changed) is another plan, made inline.
-  EXPECT_EQ(Names(c, planner.ChooseVictimsWithRoom(c, 30, &f, 90)), std::vector<std::string>{"b"});
+  EXPECT_EQ(Names(c, planner.ChooseVictimsWithRoom(c, 30, &f, 90, &now)), std::vector<std::string>{"b"});
   EXPECT_EQ(planner.inline_plans(), 1u);
+  // So is a model admitted that the prepared fronts do not name (d: not in the sequence).
+  const std::string other = "d";
+  EXPECT_EQ(Names(c, planner.ChooseVictimsWithRoom(c, 30, &f, 100, &other)), std::vector<std::string>{"b"});
+  EXPECT_EQ(planner.inline_plans(), 2u);
+  EXPECT_EQ(Names(c, planner.ChooseVictimsWithRoom(c, 30, &f, 100, &other)), std::vector<std::string>{"b"});
+  EXPECT_EQ(planner.inline_plans(), 2u);  // kept for the rest of this version
+}
+
+// Two jobs run: the forecast's first request is job A's next stage (a), but the stage admitted
+// now is job B's (c, the forecast's second). Planned as if requests[0] were the one admitted,
+// a would count as served and be evicted, and job A would upload it again at once; planned
+// from c, a is still to come: evicting b costs 40 bytes later, evicting a 50.
+TEST(PlannerTest, PlansFromTheModelBeingAdmittedNotTheForecastsFirstRequest) {
+  const std::string a = "a", b = "b", now = "c";
+  const std::vector<EvictionCandidate> c{{&a, 50, 1}, {&b, 40, 2}};
+  SequenceFuture f;
+  f.Set(1, {{"a", 50, 0, false}, {"c", 40, 0, false}, {"b", 40, 0, false}});
+  PlannerPolicy planner;
+  EXPECT_EQ(Names(c, planner.ChooseVictimsWithRoom(c, 30, &f, 100, &now)), std::vector<std::string>{"b"});
+  // Unnamed, requests[0] is the stage admitted: then a counts as served.
+  EXPECT_EQ(Names(c, planner.ChooseVictimsWithRoom(c, 30, &f, 100, nullptr)), std::vector<std::string>{"a"});
+  // Admitting a model the forecast does not name: every request is still to come.
+  const std::string other = "d";
+  EXPECT_EQ(Names(c, planner.ChooseVictimsWithRoom(c, 30, &f, 100, &other)), std::vector<std::string>{"b"});
 }
 
 TEST(PlannerTest, ThroughTheManagerPinsStayAndThePlannedVictimGoes) {
