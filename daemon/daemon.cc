@@ -59,8 +59,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(const DaemonConfig& confi
   RETURN_IF_ERROR(self->StartMetricsEndpoint());
   spdlog::info("fusiond serving on {} (device {}, device limit {} bytes, keep-alive {}, eviction policy {})",
                self->target(), self->device_->Kind(), config.device_memory_limit,
-               config.keep_alive_s == kDurationForever ? "forever"
-                                                       : absl::FormatDuration(absl::Seconds(config.keep_alive_s)),
+               config.keep_alive_ms == kDurationForever ? "forever"
+                                                       : absl::FormatDuration(absl::Milliseconds(config.keep_alive_ms)),
                config.eviction_policy);
   return self;
 }
@@ -156,7 +156,7 @@ absl::Status Daemon::OpenJobs(jobs::JobRunner* runner) {
   // Images are files, not journal rows: inputs under inputs/, results under results/ (with
   // the video results).
   ASSIGN_OR_RETURN(auto journal, jobs::Journal::Open({.path = dir + "/journal.sqlite3",
-                                      .retention = absl::Seconds(config_.result_retention_s),
+                                      .retention = absl::Milliseconds(config_.result_retention_ms),
                                       .retention_bytes = config_.result_retention_bytes,
                                       .results_dir = dir + "/results",
                                       .inputs_dir = dir + "/inputs"}));

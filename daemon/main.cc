@@ -62,7 +62,7 @@ void ReloadConfiguration(int argc, char** argv, fusion::DaemonConfig& running, f
     }
     if (std::find(applied.begin(), applied.end(), "keep_alive") != applied.end()) {
       daemon.residency()->SetKeepAlive(fusion::KeepAlive(*next));
-      running.keep_alive_s = next->keep_alive_s;
+      running.keep_alive_ms = next->keep_alive_ms;
     }
     if (changed.empty()) {
       spdlog::info("SIGHUP: configuration reloaded, nothing changed");

@@ -120,7 +120,7 @@ std::string DefaultToml(const ConfigKey& k) {
           return absl::StrCat("[", absl::StrJoin(v, ", "), "]");
         } else if constexpr (std::is_same_v<T, int64_t>) {
           if (v == kDurationForever) return "\"forever\"";
-          return absl::StrCat("\"", absl::FormatDuration(absl::Seconds(v)), "\"");
+          return absl::StrCat("\"", absl::FormatDuration(absl::Milliseconds(v)), "\"");
         } else if constexpr (std::is_same_v<T, uint64_t>) {
           return k.type == KeyType::kBytes && v != 0 ? absl::StrCat("\"", SizeText(v), "\"") : absl::StrCat(v);
         } else {
@@ -221,27 +221,30 @@ absl::Status ReadNumber(const toml::node& node, const std::string& origin, const
   return absl::OkStatus();
 }
 
-// An absl duration ("24h", "90m", "0") in whole seconds (truncated), or "forever" where the key
-// allows it; false for anything else or a negative duration.
-bool ParseDurationText(const ConfigKey& k, const std::string& text, int64_t& seconds) {
+// An absl duration ("24h", "90m", "500ms", "0") in milliseconds, or "forever" where the key
+// allows it; false for anything else, a negative duration or one finer than a millisecond (it
+// was once truncated to whole seconds: "500ms" meant 0, "at once").
+bool ParseDurationText(const ConfigKey& k, const std::string& text, int64_t& ms) {
   if (k.forever && text == "forever") {
-    seconds = kDurationForever;
+    ms = kDurationForever;
     return true;
   }
   absl::Duration d;
   if (!absl::ParseDuration(text, &d) || d < absl::ZeroDuration() || d == absl::InfiniteDuration()) return false;
-  seconds = absl::ToInt64Seconds(d);
+  if (d != absl::Milliseconds(absl::ToInt64Milliseconds(d))) return false;
+  ms = absl::ToInt64Milliseconds(d);
   return true;
 }
 
 std::string DurationExpected(const ConfigKey& k) {
-  return absl::StrCat("must be a duration string like \"24h\" or \"90m\"", k.forever ? ", or \"forever\"" : "");
+  return absl::StrCat("must be a duration string like \"24h\", \"90m\" or \"500ms\" (whole milliseconds)",
+                      k.forever ? ", or \"forever\"" : "");
 }
 
 absl::Status ReadDuration(const toml::node& node, const std::string& origin, const ConfigKey& k,
-                          int64_t& seconds) {
+                          int64_t& ms) {
   auto text = node.value<std::string>();
-  if (!text || !ParseDurationText(k, *text, seconds)) return KeyError(origin, k.key, DurationExpected(k));
+  if (!text || !ParseDurationText(k, *text, ms)) return KeyError(origin, k.key, DurationExpected(k));
   return absl::OkStatus();
 }
 
@@ -406,7 +409,7 @@ const std::vector<std::string>& LiveReloadKeys() {
 }
 
 absl::Duration KeepAlive(const DaemonConfig& config) {
-  return config.keep_alive_s == kDurationForever ? absl::InfiniteDuration() : absl::Seconds(config.keep_alive_s);
+  return config.keep_alive_ms == kDurationForever ? absl::InfiniteDuration() : absl::Milliseconds(config.keep_alive_ms);
 }
 
 absl::Status ApplyToml(const std::string& toml_text, const std::string& origin,

@@ -56,10 +56,10 @@ struct DaemonConfig {
   double one_shot_pressure = 0.85;
   uint64_t one_shot_min_free = 512ull << 20;
   // A model unused this long leaves the device for the host tier (docs/MEMORY.md#keep-alive),
-  // seconds; TOML keep_alive = "5m", flag --keep-alive 5m (absl duration syntax, or "forever" =
-  // kDurationForever). 0 = as soon as no work needs it. The catalogue's keep_alive overrides it
-  // per model; pinned models never leave.
-  int64_t keep_alive_s = 300;
+  // milliseconds; TOML keep_alive = "5m", flag --keep-alive 5m or 500ms (absl duration syntax,
+  // whole milliseconds, or "forever" = kDurationForever). 0 = as soon as no work needs it. The
+  // catalogue's keep_alive overrides it per model; pinned models never leave.
+  int64_t keep_alive_ms = 300 * 1000;
   // Which models leave the device when it is full (memory/eviction_policy.h, MakeEvictionPolicy
   // names): "default" (= kDefaultEvictionPolicy), "lookahead", "planner", "lru", "smallest",
   // "belady", "belady-bytes". TOML eviction_policy, flag --eviction-policy.
@@ -69,9 +69,9 @@ struct DaemonConfig {
   // CPU threads one job splits its independent work over (detection passes, faces of the
   // per-face stages; daemon/pipeline/parallel.h); TOML job_threads. 0 = the hardware threads.
   uint32_t job_threads = 0;
-  // Finished jobs' results are kept this long (TOML result_retention = "24h", absl duration
-  // syntax), and within this many bytes of result images (oldest removed first).
-  int64_t result_retention_s = 24 * 3600;
+  // Finished jobs' results are kept this long, milliseconds (TOML result_retention = "24h", absl
+  // duration syntax), and within this many bytes of result images (oldest removed first).
+  int64_t result_retention_ms = 24 * 3600 * 1000;
   uint64_t result_retention_bytes = 1ull << 30;
   // The source-face cache (daemon/pipeline/face_cache.h): the analysis of source and reference
   // images kept across jobs, at most this many bytes (~1.2 KB per image), charged to the host
@@ -150,7 +150,7 @@ std::vector<std::string> ChangedKeys(const DaemonConfig& a, const DaemonConfig& 
 // change to any other key is logged as needing a restart and not applied.
 const std::vector<std::string>& LiveReloadKeys();
 
-// keep_alive_s as the residency manager takes it: absl::InfiniteDuration() for "forever".
+// keep_alive_ms as the residency manager takes it: absl::InfiniteDuration() for "forever".
 absl::Duration KeepAlive(const DaemonConfig& config);
 
 // Applies a TOML document to `config`, then ValidateConfig. `origin` names the document in

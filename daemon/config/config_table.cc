@@ -114,7 +114,7 @@ const std::vector<ConfigKey>& Keys() {
            "release detect/landmark models after use past this fraction of the budget").Flag(),
     Bytes("one_shot_min_free", &C::one_shot_min_free, "... or with less than this free (at most 1/8 of the budget)")
         .Zero("only the fraction counts").Flag(),
-    Duration("keep_alive", &C::keep_alive_s, "a model unused this long leaves the device for the host tier (pinned ones stay)")
+    Duration("keep_alive", &C::keep_alive_ms, "a model unused this long leaves the device for the host tier (pinned ones stay)")
         .Values("duration (\"30s\", \"5m\") or \"forever\"").Zero("as soon as no work needs it").Forever().Flag().Reloadable(),
     String("eviction_policy", &C::eviction_policy, "which unpinned models leave the device when it is full")
         .Values("default, lookahead, planner, lru, smallest, belady, belady-bytes").Flag(),
@@ -133,7 +133,7 @@ const std::vector<ConfigKey>& Keys() {
     Integer("min_face_px", &C::min_face_px, 8, 100000, Unit::kPx, "default smallest face width to find, target pixels").Flag(),
     Number("min_face_score", &C::min_face_score, Range{0, 1, false, true}, kNoUnit, "default detector score threshold")
         .Zero("the detector's own, 0.5").Flag(),
-    Duration("result_retention", &C::result_retention_s, "finished jobs' results are kept this long"),
+    Duration("result_retention", &C::result_retention_ms, "finished jobs' results are kept this long"),
     Bytes("result_retention_bytes", &C::result_retention_bytes, "... and within this many bytes of result images"),
     Bytes("face_cache_bytes", &C::face_cache_bytes, "source-face analysis cache across jobs").Zero("no cache"),
     String("state_dir", &C::state_dir, "directory of the job journal and results").Flag(),

@@ -135,7 +135,7 @@ class ResidencyManager {
     double one_shot_pressure = 0.9;
     uint64_t one_shot_min_free_bytes = 0;
     // How long a model may stay on the device unused (see the header comment), until
-    // SetKeepAlive; fusiond's default is 5 minutes (DaemonConfig::keep_alive_s).
+    // SetKeepAlive; fusiond's default is 5 minutes (DaemonConfig::keep_alive_ms).
     absl::Duration keep_alive = absl::InfiniteDuration();
     // Runs the keep-alive thread (fusiond). Without it only ExpireIdle() calls expire (tests).
     bool keep_alive_thread = false;

@@ -341,7 +341,7 @@ TEST_F(ConfigTest, DetectionDefaultsFromFileAndFlagsWithinRange) {
 TEST_F(ConfigTest, ResultRetentionIsADurationAndASize) {
   DaemonConfig c;
   ASSERT_TRUE(ApplyToml("result_retention = \"90m\"\nresult_retention_bytes = \"2GiB\"\n", "f.toml", c).ok());
-  EXPECT_EQ(c.result_retention_s, 5400);
+  EXPECT_EQ(c.result_retention_ms, 5400 * 1000);
   EXPECT_EQ(c.result_retention_bytes, 2147483648u);
   EXPECT_NE(ApplyToml("result_retention = \"soon\"\n", "f.toml", c).message().find("'result_retention'"),
             std::string::npos);
@@ -351,14 +351,14 @@ TEST_F(ConfigTest, ResultRetentionIsADurationAndASize) {
 // the file and on the command line (where "0" is given, not "not given"); only keep_alive takes
 // "forever".
 TEST_F(ConfigTest, KeepAliveIsADurationZeroOrForever) {
-  EXPECT_EQ(DaemonConfig{}.keep_alive_s, 300);
+  EXPECT_EQ(DaemonConfig{}.keep_alive_ms, 300 * 1000);
   DaemonConfig c;
   ASSERT_TRUE(ApplyToml("keep_alive = \"90s\"\n", "f.toml", c).ok());
-  EXPECT_EQ(c.keep_alive_s, 90);
+  EXPECT_EQ(c.keep_alive_ms, 90 * 1000);
   ASSERT_TRUE(ApplyToml("keep_alive = \"forever\"\n", "f.toml", c).ok());
-  EXPECT_EQ(c.keep_alive_s, kDurationForever);
+  EXPECT_EQ(c.keep_alive_ms, kDurationForever);
   ASSERT_TRUE(ApplyToml("keep_alive = \"0\"\n", "f.toml", c).ok());
-  EXPECT_EQ(c.keep_alive_s, 0);
+  EXPECT_EQ(c.keep_alive_ms, 0);
   const absl::Status negative = ApplyToml("keep_alive = \"-5s\"\n", "f.toml", c);
   EXPECT_NE(negative.message().find("'keep_alive'"), std::string::npos) << negative;
   EXPECT_NE(negative.message().find("\"forever\""), std::string::npos) << negative;
@@ -367,19 +367,39 @@ TEST_F(ConfigTest, KeepAliveIsADurationZeroOrForever) {
   const std::string path = WriteToml("keep_alive = \"10m\"\n");
   auto file = Parse({"--config", path});
   ASSERT_TRUE(file.ok()) << file.status();
-  EXPECT_EQ(file->keep_alive_s, 600);
+  EXPECT_EQ(file->keep_alive_ms, 600 * 1000);
   auto zero = Parse({"--config", path, "--keep-alive", "0"});
   ASSERT_TRUE(zero.ok()) << zero.status();
-  EXPECT_EQ(zero->keep_alive_s, 0);
+  EXPECT_EQ(zero->keep_alive_ms, 0);
   auto five = Parse({"--keep-alive", "5s"});
   ASSERT_TRUE(five.ok()) << five.status();
-  EXPECT_EQ(five->keep_alive_s, 5);
+  EXPECT_EQ(five->keep_alive_ms, 5 * 1000);
   auto forever = Parse({"--keep-alive", "forever"});
   ASSERT_TRUE(forever.ok()) << forever.status();
-  EXPECT_EQ(forever->keep_alive_s, kDurationForever);
+  EXPECT_EQ(forever->keep_alive_ms, kDurationForever);
   auto bad = Parse({"--keep-alive", "soon"});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("--keep-alive: 'soon'"), std::string::npos) << bad.status();
+}
+
+// A sub-second keep_alive is what it says, in the file and on the command line (durations were
+// once kept in whole seconds: "500ms" became 0, evict at once); finer than a millisecond is an
+// error, not a truncation.
+TEST_F(ConfigTest, SubSecondDurationsKeepTheirMilliseconds) {
+  DaemonConfig c;
+  ASSERT_TRUE(ApplyToml("keep_alive = \"500ms\"\nresult_retention = \"1.5s\"\n", "f.toml", c).ok());
+  EXPECT_EQ(c.keep_alive_ms, 500);
+  EXPECT_EQ(KeepAlive(c), absl::Milliseconds(500));
+  EXPECT_EQ(c.result_retention_ms, 1500);
+  auto flag = Parse({"--keep-alive", "250ms"});
+  ASSERT_TRUE(flag.ok()) << flag.status();
+  EXPECT_EQ(flag->keep_alive_ms, 250);
+  EXPECT_EQ(KeepAlive(*flag), absl::Milliseconds(250));
+  auto fine = Parse({"--keep-alive", "1500us"});
+  ASSERT_FALSE(fine.ok());
+  EXPECT_NE(fine.status().message().find("whole milliseconds"), std::string::npos) << fine.status();
+  EXPECT_FALSE(ApplyToml("keep_alive = \"0.5ms\"\n", "f.toml", c).ok());
+  EXPECT_EQ(c.keep_alive_ms, 500);  // unchanged by the refused value
 }
 
 TEST_F(ConfigTest, EmptyOrDirectoryPathsAreErrors) {
