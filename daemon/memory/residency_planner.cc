@@ -38,9 +38,11 @@ std::vector<uint64_t> PlanCostToGo(const std::vector<uint64_t>& model_bytes,
     const int m = step.model;
     if (m >= 0 && model_bytes[m] > cap) continue;
     const size_t mbit = m >= 0 ? size_t{1} << m : 0;
-    // f[T]: the cost from t+1 on if T is resident during step t (T must hold the model).
+    const size_t held = mbit | (step.with >= 0 ? size_t{1} << step.with : 0);
+    // f[T]: the cost from t+1 on if T is resident during step t (T must hold the model and the
+    // model of the stage beside it).
     for (size_t s = 0; s < sets; ++s) {
-      f[s] = ((s & mbit) == mbit && sum[s] <= cap) ? next[s] : kInf;
+      f[s] = ((s & held) == held && sum[s] <= cap) ? next[s] : kInf;
     }
     SubsetMin(f, n);  // from a resident set S, any subset of it can be kept
     for (size_t s = 0; s < sets; ++s) {
@@ -101,6 +103,7 @@ std::shared_ptr<const PlannerPolicy::Plan> PlannerPolicy::Build(
     plan->bytes.push_back(u->second);
   }
   std::vector<PlanStep> steps;
+  PlanStep before;  // the last step as planned alone (its own model and working set)
   for (const FutureRequest* request : order) {
     const FutureRequest& r = *request;
     const uint64_t bytes = r.model.empty() ? 0 : BytesOf(r, seen);
@@ -119,9 +122,20 @@ std::shared_ptr<const PlannerPolicy::Plan> PlannerPolicy::Build(
         step.working_bytes += bytes;  // outside the universe: never kept
       }
     }
+    // Beside the stage before it (another job's), where the two fit the base together.
+    const PlanStep alone = step;
+    if (seq.concurrent > 1 && !steps.empty()) {
+      const uint64_t prev_model = before.model >= 0 ? before.bytes : 0;
+      const uint64_t own = step.model >= 0 ? step.bytes : 0;
+      if (prev_model + before.working_bytes + own + step.working_bytes <= base) {
+        step.with = before.model;
+        step.working_bytes += before.working_bytes;
+      }
+    }
     const uint64_t n = plan->universe.size();
     if ((steps.size() + 1) * std::max<uint64_t>(n, 1) * (uint64_t{1} << n) > kMaxWork) break;
     steps.push_back(step);
+    before = alone;
   }
   if (!steps.empty()) plan->first_model = steps[0].model;
   plan->cost_to_go = PlanCostToGo(plan->bytes, steps, base);

@@ -18,6 +18,12 @@
 // it were, requests[0]'s model counted as served and could be evicted just before its own
 // Acquire. A model the sequence does not name is planned as a step of no cost before them all.
 //
+// Concurrency: with FutureSequence::concurrent > 1 (fusiond: two jobs at once) a stage runs
+// beside the one before it in the rotation (the other job's): at step t both models stay
+// resident and both working sets are reserved, where they fit the base together; where they do
+// not, the manager's admission makes the stage wait for the other's lease, and it is planned
+// alone. A sequential replay (concurrent 1) plans each stage alone.
+//
 // Capacity: the bytes the unpinned resident models may hold at step t are base - working(t),
 // where base is the manager's `room` (device budget less pinned bytes, ChooseVictimsWithRoom);
 // called without it, base = (sum of candidates - bytes_to_free) + bytes(now) + working(now),
@@ -67,11 +73,15 @@ struct PlanStep {
   uint64_t bytes = 0;
   uint64_t working_bytes = 0;
   uint64_t cost = 0;  // of a miss: the model's bytes; less for a predicted (not known) step
+  // A stage running beside this one (jobs at once): its model (-1 none) must stay resident
+  // during this step, at no cost; its working set is counted in working_bytes.
+  int with = -1;
 };
 
 // Cost-to-go of generalized caching: entry S (a bit set over `model_bytes`) is the least sum of
 // bytes uploaded by steps[1..] when the resident set after steps[0] is S, with at most
-// base - steps[t].working_bytes bytes resident at step t. Steps that cannot fit are skipped.
+// base - steps[t].working_bytes bytes resident at step t, holding steps[t].model and
+// steps[t].with. Steps that cannot fit are skipped.
 // `model_bytes.size()` <= 20.
 std::vector<uint64_t> PlanCostToGo(const std::vector<uint64_t>& model_bytes,
                                    const std::vector<PlanStep>& steps, uint64_t base);

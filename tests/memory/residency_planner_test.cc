@@ -61,6 +61,37 @@ TEST(PlanCostToGoTest, WorkingSetsShrinkTheRoomAndStepsThatCannotFitAreSkipped) 
   EXPECT_EQ(PlanCostToGo(bytes, steps, 140)[0b11], 0u);
 }
 
+// Two jobs at once: a stage holds the model of the one beside it (no cost) and both working
+// sets take room. Models a 50, b 40, c 30; base 130.
+TEST(PlanCostToGoTest, AStageBesideAnotherHoldsItsModelAndItsWorkingSetToo) {
+  const std::vector<uint64_t> bytes{50, 40, 30};
+  // Alone: c, then b (a kept: 50 + 40 + 30 = 120 <= 130, nothing more to upload after b).
+  const std::vector<PlanStep> alone{{2, 30, 0, 30}, {1, 40, 0, 40}, {0, 50, 0, 50}};
+  EXPECT_EQ(PlanCostToGo(bytes, alone, 130)[0b101], 40u);
+  // b runs beside c with c's 20-byte working set: a + b + c + 20 = 140 > 130, so a cannot stay
+  // through b's turn and is uploaded again after it.
+  const std::vector<PlanStep> beside{{2, 30, 20, 30}, {1, 40, 20, 40, 2}, {0, 50, 0, 50, 1}};
+  EXPECT_EQ(PlanCostToGo(bytes, beside, 130)[0b101], 90u);
+}
+
+// Through Build: the sequence's `concurrent` decides whether a stage is planned beside the one
+// before it. Admitting c (30, working 20) now with a (50) and b (40) resident, room 130, the
+// rotation runs b (working 10) beside c, then a: planned alone, b is evicted (40 to upload
+// later, a stays); beside c, a cannot stay through b's turn (50 + 40 + 30 + 30 > 130) and b
+// is needed at once, so a goes.
+TEST(PlannerTest, WithTwoJobsAtOnceTheStageBesideTakesRoomToo) {
+  const std::string a = "a", b = "b", now = "c";
+  const std::vector<EvictionCandidate> cand{{&a, 50, 1}, {&b, 40, 2}};
+  for (size_t concurrent : {1, 2}) {
+    SequenceFuture f;
+    f.Set(1, {{"c", 30, 20, false}, {"b", 40, 10, false}, {"a", 50, 0, false}}, concurrent);
+    PlannerPolicy planner;
+    EXPECT_EQ(Names(cand, planner.ChooseVictimsWithRoom(cand, 30, &f, 130, &now)),
+              std::vector<std::string>{concurrent == 1 ? "b" : "a"})
+        << concurrent;
+  }
+}
+
 TEST(PlannerTest, EvictsTheSmallerReloadWhereLookaheadEvictsTheFartherModel) {
   // b (40) and a (50) resident, c (40) about to be uploaded into 100 bytes; then b, then a.
   // lookahead weighs a's 50 bytes by its farther use and evicts it (a reload of 50); the
@@ -119,19 +150,21 @@ TEST(PlannerTest, APreparedPlanIsReadNotRecomputed) {
   f.Set(1, {{"c", 40, 0, false}, {"b", 40, 0, false}, {"a", 50, 0, false}}, /*concurrent=*/2);
   PlannerPolicy planner;
   planner.Prepare(f, 100, {"a", "b"});
+  // Two jobs at once: b runs beside c (80 bytes) and a beside b (90), so keeping b and evicting
+  // a (50 to upload) beats keeping a (b's turn beside c has no room for a: 40 + 50 again).
   EXPECT_EQ(planner.plans(), 2u);  // c admitted now, or b (two jobs run: either stage is next)
   const std::string now = "c";
-  EXPECT_EQ(Names(c, planner.ChooseVictimsWithRoom(c, 30, &f, 100, &now)), std::vector<std::string>{"b"});
+  EXPECT_EQ(Names(c, planner.ChooseVictimsWithRoom(c, 30, &f, 100, &now)), std::vector<std::string>{"a"});
   EXPECT_EQ(planner.plans(), 2u);
   EXPECT_EQ(planner.inline_plans(), 0u);
   // Another room (the budget changed) is another plan, made inline.
-  EXPECT_EQ(Names(c, planner.ChooseVictimsWithRoom(c, 30, &f, 90, &now)), std::vector<std::string>{"b"});
+  EXPECT_EQ(Names(c, planner.ChooseVictimsWithRoom(c, 30, &f, 90, &now)), std::vector<std::string>{"a"});
   EXPECT_EQ(planner.inline_plans(), 1u);
   // So is a model admitted that the prepared fronts do not name (d: not in the sequence).
   const std::string other = "d";
-  EXPECT_EQ(Names(c, planner.ChooseVictimsWithRoom(c, 30, &f, 100, &other)), std::vector<std::string>{"b"});
+  EXPECT_EQ(Names(c, planner.ChooseVictimsWithRoom(c, 30, &f, 100, &other)), std::vector<std::string>{"a"});
   EXPECT_EQ(planner.inline_plans(), 2u);
-  EXPECT_EQ(Names(c, planner.ChooseVictimsWithRoom(c, 30, &f, 100, &other)), std::vector<std::string>{"b"});
+  EXPECT_EQ(Names(c, planner.ChooseVictimsWithRoom(c, 30, &f, 100, &other)), std::vector<std::string>{"a"});
   EXPECT_EQ(planner.inline_plans(), 2u);  // kept for the rest of this version
 }
 
