@@ -1,9 +1,11 @@
 #include "video/video_probe.h"
 
+#include <algorithm>
 #include <memory>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "video/av_input.h"
 #include "base/status_macros.h"
 
@@ -40,6 +42,33 @@ bool LooksLikeVideoContainer(absl::string_view b) {
   return false;
 }
 
+namespace {
+
+// A file whose streams end this long before the duration its container declares (or this share
+// of it, whichever is more) is cut short: muxers' declared durations and their streams' last
+// packets differ by a frame or an audio packet (~0.1 s).
+constexpr double kDurationSlackS = 0.5;
+constexpr double kDurationSlackShare = 0.1;
+
+// A container that declares its duration in its header (MKV/WebM's segment duration, MP4's movie
+// header) but whose streams all end well before it is a file cut short: an MKV cut in half
+// demuxes cleanly and would be swapped as a shorter video. Every stream counts (a video that
+// ends before its audio is whole); a duration FFmpeg estimated from the bit rate is no claim.
+absl::Status CheckDeclaredDuration(const AVFormatContext* ctx, double streams_end_s, const std::string& what) {
+  if (ctx->duration == AV_NOPTS_VALUE || ctx->duration <= 0 ||
+      ctx->duration_estimation_method == AVFMT_DURATION_FROM_BITRATE || streams_end_s <= 0) {
+    return absl::OkStatus();
+  }
+  const double start_s = ctx->start_time != AV_NOPTS_VALUE ? ctx->start_time / static_cast<double>(AV_TIME_BASE) : 0;
+  const double declared_s = ctx->duration / static_cast<double>(AV_TIME_BASE);
+  const double held_s = streams_end_s - start_s;
+  if (held_s >= declared_s - std::max(kDurationSlackS, kDurationSlackShare * declared_s)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat("%s truncated: the container declares %.2f s, its streams end at %.2f s",
+                                                    what, declared_s, held_s));
+}
+
+}  // namespace
+
 absl::StatusOr<VideoInfo> ProbeVideo(absl::string_view bytes, const std::string& what, uint64_t max_pixels,
                                      FrameRange range) {
   ASSIGN_OR_RETURN(auto demuxer, MemoryDemuxer::Open(bytes, what, max_pixels));
@@ -61,11 +90,17 @@ absl::StatusOr<VideoInfo> ProbeVideo(absl::string_view bytes, const std::string&
   const double tb = av_q2d(v->time_base);
   std::unique_ptr<AVPacket, PacketFree> pkt(av_packet_alloc());
   int64_t last_end = origin;
+  double streams_end_s = 0;  // where the latest packet of any stream ends, seconds (absolute)
   for (;;) {
     const int rc = av_read_frame(d.ctx(), pkt.get());
     if (rc == AVERROR_EOF) break;
     if (rc < 0) return internal::AvError(absl::StatusCode::kInvalidArgument, what, "damaged: a packet cannot be read", rc);
     const bool video = pkt->stream_index == d.video_index();
+    if (pkt->pts != AV_NOPTS_VALUE) {
+      const double stream_tb = av_q2d(d.ctx()->streams[pkt->stream_index]->time_base);
+      const double end = static_cast<double>(pkt->pts) + static_cast<double>(std::max<int64_t>(pkt->duration, 0));
+      streams_end_s = std::max(streams_end_s, end * stream_tb);  // in double: no int64 overflow
+    }
     if (pkt->pos >= 0 && static_cast<uint64_t>(pkt->pos) + static_cast<uint64_t>(pkt->size) > d.size()) {
       return absl::InvalidArgumentError(absl::StrCat(what, " truncated: a packet's data at byte ", pkt->pos,
                                                      " runs past the end of the file (", d.size(), " bytes)"));
@@ -86,6 +121,7 @@ absl::StatusOr<VideoInfo> ProbeVideo(absl::string_view bytes, const std::string&
                                                    " frames, the file holds ", info.frames));
   }
   if (info.frames == 0) return absl::InvalidArgumentError(absl::StrCat(what, ": the video stream has no frames"));
+  RETURN_IF_ERROR(CheckDeclaredDuration(d.ctx(), streams_end_s, what));
   if (info.frames_in_range == 0) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": no frame in the range from ", range.start_s, " s",
                                                    range.duration_s > 0 ? absl::StrCat(" for ", range.duration_s, " s")

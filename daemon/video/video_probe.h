@@ -5,7 +5,8 @@
 // container fusiond reads (MP4/MOV, MKV/WebM, AVI, YUV4MPEG), a file without a video stream,
 // a frame size over `max_pixels` (checked from the header, before any frame exists), a video
 // with no frames, and a truncated or damaged file (packets whose data lies past the end, fewer
-// packets than the container declares, a packet FFmpeg cannot read).
+// packets than the container declares, streams that all end well before the duration its header
+// declares, a packet FFmpeg cannot read).
 // Cost: demuxes every packet once (no decoding): ~1 ms per MB; memory: FFmpeg's demuxer state
 // (the MP4 sample index: ~20 B per frame), never a decoded frame.
 // Thread-safety: a free function; calls may run concurrently.

@@ -73,6 +73,27 @@ TEST_F(VideoIoTest, ProbeRefusesATruncatedMp4) {
   EXPECT_TRUE(absl::StrContains(info.status().message(), "target video truncated")) << info.status();
 }
 
+// An MKV cut in half demuxes cleanly (no index to miss): its segment's declared duration is
+// what tells. The whole file, and one whose audio outlasts its video, are read.
+TEST_F(VideoIoTest, ProbeRefusesAnMkvCutShortAndKeepsAWholeOne) {
+  const std::string mkv = dir_.File("zoompan.mkv");
+  ASSERT_TRUE(testclips::Ffmpeg("-i '" + testclips::ZoomPanMp4(dir_.path(), kPhoto) + "' -c copy '" + mkv + "'"));
+  const std::string bytes = ReadFile(mkv);
+  auto whole = ProbeVideo(bytes, "target video", kMaxPixels);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->frames, 30);
+  auto cut = ProbeVideo(bytes.substr(0, bytes.size() / 2), "target video", kMaxPixels);
+  ASSERT_EQ(cut.status().code(), absl::StatusCode::kInvalidArgument) << cut.status();
+  EXPECT_TRUE(absl::StrContains(cut.status().message(), "target video truncated: the container declares 2.0"))
+      << cut.status();
+  const std::string longer = dir_.File("audio_outlasts.mkv");
+  ASSERT_TRUE(testclips::Ffmpeg("-f lavfi -i color=c=gray:s=64x48:r=10:d=1 -f lavfi -i sine=duration=3 "
+                                "-c:v libx264 -preset ultrafast -c:a libopus '" + longer + "'"));
+  auto outlasts = ProbeVideo(ReadFile(longer), "target video", kMaxPixels);
+  ASSERT_TRUE(outlasts.ok()) << outlasts.status();
+  EXPECT_EQ(outlasts->frames, 10);
+}
+
 TEST_F(VideoIoTest, ProbeRefusesATextFile) {
   auto info = ProbeVideo("this is a text file named clip.mp4, not a video\n", "target video", kMaxPixels);
   ASSERT_EQ(info.status().code(), absl::StatusCode::kInvalidArgument);
