@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "device/cpu_device_memory.h"
 #include "models/blend/blend.h"
+#include "models/onednn/program.h"
 #include "spdlog/spdlog.h"
 #include "base/status_macros.h"
 
@@ -51,6 +52,7 @@ void WarnAboutMissingWeights(const models::ModelCatalogue& catalogue, const std:
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TorchBackend>> TorchBackend::Create(const DaemonConfig& config) {
+  onednn::CapIsa();  // before LibTorch or a network touches oneDNN (program.h says why)
   std::unique_ptr<TorchBackend> self(new TorchBackend());
   self->manifest_ = ResolveManifest(config.manifest);
   self->pin_models_ = config.pin_models;

@@ -33,7 +33,7 @@ constexpr auto kF32 = memory::data_type::f32;
 constexpr auto kBf16 = memory::data_type::bf16;
 
 dnnl::engine& Engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  static dnnl::engine engine = (CapIsa(), dnnl::engine(dnnl::engine::kind::cpu, 0));
   return engine;
 }
 
@@ -115,12 +115,22 @@ bool Enabled() {
   return v == nullptr || std::string_view(v) != "0";
 }
 
+bool CapIsa() {
+  static const bool capped = [] {
+    if (std::getenv("ONEDNN_MAX_CPU_ISA") != nullptr || std::getenv("DNNL_MAX_CPU_ISA") != nullptr) return false;
+    return dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx512_core_bf16) == dnnl::status::success;
+  }();
+  return capped;
+}
+
 bool Bf16Native() {
+  CapIsa();
   const unsigned isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
   return (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
 }
 
 bool AmxNative() {
+  CapIsa();
   const unsigned isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
   return (isa & dnnl_cpu_isa_avx512_core_amx) == dnnl_cpu_isa_avx512_core_amx;
 }

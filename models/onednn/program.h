@@ -74,6 +74,14 @@ enum class Precision { kF32, kBf16 };
 // AVX512-BF16 dot products, or AMX; oneDNN 2.6 asks Linux for the AMX tile state itself,
 // arch_prctl(ARCH_REQ_XCOMP_PERM)). Elsewhere oneDNN would emulate bf16, slower than fp32.
 bool Bf16Native();
+// Caps oneDNN's ISA for the process at AVX512-BF16 (no AMX), once, before its first primitive,
+// unless ONEDNN_MAX_CPU_ISA or DNNL_MAX_CPU_ISA is set (the user's choice). Reason: Debian 12's
+// oneDNN 2.7 crashed (SIGSEGV in its JIT code generation, creating FaceRecognitionNet's
+// convolutions) in about 1 of 14 daemon runs of the video process tests on a Sapphire Rapids CPU
+// with AMX; CPUs without AMX are not changed. The functions here call it first; fusiond's backend
+// calls it at start (LibTorch shares this libdnnl). False when not capped (the variable is set,
+// or oneDNN had already fixed its ISA).
+bool CapIsa();
 // This CPU has AMX tiles for bf16 (oneDNN's effective ISA includes avx512_core_amx): its bf16
 // kernels pack weights in other layouts, so a network's resident bytes differ (tests name both).
 bool AmxNative();

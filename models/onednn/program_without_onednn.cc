@@ -14,6 +14,7 @@ bool Usable(const at::Tensor&) { return false; }
 bool Enabled() { return false; }
 bool Bf16Native() { return false; }
 bool AmxNative() { return false; }
+bool CapIsa() { return false; }
 Precision PrecisionFor(std::string_view, Precision) { return Precision::kF32; }
 
 Fp32Scope::Fp32Scope() : was_(false) {}
