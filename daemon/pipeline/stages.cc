@@ -230,9 +230,7 @@ absl::StatusOr<faceapi::Landmarks68> Levelled(const faceapi::FaceLandmark68Net& 
                                               const faceapi::FaceBox& box, const faceapi::Landmarks68& as_is,
                                               Look* look) {
   const float min_deg = look->keep_level ? faceapi::kLevelKeepDeg : faceapi::kLevelMinDeg;
-  const float roll = std::fabs(faceapi::EyeLineDeg(as_is));
-  look->levelled = roll >= min_deg && roll <= 90;
-  return faceapi::LevelledLandmarks(net, image, box, as_is, 2, min_deg);
+  return faceapi::LevelledLandmarks(net, image, box, as_is, 2, min_deg, &look->levelled);
 }
 
 // The landmarks of `box` in `image` (FaceLandmark68Net::Detect), or those of the face righted

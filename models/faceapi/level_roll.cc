@@ -24,11 +24,13 @@ float EyeLineDeg(const Landmarks68& pts) {
 }
 
 absl::StatusOr<Landmarks68> LevelledLandmarks(const FaceLandmark68Net& net, const cv::Mat& rgb, const FaceBox& box,
-                                              const Landmarks68& first, int rounds, float min_deg) {
+                                              const Landmarks68& first, int rounds, float min_deg, bool* levelled) {
   Landmarks68 pts = first;
   double roll = EyeLineDeg(pts);
   // Under min_deg: upright enough; over 90 degrees: upside down, the upside-down check's.
-  if (std::fabs(roll) < min_deg || std::fabs(roll) > 90) return pts;
+  const bool level = std::fabs(roll) >= min_deg && std::fabs(roll) <= 90;
+  if (levelled != nullptr) *levelled = level;
+  if (!level) return pts;
   // The canvas: the box's size, scaled down to kLevelCanvasPx on its longer side.
   const double k = std::min(1.0, kLevelCanvasPx / std::max(1.0f, std::max(box.w, box.h)));
   const int cw = std::max(1, static_cast<int>(std::lround(box.w * k))), ch = std::max(1, static_cast<int>(std::lround(box.h * k)));

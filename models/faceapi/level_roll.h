@@ -49,9 +49,10 @@ float EyeLineDeg(const Landmarks68& pts);
 // The points of the face in `box` of `rgb` (CV_8UC3 RGB), starting from `first` (the net's
 // points on the box as it is), re-found on the face turned level when its roll is `min_deg`
 // to 90 degrees (beyond 90 it is upside down: upside_down.h), at most `rounds` times; `first`
-// unchanged otherwise. Errors: the net's (a box outside the image).
+// unchanged otherwise. *levelled (when given): whether the points were found on the face turned
+// level. Errors: the net's (a box outside the image).
 absl::StatusOr<Landmarks68> LevelledLandmarks(const FaceLandmark68Net& net, const cv::Mat& rgb, const FaceBox& box,
                                               const Landmarks68& first, int rounds = 2,
-                                              float min_deg = kLevelMinDeg);
+                                              float min_deg = kLevelMinDeg, bool* levelled = nullptr);
 
 }  // namespace fusion::faceapi
