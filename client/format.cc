@@ -118,7 +118,8 @@ nlohmann::json JobToJson(const JobInfo& j) {
           {"queue_position", j.queue_position}, {"progress", j.progress},
           {"created_unix_ms", j.created_unix_ms}, {"started_unix_ms", j.started_unix_ms},
           {"finished_unix_ms", j.finished_unix_ms}, {"error_code", j.error_code},
-          {"error_message", j.error_message}, {"cancel_requested", j.cancel_requested},
+          {"error_message", j.error_message}, {"error_stage", j.error_stage},
+          {"cancel_requested", j.cancel_requested},
           {"frames_done", j.frames_done}, {"frames_total", j.frames_total},
           {"frames_per_second", j.frames_per_second}};
 }

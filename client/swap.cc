@@ -329,7 +329,10 @@ int RunSwap(Client& client, const SwapArgs& a) {
                               absl::StrCat("job ", final_job.job_id, " ", ToString(final_job.state), ": ",
                                            final_job.error_message));
     if (!a.json) return Fail(failed);
-    return FailJson(failed, final_job.error_message, final_job.job_id, ToString(final_job.state), stage, degradations);
+    // The daemon's word for where it ended (a video's per-frame stages send no stage events);
+    // the last stage seen from a daemon that predates error_stage.
+    return FailJson(failed, final_job.error_message, final_job.job_id, ToString(final_job.state),
+                    final_job.error_stage.empty() ? stage : final_job.error_stage, degradations);
   }
   return RunResult(client, job->job_id, a.output, a.json);
 }

@@ -62,6 +62,7 @@ struct JobRecord {
   int64_t finished_unix_ms = 0;
   int32_t error_code = 0;     // google.rpc.Code of a FAILED/CANCELLED job
   std::string error_message;
+  std::string error_stage;    // the stage a FAILED/CANCELLED job ended in; "" before any
   int64_t sequence = 0;       // submit order, strictly increasing across restarts
 };
 

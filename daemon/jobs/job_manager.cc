@@ -4,12 +4,14 @@
 
 #include <filesystem>
 
+#include <algorithm>
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "spdlog/spdlog.h"
 #include "base/status_macros.h"
+#include "fusion_status.h"
 
 namespace fusion::jobs {
 namespace {
@@ -88,9 +90,11 @@ class JobManager::RunContext final : public JobRunner::Context {
     running_->stage = stage;
   }
   void FramesDone(uint64_t done, uint64_t total, double fps) override {
-    const float progress = total > 0 ? static_cast<float>(done) / static_cast<float>(total) : 0;
+    float progress = total > 0 ? static_cast<float>(done) / static_cast<float>(total) : 0;
     {
       MutexLock lock(&manager_->mu_);
+      // Never back: the source's stages showed a few percent before the first frame was done.
+      progress = std::max(progress, running_->progress);
       running_->frames_done = done;
       running_->frames_total = total;
       running_->fps = fps;
@@ -247,6 +251,7 @@ v1::Job JobManager::ToProto(const JobRecord& r) {
   *job.mutable_options() = r.plan.options;
   job.set_error_code(r.error_code);
   job.set_error_message(r.error_message);
+  job.set_error_stage(r.error_stage);
   if (r.state == JobState::QUEUED) {
     if (auto pos = queue_.Position(r.id)) job.set_queue_position(static_cast<uint32_t>(*pos));
   }
@@ -510,6 +515,11 @@ void JobManager::RunOne(const FairQueue::Entry& entry) {
     }
   } else {
     state = (running->cancel && absl::IsCancelled(status)) ? JobState::CANCELLED : JobState::FAILED;
+    stored.error_stage = StageOf(status);  // the runner's own word first (a decode error found late)
+    if (stored.error_stage.empty()) {
+      MutexLock lock(&mu_);
+      stored.error_stage = running->stage.substr(0, running->stage.find(" ("));  // "detect (pass 2 of 5)"
+    }
   }
   v1::JobEvent done;
   // The end is journalled (and fsynced) with no lock of the manager held: Get, Watch and the

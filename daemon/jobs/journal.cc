@@ -56,6 +56,8 @@ constexpr char kAddResultFile[] = "ALTER TABLE jobs ADD COLUMN result_file TEXT"
 constexpr char kAddInputsInFiles[] = "ALTER TABLE jobs ADD COLUMN inputs_in_files INTEGER NOT NULL DEFAULT 0";
 // The plan's target kind (fusion.v1.JobKind); 0 in rows journalled before plans were.
 constexpr char kAddTargetKind[] = "ALTER TABLE jobs ADD COLUMN target_kind INTEGER NOT NULL DEFAULT 0";
+// StoredResult::error_stage; '' in rows journalled before it was.
+constexpr char kAddErrorStage[] = "ALTER TABLE jobs ADD COLUMN error_stage TEXT NOT NULL DEFAULT ''";
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -67,7 +69,7 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
 
 constexpr char kColumns[] =
     "id, uid, state, priority, options, stage_models, created_ms, started_ms, finished_ms, "
-    "error_code, error_message, seq, target_kind";
+    "error_code, error_message, seq, target_kind, error_stage";
 
 // RESOURCE_EXHAUSTED naming the state directory for a full disk (SQLITE_FULL), INTERNAL
 // otherwise; `message` is SQLite's.
@@ -173,6 +175,7 @@ JobRecord ReadRecord(Statement& s) {
   r.sequence = s.Int(11);
   const int64_t kind = s.Int(12);
   r.plan.target = v1::JobKind_IsValid(static_cast<int>(kind)) ? static_cast<v1::JobKind>(kind) : v1::JOB_KIND_UNSPECIFIED;
+  r.error_stage = s.Blob(13);
   return r;
 }
 
@@ -233,6 +236,7 @@ absl::StatusOr<std::unique_ptr<Journal>> Journal::Open(const Options& options) {
   (void)journal->Exec(kAddResultFile);  // "duplicate column" once it exists
   (void)journal->Exec(kAddInputsInFiles);
   (void)journal->Exec(kAddTargetKind);
+  (void)journal->Exec(kAddErrorStage);
   if (!options.inputs_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(options.inputs_dir, ec);
@@ -328,13 +332,14 @@ int Journal::UpdateEnd(const std::string& id, JobState state, int32_t error_code
   Statement s(db_,
               "UPDATE jobs SET state=?, finished_ms=?, error_code=?, error_message=?, "
               "result_report=?, result_image=?, result_bytes=?, source=NULL, target=NULL, "
-              "inputs_in_files=0, result_file=? WHERE id=? AND state IN (?, ?)");
+              "inputs_in_files=0, result_file=?, error_stage=? WHERE id=? AND state IN (?, ?)");
   s.Bind(1, static_cast<int64_t>(state)).Bind(2, now_unix_ms).Bind(3, error_code)
       .BindText(4, error_message).Bind(5, result.report).Bind(6, result.image)
       .Bind(7, static_cast<int64_t>(result.image.size() + result.file_bytes)).BindText(8, result.file)
-      .BindText(9, id)
-      .Bind(10, static_cast<int64_t>(JobState::QUEUED))
-      .Bind(11, static_cast<int64_t>(JobState::RUNNING));
+      .BindText(9, result.error_stage)
+      .BindText(10, id)
+      .Bind(11, static_cast<int64_t>(JobState::QUEUED))
+      .Bind(12, static_cast<int64_t>(JobState::RUNNING));
   const int rc = s.Step();
   *changed = rc == SQLITE_DONE && sqlite3_changes(db_) == 1;
   if (*changed && !options_.inputs_dir.empty()) RemoveInputFiles(id);  // the row no longer names them

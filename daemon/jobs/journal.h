@@ -48,6 +48,9 @@ struct StoredResult {
   std::string image;   // encoded result image (empty when `file` is set)
   std::string file;    // a result kept as a file (video jobs): its path; removed with the job
   uint64_t file_bytes = 0;  // its size, counted against retention_bytes
+  // A FAILED or CANCELLED job: the stage it ended in ("decode", "detect", ...; "" before any).
+  // Not held by the EndLedger: a failure recorded there while the disk is full has none.
+  std::string error_stage;
 };
 
 class Journal {

@@ -64,6 +64,7 @@
 #include "video/segment_join.h"
 #include "video/segment_store.h"
 #include "video/fsync_path.h"
+#include "fusion_status.h"
 #include "video/video_reader.h"
 #include "base/status_macros.h"
 
@@ -433,7 +434,7 @@ absl::Status Stream(video::VideoReader& reader, ChunkEncoder& sink, size_t queue
     for (;;) {
       Item item;
       auto more = reader.Next(&item);
-      if (!more.ok()) error.Set(more.status());
+      if (!more.ok()) error.Set(WithStage(more.status(), "decode"));
       if (!more.ok() || !*more) break;
       if (item.kind != Item::Kind::kFrame || static_cast<uint64_t>(item.frame.index) < first) continue;
       if (!decoded.Push(std::move(item.frame))) break;
@@ -443,13 +444,13 @@ absl::Status Stream(video::VideoReader& reader, ChunkEncoder& sink, size_t queue
   std::thread encoder([&] {
     while (auto f = swapped.Pop()) {
       if (absl::Status s = sink.Write(*f); !s.ok()) {
-        error.Set(s);
+        error.Set(WithStage(s, "encode"));
         break;
       }
       progress.Done(++encoded);
     }
     if (error.Get().ok()) {
-      if (absl::Status s = sink.Finish(); !s.ok()) error.Set(s);
+      if (absl::Status s = sink.Finish(); !s.ok()) error.Set(WithStage(s, "encode"));
     }
     swapped.Cancel();  // a failed writer stops the job thread's pushes
     decoded.Cancel();
@@ -625,10 +626,12 @@ absl::StatusOr<jobs::JobRunner::Output> PipelineRunner::SwapVideo(Execution& run
   reader.reset();
   SegmentCounts sum = SumOf(store.committed());
   if (streamed.ok() && (encoded != total || sum.frames != total)) {
-    streamed = absl::InvalidArgumentError(absl::StrCat("target video: ", encoded, " of ", total, " frames could be decoded"));
+    streamed = WithStage(absl::InvalidArgumentError(absl::StrCat("target video: ", encoded, " of ", total, " frames could be decoded")),
+                         "decode");
   }
   if (streamed.ok() && sum.frames_swapped == 0) {
-    streamed = absl::FailedPreconditionError(absl::StrCat("no face in any of the ", total, " frames of the target video"));
+    streamed = WithStage(
+        absl::FailedPreconditionError(absl::StrCat("no face in any of the ", total, " frames of the target video")), "detect");
   }
   // The join: the segments and the target's other streams (their packets only, undecoded).
   std::vector<std::string> dropped;

@@ -119,7 +119,8 @@ std::string AvErrorText(int err) {
 }
 
 absl::Status AvError(absl::StatusCode code, absl::string_view what, absl::string_view doing, int err) {
-  return absl::Status(code, absl::StrCat(what, ": ", doing, " (FFmpeg: ", AvErrorText(err), ")"));
+  spdlog::info("{}: {} (FFmpeg: {})", std::string(what), std::string(doing), AvErrorText(err));
+  return absl::Status(code, absl::StrCat(what, ": ", doing));
 }
 
 absl::Status CheckFrameSize(const std::string& what, int width, int height, uint64_t max_pixels) {

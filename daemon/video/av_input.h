@@ -39,7 +39,9 @@ int UprightRotation(const AVStream* stream);
 
 // FFmpeg's text for `err` (av_strerror).
 std::string AvErrorText(int err);
-// "<what>: <doing> (FFmpeg: <text>)" with `code`: FFmpeg's words only after ours.
+// "<what>: <doing>" with `code`. FFmpeg's own words (AvErrorText) go to the daemon's log, not to
+// the client: they name FFmpeg's internals, not the input ("Invalid data found when processing
+// input" for a cut file and for a damaged one alike).
 absl::Status AvError(absl::StatusCode code, absl::string_view what, absl::string_view doing, int err);
 
 class MemoryDemuxer {

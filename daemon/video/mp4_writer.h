@@ -7,7 +7,7 @@
 // Memory: the encoder's lookahead and reference frames, about EncoderHostBytes(); one frame's
 // YUV copy at a time.
 // Errors: INTERNAL naming the stage and the file ("stage 'encode': cannot open libx264 for
-// <path> (FFmpeg: ...)"); RESOURCE_EXHAUSTED when the disk is full.
+// <path>"; FFmpeg's words in the log); RESOURCE_EXHAUSTED when the disk is full.
 // The file is complete only after Finish() (trailer written, data fsynced); the caller gives it
 // its final name. Destroying an unfinished writer closes the file, leaving it partial.
 // Thread-safety: one thread at a time (the video job's encode thread).

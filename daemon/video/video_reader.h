@@ -8,7 +8,7 @@
 // Memory: one decoded frame and its BGR copy at a time, plus the decoder's reference frames
 // (about DecoderHostBytes()); independent of the video's length.
 // Errors: Open as ProbeVideo's (INVALID_ARGUMENT naming `what`); Next: INVALID_ARGUMENT for
-// data the decoder rejects ("target video: damaged: frame 31 cannot be decoded (FFmpeg: ...)")
+// data the decoder rejects ("target video: damaged: frame 31 cannot be decoded")
 // or a frame whose size differs from the stream's; INTERNAL for a failed conversion.
 // Thread-safety: one thread at a time (the video job's decode thread).
 #pragma once

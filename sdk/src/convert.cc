@@ -124,6 +124,7 @@ JobInfo FromProto(const v1::Job& p) {
   j.finished_unix_ms = p.finished_unix_ms();
   j.error_code = p.error_code();
   j.error_message = p.error_message();
+  j.error_stage = p.error_stage();
   j.cancel_requested = p.cancel_requested();
   j.frames_done = p.frames_done();
   j.frames_total = p.frames_total();

@@ -83,6 +83,33 @@ TEST_F(JobManagerTest, SubmittedJobSucceedsWithResultAndStreamsEvents) {
   EXPECT_EQ(report.faces_swapped(), 1u);
 }
 
+// A video's frames take the progress on from what its first stages showed, never back.
+TEST_F(JobManagerTest, ProgressNeverGoesBackWhenTheFramesStart) {
+  auto m = Manager();
+  runner_.frames = 10;
+  auto job = m->Submit(Spec(1000, "abc"));
+  ASSERT_TRUE(job.ok()) << job.status();
+  Mutex mu;
+  std::vector<float> progress;  // of every event that has one, in order
+  Notification done;
+  auto handle = m->Watch(job->job_id(), 1000, [&](const v1::JobEvent& e) {
+    MutexLock lock(&mu);
+    if (e.has_stage_started()) progress.push_back(e.stage_started().progress());
+    if (e.has_stage_finished()) progress.push_back(e.stage_finished().progress());
+    if (e.has_frames()) progress.push_back(e.frames().progress());
+    if (e.has_done()) done.Notify();
+  });
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  MutexLock lock(&mu);
+  ASSERT_EQ(progress.size(), 4u + 10u);  // 2 stages started and finished, 10 frames
+  EXPECT_FLOAT_EQ(progress[3], 0.5f);    // the stages' last
+  EXPECT_FLOAT_EQ(progress[4], 0.5f);    // frame 1 of 10, not 0.1
+  EXPECT_FLOAT_EQ(progress[9], 0.6f);    // frame 6 of 10 passes it
+  EXPECT_FLOAT_EQ(progress.back(), 1.0f);
+  EXPECT_TRUE(std::is_sorted(progress.begin() + 3, progress.end()));
+}
+
 TEST_F(JobManagerTest, AnotherUidGetsNotFoundEverywhere) {
   auto m = Manager();
   auto job = m->Submit(Spec(1000));
@@ -123,6 +150,7 @@ TEST_F(JobManagerTest, FailedRunKeepsTheStatusAndResultIsFailedPrecondition) {
   auto got = m->Get(job->job_id(), 1);
   EXPECT_EQ(got->error_code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
   EXPECT_EQ(got->error_message(), "detect: no face in the target");
+  EXPECT_EQ(got->error_stage(), "detect");  // the status's own stage, not "generate" it ran last
   EXPECT_EQ(m->Result(job->job_id(), 1).status().code(), absl::StatusCode::kFailedPrecondition);
   // The job's own error says why there is no result.
   EXPECT_EQ(m->Result(job->job_id(), 1).status().message(),
@@ -190,6 +218,7 @@ TEST_F(JobManagerTest, RunningJobCancelledInsideAStageSaysCancelRequestedAndEnds
   ASSERT_EQ(WaitFinal(*m, id, 1), v1::CANCELLED);
   auto done = m->Get(id, 1);
   EXPECT_EQ(done->error_message(), "job cancelled during stage 'detect' (unit 2 of 1000)");
+  EXPECT_EQ(done->error_stage(), "detect");  // the stage it was in: the status names none
   EXPECT_FALSE(done->cancel_requested());  // only while RUNNING
   EXPECT_EQ(runner_.units_run.load(), 1);  // of the 2000 the job had
   EXPECT_EQ(runner_.interrupted_seen.load(), 0);  // the owner's cancel: nothing to keep for a rerun

@@ -87,10 +87,11 @@ TEST_F(JournalTest, ResultIsStoredOnceAndInputsDropped) {
 TEST_F(JournalTest, FailedJobKeepsErrorAndHasNoResult) {
   auto j = Open();
   auto r = j->Insert(Spec(1), TestPlan(), 1);
-  ASSERT_TRUE(j->Finish(r->id, JobState::FAILED, 9, "detect: no face in source", {}, 5).ok());
+  ASSERT_TRUE(j->Finish(r->id, JobState::FAILED, 9, "detect: no face in source", {.error_stage = "detect"}, 5).ok());
   auto got = j->Get(r->id);
   EXPECT_EQ(got->error_code, 9);
   EXPECT_EQ(got->error_message, "detect: no face in source");
+  EXPECT_EQ(got->error_stage, "detect");
   EXPECT_EQ(j->GetResult(r->id).status().code(), absl::StatusCode::kNotFound);
 }
 

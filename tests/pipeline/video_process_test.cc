@@ -200,6 +200,47 @@ TEST_F(VideoProcessTest, SwapKeepsFramesTimestampsAndAudioAndCountsFramesWithout
 
 // --video-detect every-frame scans every frame and carries nothing; the default finds the same
 // faces with 9 scans. Both swap the face in all 15 face frames.
+// A video without a face fails in stage "detect" (its per-frame stages send no stage event: the
+// client's last one was the source's "encode"), in swap --json and, from the journal, in job --json.
+TEST_F(VideoProcessTest, AVideoWithoutAFaceFailsInStageDetect) {
+  const std::string clip = testclips::GreyMp4(dir_.path());
+  ASSERT_FALSE(clip.empty());
+  const RunResult r = Ctl({"swap", "--source", kSource, "--target", clip, "-o", dir_.File("out.mp4"), "--json"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded()) << "stdout: " << r.out;
+  EXPECT_EQ(j["state"], "FAILED") << j;
+  EXPECT_EQ(j["error"]["code"], "FAILED_PRECONDITION") << j;
+  EXPECT_EQ(j["error"]["stage"], "detect") << j;
+  EXPECT_EQ(j["error"]["message"], "no face in any of the 15 frames of the target video") << j;
+  const RunResult job = Ctl({"job", j["job_id"].get<std::string>(), "--json"});
+  ASSERT_EQ(job.exit_code, 0) << job.err;
+  EXPECT_EQ(nlohmann::json::parse(job.out)["error_stage"], "detect") << job.out;
+  ExpectAtRest();
+}
+
+// An MP4 whose middle is overwritten passes the submit's probe (its index is whole) and fails
+// while its frames are decoded: stage "decode", in our words only (FFmpeg's go to the log).
+TEST_F(VideoProcessTest, DamageMidFileFailsInStageDecodeInOurWords) {
+  std::string bytes = ReadFile(testclips::ZoomPanMp4(dir_.path(), kPhoto));
+  ASSERT_GT(bytes.size(), 20000u);
+  for (size_t i = 0; i < 4000; ++i) bytes[bytes.size() / 2 + i] = static_cast<char>((i * 7919 + 13) & 0xff);
+  const std::string damaged = dir_.File("damaged.mp4");
+  std::ofstream(damaged, std::ios::binary) << bytes;
+  const RunResult r = Ctl({"swap", "--source", kSource, "--target", damaged, "-o", dir_.File("out.mp4"), "--json"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded()) << "stdout: " << r.out;
+  EXPECT_EQ(j["state"], "FAILED") << j;
+  EXPECT_EQ(j["error"]["code"], "INVALID_ARGUMENT") << j;
+  EXPECT_EQ(j["error"]["stage"], "decode") << j;
+  const std::string message = j["error"]["message"].get<std::string>();
+  EXPECT_TRUE(absl::StartsWith(message, "target video: damaged: ")) << j;
+  EXPECT_FALSE(absl::StrContains(message, "FFmpeg")) << j;
+  EXPECT_EQ(Ctl({"health"}).exit_code, 0);
+  ExpectAtRest();
+}
+
 TEST_F(VideoProcessTest, EveryFrameDetectionAndTrackingSwapTheSameFrames) {
   const std::string clip = testclips::FaceThenGreyMp4(dir_.path(), kPhoto);  // 15 face + 9 grey frames
   ASSERT_FALSE(clip.empty());

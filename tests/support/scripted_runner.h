@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/mutex.h"
+#include "fusion_status.h"
 #include "jobs/job_runner.h"
 #include "notification.h"
 
@@ -19,7 +20,8 @@ namespace fusion::jobs {
 // A scripted runner: two stages ("detect" of model "detector", "generate" of "generator"); each stage is `units` units of
 // `stage_ms` sleep, with a cancellation check before each unit (as the pipeline's checkpoints
 // between faces and tiles) and at its boundary; `units_run` counts the units that ran. The
-// "image" is the target reversed plus the source length. A target "fail" fails the job;
+// "image" is the target reversed plus the source length. A target "fail" fails the job (its
+// status names stage "detect");
 // options with ratio > 1 are invalid; a target "bomb" is refused by Plan. With `hold` set, the first unit waits for it without
 // looking at cancellation (a unit that cannot be interrupted).
 class ScriptedRunner : public JobRunner {
@@ -67,9 +69,10 @@ class ScriptedRunner : public JobRunner {
         release_after_detect.WaitForNotification();
       }
     }
+    for (int i = 1; st.ok() && i <= frames; ++i) ctx.FramesDone(i, frames, 100.0);
     --running;
     if (!st.ok()) return st;
-    if (target == "fail") return absl::FailedPreconditionError("detect: no face in the target");
+    if (target == "fail") return WithStage(absl::FailedPreconditionError("detect: no face in the target"), "detect");
     {
       MutexLock lock(&mu);
       ++completed[job.id];
@@ -94,6 +97,7 @@ class ScriptedRunner : public JobRunner {
   }
   int stage_ms = 5;
   int units = 1;                        // per stage
+  int frames = 0;                       // after the stages: FramesDone(1..frames of frames)
   std::atomic<int> units_run{0};
   std::atomic<int> interrupted_seen{0};  // cancellations the context called an interruption
   Notification* hold = nullptr;

@@ -66,6 +66,12 @@ std::string FaceThenGreyMp4(const std::string& dir, const std::string& photo) {
                   "-map 2:a -c:v libx264 -preset ultrafast -crf 23 -c:a aac -b:a 64k -movflags +faststart");
 }
 
+std::string GreyMp4(const std::string& dir) {
+  return Make(dir + "/grey.mp4",
+              "-f lavfi -i color=c=gray:s=240x282:r=15:d=1 -c:v libx264 -preset ultrafast -crf 23 -pix_fmt yuv420p "
+              "-movflags +faststart");
+}
+
 std::string FaceEntersMp4(const std::string& dir, const std::string& photo) {
   return Make(dir + "/face_enters.mp4",
               "-loop 1 -framerate 15 -t 1.6 -i '" + photo +

@@ -22,6 +22,8 @@ std::string ZoomPanLongMp4(const std::string& dir, const std::string& photo);
 std::string ZoomPanWebm(const std::string& dir, const std::string& photo);
 // 1 s of the zoom/pan, then 0.6 s of flat grey (9 frames without a face), H.264 + AAC in MP4.
 std::string FaceThenGreyMp4(const std::string& dir, const std::string& photo);
+// 1 s of flat grey at 15 fps (15 frames, no face), 240x282, H.264 in MP4.
+std::string GreyMp4(const std::string& dir);
 // 1.6 s at 15 fps (24 frames), 400x300: `photo` scaled to 180x210 slides in from the right edge
 // (14 px a frame; grace_hopper's face shows from frame 6, whole from about 12) over a blurred
 // copy of itself and stops at x = 150 from frame 18; H.264 + AAC in MP4.

@@ -123,6 +123,7 @@ struct JobInfo {
   int64_t created_unix_ms = 0, started_unix_ms = 0, finished_unix_ms = 0;
   int32_t error_code = 0;           // absl/gRPC status code of a FAILED or CANCELLED job
   std::string error_message;
+  std::string error_stage;          // the stage a FAILED or CANCELLED job ended in ("" before any)
   bool cancel_requested = false;    // while RUNNING: cancelled at its next face/tile/stage
   uint64_t frames_done = 0, frames_total = 0;  // a RUNNING video job's frames (0 for images)
   double frames_per_second = 0;     // a RUNNING video job's frames processed per second

@@ -144,7 +144,7 @@ def job(p: pb.Job) -> JobInfo:
                    finished_unix_ms=p.finished_unix_ms, error_code=p.error_code,
                    error_message=p.error_message, cancel_requested=p.cancel_requested,
                    frames_done=p.frames_done, frames_total=p.frames_total,
-                   frames_per_second=p.frames_per_second)
+                   frames_per_second=p.frames_per_second, error_stage=p.error_stage)
 
 
 def stage(p: pb.StageReport) -> StageReport:

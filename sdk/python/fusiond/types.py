@@ -137,6 +137,7 @@ class JobInfo:
     frames_done: int        # a RUNNING video job's frames encoded so far (0 for images)
     frames_total: int
     frames_per_second: float
+    error_stage: str = ""   # the stage a FAILED/CANCELLED job ended in ("" before any)
 
 
 @dataclass(frozen=True)
