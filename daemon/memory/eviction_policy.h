@@ -76,7 +76,7 @@ class EvictionPolicy {
 };
 
 // What ResidencyManager::Options uses unless told otherwise; "default" names it too.
-inline constexpr char kDefaultEvictionPolicy[] = "lookahead";
+inline constexpr char kDefaultEvictionPolicy[] = "planner";
 
 // "default", "planner", "lru", "smallest", "lookahead", "belady", "belady-bytes";
 // INVALID_ARGUMENT naming the unknown policy and listing the known ones.
