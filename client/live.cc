@@ -159,9 +159,10 @@ int RunLive(Client& client, const LiveArgs& args) {
     }
     const LiveFrameResult& f = **r;
     Sent s;
-    if (!log.Take(f.sequence, &s) || static_cast<int64_t>(f.sequence) <= last) fig.in_order = false;
+    const bool known = log.Take(f.sequence, &s);  // false: it came after a later frame
+    if (!known || static_cast<int64_t>(f.sequence) <= last) fig.in_order = false;
     last = static_cast<int64_t>(f.sequence);
-    fig.latency_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - s.at).count());
+    if (known) fig.latency_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - s.at).count());
     fig.dropped = f.frames_dropped;
     ++fig.out;
     cv::Mat bgr(static_cast<int>(f.height), static_cast<int>(f.width), CV_8UC3, const_cast<char*>(f.image.data()));
