@@ -294,5 +294,37 @@ TEST_F(LiveProcessTest, BadInputEndsTheSessionNamingTheStage) {
   EXPECT_EQ((*live)->summary().frames_dropped, 0u);
 }
 
+// Frames by memfd (past the client's threshold), sent much faster than they are swapped: the
+// dropped frames' memfd tokens are removed (else the uid's 64 tokens would run out), every frame
+// is returned or counted dropped, and the results stay in order.
+TEST_F(LiveProcessTest, MemfdFramesFromAFastSenderAreReturnedOrDroppedInOrder) {
+  StartDaemon();
+  auto client = Client::Connect({.socket = socket_, .timeout_ms = 60000, .memfd_threshold_bytes = 1024});
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto live = (*client)->OpenLive(ReadFile(kSource));
+  ASSERT_TRUE(live.ok()) << live.status();
+  const std::string photo = ReadFile(kPhoto);
+  constexpr int kFrames = 100;
+  for (int i = 0; i < kFrames; ++i) ASSERT_TRUE((*live)->SendEncoded(i, photo).ok()) << i;
+  ASSERT_TRUE((*live)->CloseSend().ok());
+  int returned = 0;
+  int64_t last = -1;
+  for (;;) {
+    auto r = (*live)->Receive();
+    ASSERT_TRUE(r.ok()) << r.status();
+    if (!r->has_value()) break;
+    EXPECT_GT(static_cast<int64_t>((*r)->sequence), last);
+    last = static_cast<int64_t>((*r)->sequence);
+    EXPECT_EQ((*r)->faces_swapped, 1u);
+    ++returned;
+  }
+  EXPECT_EQ(last, kFrames - 1) << "the newest frame is never dropped";
+  EXPECT_EQ((*live)->summary().frames_received, static_cast<uint64_t>(kFrames));
+  EXPECT_EQ((*live)->summary().frames_returned, static_cast<uint64_t>(returned));
+  EXPECT_EQ((*live)->summary().frames_dropped, static_cast<uint64_t>(kFrames - returned));
+  EXPECT_GT((*live)->summary().frames_dropped, 0u);
+  EXPECT_EQ((*client)->transfer_stats().images_by_memfd, static_cast<uint64_t>(kFrames + 1));
+}
+
 }  // namespace
 }  // namespace fusion
