@@ -1,4 +1,5 @@
-// fusionctl: command-line client of fusiond (through the SDK only).
+// fusionctl: command-line client of fusiond (through the SDK only; `live` decodes its input file with
+// fusion_video).
 #include <cstdio>
 #include <iostream>
 #include <string>
