@@ -222,7 +222,7 @@ TEST_F(LiveProcessTest, AUidHoldsAtMostItsSessionLimit) {
 
 TEST_F(LiveProcessTest, ModelsThatCannotBeHeldAreRefusedNamingTheBytes) {
   ASSERT_FALSE(clip_.empty());
-  StartDaemon({}, "16MiB");  // face_recognition alone is ~22 MB
+  StartDaemon({}, "16MiB");  // the detector alone needs 21 MiB
   const RunResult r = Live("out.mp4", "4");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(r.err, "RESOURCE_EXHAUSTED")) << r.err;
@@ -231,6 +231,30 @@ TEST_F(LiveProcessTest, ModelsThatCannotBeHeldAreRefusedNamingTheBytes) {
   EXPECT_TRUE(NoLeases());
   const RunResult health = testing::RunProcess({FUSIONCTL_BIN, "--socket", socket_, "health"}, dir_.path());
   EXPECT_EQ(health.exit_code, 0) << health.err;
+}
+
+// A session is not a job: with max_concurrent_jobs 1 and that worker busy with a 120-frame video
+// (about 12 s alone), a session opens and returns its frames while the video still runs.
+TEST_F(LiveProcessTest, ASessionDoesNotWaitForTheJobWorkers) {
+  ASSERT_FALSE(clip_.empty());
+  const std::string long_clip = testclips::ZoomPanLongMp4(dir_.path(), kPhoto);
+  ASSERT_FALSE(long_clip.empty());
+  StartDaemon({"--max-concurrent-jobs", "1"});
+  const RunResult submitted = testing::RunProcess({FUSIONCTL_BIN, "--socket", socket_, "swap", "--source", kSource,
+                                                   "--target", long_clip, "--simple", "--no-wait"},
+                                                  dir_.path());
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
+  std::string id = submitted.out;
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  auto state = [&] {
+    const RunResult r = testing::RunProcess({FUSIONCTL_BIN, "--socket", socket_, "job", id, "--json"}, dir_.path());
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out)["state"].get<std::string>() : std::string("?");
+  };
+  ASSERT_TRUE(testing::WaitFor([&] { return state() == "RUNNING"; }, absl::Seconds(30)));
+  const RunResult live = Live("out.mp4", "10");
+  ASSERT_EQ(live.exit_code, 0) << live.err;
+  EXPECT_GT(nlohmann::json::parse(live.out)["frames_out"].get<int>(), 0);
+  EXPECT_EQ(state(), "RUNNING") << "the session waited for the video job";
 }
 
 // Inputs fusionctl never sends, through the SDK: each ends its session with a status naming the
