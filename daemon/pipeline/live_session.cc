@@ -11,6 +11,8 @@
 // buffers each frame, from its header, before they exist. A frame of another size restarts the
 // tracking (no track continues across it).
 #include <algorithm>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -110,7 +112,8 @@ class PipelineLiveSession final : public jobs::LiveSession {
   absl::Status Frame(const v1::LiveFrame& frame, const std::string& bytes, v1::LiveFrameResult* out) override;
 
  private:
-  // The frame's BGR pixels: raw bytes checked and copied, or an image decoded (*decoded).
+  // The frame's BGR pixels: raw bytes checked and copied (the tracking started first for a new
+  // size, so the copy is admitted before it exists), or an image decoded (*decoded).
   absl::StatusOr<cv::Mat> Pixels(const v1::LiveFrame& frame, const std::string& bytes, const std::string& what,
                                  DecodedImage* decoded, Lease* decode_buffers);
   // First frame, or a frame of another size: its working copies admitted, the tracking anew.
@@ -181,7 +184,9 @@ absl::StatusOr<cv::Mat> PipelineLiveSession::Pixels(const v1::LiveFrame& frame, 
                                                              w * h * 3, " bytes, this one ", bytes.size())),
                      "decode");
   }
-  // Copied into the buffers admitted for the frame size (StartTracking), not kept in `bytes`.
+  // Copied into the buffers admitted for the frame size (StartTracking) before the copy exists.
+  const cv::Size size(static_cast<int>(w), static_cast<int>(h));
+  if (swapper_ == nullptr || size != size_) RETURN_IF_ERROR(StartTracking(size));
   return cv::Mat(static_cast<int>(h), static_cast<int>(w), CV_8UC3, const_cast<char*>(bytes.data())).clone();
 }
 
