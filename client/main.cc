@@ -1,4 +1,5 @@
-// fusionctl: command-line client of fusiond (through the SDK only).
+// fusionctl: command-line client of fusiond (through the SDK only; `live` decodes its input file with
+// fusion_video).
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "format.h"
+#include "live.h"
 #include "swap.h"
 #include "fusion/client.h"
 #include "base/size.h"
@@ -36,13 +38,15 @@ struct CommandLine {
   bool watch = false;
   uint32_t interval_ms = 1000, count = 0;
   fusion::ctl::SwapArgs swap_args;
+  fusion::ctl::LiveArgs live_args;
   bool all_uids = false;
   std::string job_id;
   std::string result_out;
   std::string help_topic;
   std::string model_name;
   CLI::App *health = nullptr, *mem = nullptr, *swap = nullptr, *jobs = nullptr, *job = nullptr, *cancel = nullptr,
-           *result = nullptr, *help = nullptr, *models = nullptr;
+           *result = nullptr, *help = nullptr, *models = nullptr,
+           *live = nullptr;
   std::vector<std::pair<CLI::App*, const char*>> model_ops;  // load, unload, pin, unpin
 };
 
@@ -70,6 +74,10 @@ void AddSubcommands(CLI::App& app, CommandLine& cl) {
   cl.mem->add_option("--count", cl.count, "--watch: stop after this many states (0 = never)");
   cl.swap = app.add_subcommand("swap", "fuse the source face into the target's faces");
   fusion::ctl::AddSwapOptions(cl.swap, cl.swap_args);
+#ifdef FUSIONCTL_LIVE
+  cl.live = app.add_subcommand("live", "a live session: send a video file's frames paced, write the swapped ones");
+  fusion::ctl::AddLiveOptions(cl.live, cl.live_args);
+#endif
   cl.jobs = app.add_subcommand("jobs", "list your jobs");
   cl.jobs->add_flag("--json", cl.json, "print JSON");
   cl.jobs->add_flag("--all", cl.all_uids, "every uid's jobs, with their owner (admins: root, fusiond's uid, admin_uids, admin_group)");
@@ -188,6 +196,9 @@ int RunMem(fusion::Client& client, const CommandLine& cl) {
 int RunSubcommand(fusion::Client& client, const CommandLine& cl) {
   if (cl.health->parsed()) return RunHealth(client);
   if (cl.swap->parsed()) return fusion::ctl::RunSwap(client, cl.swap_args);
+#ifdef FUSIONCTL_LIVE
+  if (cl.live->parsed()) return fusion::ctl::RunLive(client, cl.live_args);
+#endif
   if (cl.jobs->parsed()) return fusion::ctl::RunJobs(client, cl.json, cl.all_uids);
   if (cl.job->parsed()) return fusion::ctl::RunJob(client, cl.job_id, cl.json);
   if (cl.cancel->parsed()) return fusion::ctl::RunCancel(client, cl.job_id, cl.json);

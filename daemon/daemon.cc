@@ -218,11 +218,13 @@ absl::Status Daemon::Serve(const InheritedSockets& inherited) {
       config_,
       {.options = {.allowed_uids = config_.allowed_uids,
                    .admins = *std::move(admins),
-                   .max_watch_streams_per_uid = static_cast<int>(config_.max_watch_streams_per_uid)},
+                   .max_watch_streams_per_uid = static_cast<int>(config_.max_watch_streams_per_uid),
+                   .max_live_sessions_per_uid = static_cast<int>(config_.max_live_sessions_per_uid)},
        .memory = memory_.get(),
        .jobs = jobs_.get(),
        .residency = residency_.get(),
        .catalogue = backend_ != nullptr ? backend_->catalogue() : nullptr,
+       .live = jobs_ != nullptr ? backend_->live_runner() : nullptr,
        .inherited_fd_socket = inherited.fd_fd});
 }
 

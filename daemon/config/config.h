@@ -104,6 +104,7 @@ struct DaemonConfig {
   // Open WatchJob + WatchMemory streams of one uid; RESOURCE_EXHAUSTED beyond. Each waiting
   // `fusionctl swap` holds one, so it stays above max_queued_jobs_per_uid + max_concurrent_jobs.
   uint32_t max_watch_streams_per_uid = 128;
+  uint32_t max_live_sessions_per_uid = 2;
   // gRPC's own memory (transport buffers, call arenas) for all connections together, bytes:
   // past it gRPC stops reading from connections until memory is returned. At least twice
   // max_message_bytes (a largest request and its reply).

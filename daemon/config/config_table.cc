@@ -101,6 +101,7 @@ const std::vector<ConfigKey>& Keys() {
     Integer("fd_max_connections", &C::fd_max_connections, 1, 4096, kNoUnit, "fd-socket connections served at once in all"),
     Integer("max_queued_jobs_per_uid", &C::max_queued_jobs_per_uid, 1, 100000, kNoUnit, "jobs one uid may have queued"),
     Integer("max_watch_streams_per_uid", &C::max_watch_streams_per_uid, 1, 1024, kNoUnit, "open WatchJob + WatchMemory streams per uid"),
+    Integer("max_live_sessions_per_uid", &C::max_live_sessions_per_uid, 1, 64, kNoUnit, "open Live sessions per uid (not jobs: max_concurrent_jobs does not count them)").Flag(),
     Bytes("grpc_memory_quota", &C::grpc_memory_quota, "gRPC's own memory, all connections together").Values("[2 x max_message_bytes, 1TiB]"),
     Bytes("max_message_bytes", &C::max_message_bytes, "largest gRPC message accepted or sent").Values("[4KiB, 2GiB)"),
     Integer("stalled_connection_timeout_ms", &C::stalled_connection_timeout_ms, 0, 600000, Unit::kMs,

@@ -30,6 +30,7 @@ class ModelCatalogue;
 namespace jobs {
 
 class JobRunner;
+class LiveRunner;
 
 class Backend {
  public:
@@ -43,6 +44,9 @@ class Backend {
   // runner over it. Returns the runner (owned by the backend; null = no job methods) or the
   // reason the daemon cannot start.
   virtual absl::StatusOr<JobRunner*> Start(ResidencyManager& residency) = 0;
+  // The live sessions' runner once Start() returned (null: the Live method answers
+  // UNIMPLEMENTED). Owned by the backend.
+  virtual LiveRunner* live_runner() { return nullptr; }
   // The device budget changed to `bytes`.
   virtual void OnDeviceBudget(uint64_t bytes) {}
   // The keep-alive left nothing resident on the device: return what the device allocator

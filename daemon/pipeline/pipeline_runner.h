@@ -43,11 +43,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "jobs/job_runner.h"
+#include "jobs/live_runner.h"
 #include "memory/residency_manager.h"
 #include "pipeline/face_cache.h"
 #include "pipeline/fault_injection.h"
@@ -60,7 +62,7 @@ namespace fusion {
 
 class Execution;
 
-class PipelineRunner final : public jobs::JobRunner {
+class PipelineRunner final : public jobs::JobRunner, public jobs::LiveRunner {
  public:
   struct Options {
     // SSD, not the lighter TinyFaceDetector: over the pyramid's many passes tiny puts boxes on
@@ -114,6 +116,12 @@ class PipelineRunner final : public jobs::JobRunner {
                                      const std::string& target_image) override;
   absl::StatusOr<Output> Run(const jobs::JobRecord& job, const std::string& source_image,
                              const std::string& target_image, Context& context) override;
+
+  // A live session (live_session.cc): the same stages per frame as a video job, with the
+  // session's models leased while it is open.
+  absl::StatusOr<std::unique_ptr<jobs::LiveSession>> OpenLive(const Owner& owner, const std::string& source_image,
+                                                              const v1::JobOptions& options,
+                                                              std::function<bool()> cancelled) override;
 
   // The catalogue model of each stage of a job with `options`, in run order (the plan's);
   // INVALID_ARGUMENT naming a bad option.

@@ -32,6 +32,7 @@ class TorchBackend final : public jobs::Backend {
   ModelLoader* loader() override { return store_.get(); }
   const models::ModelCatalogue* catalogue() const override { return catalogue_.get(); }
   absl::StatusOr<jobs::JobRunner*> Start(ResidencyManager& residency) override;
+  jobs::LiveRunner* live_runner() override { return runner_.get(); }
   void OnDeviceBudget(uint64_t bytes) override;
   // DeviceMeter::ReleaseCache (CUDA emptyCache; nothing on the CPU device).
   void OnDeviceEmpty() override;

@@ -48,11 +48,13 @@ absl::Status VideoFaces::DescribeNew(Picture& pic, const std::vector<size_t>& wh
 
 absl::Status VideoFaces::Push(video::Frame frame, std::deque<AnalysedFrame>* ready) {
   AnalysedFrame f;
-  ASSIGN_OR_RETURN(f.picture, MakePicture(frame.bgr, absl::StrCat("target video frame ", frame.index + 1, " of ", s_.total)));
+  const std::string what = s_.live ? absl::StrCat("live frame ", frame.index + 1)
+                                   : absl::StrCat("target video frame ", frame.index + 1, " of ", s_.total);
+  ASSIGN_OR_RETURN(f.picture, MakePicture(frame.bgr, what));
   f.frame = std::move(frame);
   const uint64_t i = static_cast<uint64_t>(f.frame.index);
   const cv::Mat thumb = geometry::Thumbnail(f.frame.bgr);
-  const bool chunk_end = i % s_.chunk == s_.chunk - 1 || i + 1 >= s_.total;
+  const bool chunk_end = !s_.live && (i % s_.chunk == s_.chunk - 1 || i + 1 >= s_.total);
   f.cut = !started_ || geometry::IsSceneCut(last_thumb_, thumb);
   started_ = true;
   last_thumb_ = thumb;
@@ -69,13 +71,14 @@ absl::Status VideoFaces::Push(video::Frame frame, std::deque<AnalysedFrame>* rea
   if (!keyframe) {
     ++since_key_;
     held_.push_back(std::move(f));
+    if (s_.live) Emit(ready);
     return absl::OkStatus();
   }
   RETURN_IF_ERROR(Keyframe(f));
   since_key_ = 0;
   Emit(ready);
   held_.push_back(std::move(f));
-  if (chunk_end) Emit(ready);
+  if (chunk_end || s_.live) Emit(ready);
   return absl::OkStatus();
 }
 

@@ -79,6 +79,10 @@ class VideoFaces {
     // REFERENCE selection: a new track is described once and kept only within the distance.
     const Picture* reference = nullptr;
     float reference_limit = 0.6f;
+    // A live session: every frame leaves Push with its faces (none held, so no trace-back: a
+    // face entering between keyframes is swapped from the keyframe that finds it), no chunk
+    // or job end, pictures named "live frame N". chunk and total are not read.
+    bool live = false;
   };
   VideoFaces(Execution& run, std::string detector, std::string landmarks, std::string encoder, DetectSettings detect,
              Settings settings)
@@ -89,7 +93,7 @@ class VideoFaces {
   // Frames held at most at once (the caller admits their BGR and RGB copies).
   // A chunk's last frame is a keyframe, so no more than a chunk is held whatever the interval.
   size_t HeldFrames() const {
-    return s_.every_frame ? 1 : std::min(static_cast<size_t>(s_.interval), s_.chunk) + 1;
+    return s_.every_frame || s_.live ? 1 : std::min(static_cast<size_t>(s_.interval), s_.chunk) + 1;
   }
 
   // Takes the next frame (in order) and appends to *ready the frames whose faces are final.

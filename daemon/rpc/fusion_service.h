@@ -4,7 +4,8 @@
 // are not allowed (PERMISSION_DENIED). The residency-changing methods (LoadModel, UnloadModel,
 // PinModel, UnpinModel) then refuse callers who are not admins (Options::admins; PERMISSION_DENIED
 // naming the method, before any NOT_FOUND). One uid may hold at most max_watch_streams_per_uid
-// WatchJob + WatchMemory streams (RESOURCE_EXHAUSTED beyond). Handlers validate and answer or enqueue; they never
+// WatchJob + WatchMemory streams and max_live_sessions_per_uid Live sessions (RESOURCE_EXHAUSTED
+// beyond). Handlers validate and answer or enqueue; they never
 // block and never touch the device. Methods whose component is not built yet answer
 // UNIMPLEMENTED naming the method.
 // A refused uid is logged at most once a minute (with the count held back since).
@@ -23,6 +24,7 @@
 #include "fusion/v1/fusion.grpc.pb.h"
 #include "common/log_throttle.h"
 #include "jobs/job_manager.h"
+#include "jobs/live_runner.h"
 #include "rpc/memfd_registry.h"
 #include "rpc/memory_state.h"
 #include "rpc/peer.h"
@@ -39,6 +41,7 @@ class FusionService final : public v1::Fusion::CallbackService {
     std::vector<uid_t> allowed_uids;  // empty = anyone who can open the socket
     AdminPolicy admins;               // default: root and the daemon's uid
     int max_watch_streams_per_uid = 128;
+    int max_live_sessions_per_uid = 2;
     // Results up to this size come back inline; larger ones (or on request) as a memfd.
     uint64_t inline_result_max_bytes = 4ull << 20;
   };
@@ -48,11 +51,13 @@ class FusionService final : public v1::Fusion::CallbackService {
   // LoadModel and PinModel upload a model: they run on a thread of their own, not gRPC's.
   FusionService(Options options, const MemoryStateSource* memory, jobs::JobManager* jobs,
                 MemfdRegistry* memfds, ResidencyManager* residency = nullptr,
-                const models::ModelCatalogue* catalogue = nullptr)
+                const models::ModelCatalogue* catalogue = nullptr, jobs::LiveRunner* live = nullptr)
       : options_(std::move(options)), memory_(memory), jobs_(jobs), memfds_(memfds),
-        residency_(residency), catalogue_(catalogue),
-        watch_slots_("watch streams", options_.max_watch_streams_per_uid) {}
-  // Before the server's drain: open WatchMemory streams end at their next interval.
+        residency_(residency), catalogue_(catalogue), live_(live),
+        watch_slots_("watch streams", options_.max_watch_streams_per_uid),
+        live_slots_("live sessions", options_.max_live_sessions_per_uid) {}
+  // Before the server's drain: open WatchMemory streams end at their next interval, live
+  // sessions within 100 ms (UNAVAILABLE).
   void BeginShutdown() { stopping_ = true; }
 
   grpc::ServerUnaryReactor* GetMemoryState(grpc::CallbackServerContext* ctx,
@@ -84,6 +89,8 @@ class FusionService final : public v1::Fusion::CallbackService {
                                        v1::ModelInfo*) override;
   grpc::ServerWriteReactor<v1::MemoryState>* WatchMemory(grpc::CallbackServerContext* ctx,
                                                          const v1::WatchMemoryRequest*) override;
+  // A live session (rpc/live_reactor.h); UNIMPLEMENTED without a live runner.
+  grpc::ServerBidiReactor<v1::LiveRequest, v1::LiveResponse>* Live(grpc::CallbackServerContext* ctx) override;
 
  private:
   // The caller's credentials when it is allowed, else the status to answer with.
@@ -117,9 +124,12 @@ class FusionService final : public v1::Fusion::CallbackService {
   MemfdRegistry* memfds_;
   ResidencyManager* residency_;
   const models::ModelCatalogue* catalogue_;
+  jobs::LiveRunner* live_;
+  std::atomic<uint64_t> live_sessions_{0};  // sessions opened so far (their names)
   mutable LogThrottle refusal_log_{absl::Minutes(1)};  // per uid
   mutable LogThrottle admin_refusal_log_{absl::Minutes(1)};  // per uid
   UidSlots watch_slots_;  // WatchJob + WatchMemory streams per uid
+  UidSlots live_slots_;   // Live sessions per uid
   // SubmitJob's plans and journal writes, off gRPC's threads (last: its destructor runs what
   // was posted, with the members above still alive).
   SerialWorker submits_{64};

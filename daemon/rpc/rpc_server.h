@@ -52,6 +52,7 @@ class RpcServer {
     jobs::JobManager* jobs = nullptr;
     ResidencyManager* residency = nullptr;
     const models::ModelCatalogue* catalogue = nullptr;
+    jobs::LiveRunner* live = nullptr;  // null: Live answers UNIMPLEMENTED
     int inherited_fd_socket = -1;  // the ".fd" socket from socket activation, or -1
   };
   // Builds the service, the fd socket and the gRPC server, and starts accepting.

@@ -17,6 +17,14 @@ class FinishedStream final : public grpc::ServerWriteReactor<T> {
   void OnDone() override { delete this; }
 };
 
+// A bidirectional stream that ends at once with `status`.
+template <typename Req, typename Resp>
+class FinishedBidi final : public grpc::ServerBidiReactor<Req, Resp> {
+ public:
+  explicit FinishedBidi(const grpc::Status& status) { this->Finish(status); }
+  void OnDone() override { delete this; }
+};
+
 inline grpc::Status UnimplementedStatus(const char* method, const char* why = "") {
   return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                       absl::StrCat("fusion.v1.Fusion/", method,

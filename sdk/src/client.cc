@@ -429,3 +429,113 @@ std::future<absl::Status> Client::WatchMemoryAsync(
 }
 
 }  // namespace fusion
+
+// ---- Live sessions ----
+
+namespace fusion {
+
+struct LiveSession::Impl {
+  const Client::Impl* client = nullptr;
+  grpc::ClientContext ctx;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::LiveRequest, v1::LiveResponse>> stream;
+  LiveOpened opened;
+  LiveSummary summary;
+  bool writes_done = false, finished = false;
+
+  absl::Status Send(const v1::LiveRequest& request) {
+    if (writes_done || !stream->Write(request)) {
+      return absl::FailedPreconditionError("the live stream has ended: Receive() gives its status");
+    }
+    return absl::OkStatus();
+  }
+  // The stream's final status (once).
+  absl::Status End() {
+    if (finished) return absl::FailedPreconditionError("the live stream has ended");
+    finished = true;
+    const grpc::Status st = stream->Finish();
+    return st.ok() ? absl::OkStatus() : client->Error(st);
+  }
+  absl::Status SendFrame(uint64_t sequence, const std::string& bytes, const uint32_t* raw_size) {
+    v1::LiveRequest request;
+    v1::LiveFrame* f = request.mutable_frame();
+    f->set_sequence(sequence);
+    if (raw_size != nullptr) {
+      f->mutable_raw()->set_width(raw_size[0]);
+      f->mutable_raw()->set_height(raw_size[1]);
+    }
+    if (auto st = client->SetImage(bytes, f->mutable_image(), request); !st.ok()) return st;
+    return Send(request);
+  }
+};
+
+LiveSession::LiveSession(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+LiveSession::~LiveSession() {
+  if (!impl_->finished) {
+    impl_->ctx.TryCancel();
+    (void)impl_->stream->Finish();
+  }
+}
+const LiveOpened& LiveSession::opened() const { return impl_->opened; }
+const LiveSummary& LiveSession::summary() const { return impl_->summary; }
+void LiveSession::Cancel() { impl_->ctx.TryCancel(); }
+
+absl::Status LiveSession::SendRaw(uint64_t sequence, const std::string& bgr, uint32_t width, uint32_t height) {
+  const uint32_t size[2] = {width, height};
+  return impl_->SendFrame(sequence, bgr, size);
+}
+absl::Status LiveSession::SendEncoded(uint64_t sequence, const std::string& image) {
+  return impl_->SendFrame(sequence, image, nullptr);
+}
+absl::Status LiveSession::CloseSend() {
+  if (impl_->writes_done) return absl::OkStatus();
+  impl_->writes_done = true;
+  impl_->stream->WritesDone();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<LiveFrameResult>> LiveSession::Receive() {
+  v1::LiveResponse response;
+  while (!impl_->finished && impl_->stream->Read(&response)) {
+    if (response.has_summary()) {
+      const v1::LiveSummary& s = response.summary();
+      impl_->summary = {s.frames_received(), s.frames_returned(), s.frames_dropped()};
+      continue;
+    }
+    if (!response.has_frame()) continue;
+    v1::LiveFrameResult& f = *response.mutable_frame();
+    const v1::LiveTimings& t = f.timings();
+    return LiveFrameResult{.sequence = f.sequence(), .image = std::move(*f.mutable_image()), .width = f.width(),
+                           .height = f.height(), .faces_swapped = f.faces_swapped(), .keyframe = f.keyframe(),
+                           .frames_dropped = f.frames_dropped(),
+                           .timings = {t.wait_ms(), t.decode_ms(), t.swap_ms(), t.encode_ms(), t.total_ms()}};
+  }
+  if (impl_->finished) return std::nullopt;
+  if (auto st = impl_->End(); !st.ok()) return st;
+  return std::nullopt;
+}
+
+absl::StatusOr<std::unique_ptr<LiveSession>> Client::OpenLive(const std::string& source_image,
+                                                              const SwapOptions& options) {
+  auto impl = std::make_unique<LiveSession::Impl>();
+  impl->client = impl_.get();
+  impl->stream = impl_->fusion->Live(&impl->ctx);
+  v1::LiveRequest open;
+  *open.mutable_open()->mutable_options() = internal::ToProto(options);
+  if (auto st = impl_->SetImage(source_image, open.mutable_open()->mutable_source(), open); !st.ok()) {
+    impl->ctx.TryCancel();
+    (void)impl->stream->Finish();
+    return st;
+  }
+  v1::LiveResponse response;
+  if (!impl->stream->Write(open) || !impl->stream->Read(&response) || !response.has_opened()) {
+    impl->writes_done = true;
+    impl->stream->WritesDone();
+    absl::Status st = impl->End();
+    return st.ok() ? absl::InternalError("Live: the daemon ended the stream without opening the session") : st;
+  }
+  const v1::LiveOpened& o = response.opened();
+  impl->opened = {o.device(), {o.models().begin(), o.models().end()}, o.model_bytes()};
+  return std::make_unique<LiveSession>(std::move(impl));
+}
+
+}  // namespace fusion

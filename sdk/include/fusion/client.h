@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "fusion/live.h"
 #include "fusion/types.h"
 
 namespace fusion {
@@ -98,6 +99,14 @@ class Client {
   // sends one, or always when `prefer_memfd`).
   absl::StatusOr<JobResult> GetJobResult(const std::string& job_id, bool prefer_memfd = false);
 
+  // ---- Live sessions (fusion/live.h) ----
+  // Opens a session with `source_image` (encoded; memfd past the threshold) and `options` (of
+  // them: ratio, enhance, faces ALL/LARGEST, detection, simple, video_detect,
+  // keyframe_interval); returns once the daemon has leased its models and analysed the source
+  // face. The session must not outlive the client.
+  absl::StatusOr<std::unique_ptr<LiveSession>> OpenLive(const std::string& source_image,
+                                                        const SwapOptions& options = {});
+
   // ---- Models (catalogue names, never paths; NOT_FOUND for an unknown name) ----
   // Every catalogue model with its residency.
   absl::StatusOr<std::vector<ModelStatus>> ListModels();
@@ -132,6 +141,7 @@ class Client {
   std::future<absl::StatusOr<ModelStatus>> UnpinModelAsync(std::string name);
 
  private:
+  friend class LiveSession;  // sends its frames as this client's images
   struct Impl;
   explicit Client(std::unique_ptr<Impl> impl);
   absl::StatusOr<std::vector<JobInfo>> ListJobsOf(const std::vector<JobState>& states, uint32_t limit, bool all_uids);

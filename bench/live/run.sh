@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# bench/live: live-session latency through the real binaries. Makes two clips with the ffmpeg
+# CLI from the bundled photos (tests/data/faces: grace_hopper moving over a blurred copy of
+# itself) — 640x360 at 15 fps and 1280x720 at 10 fps, 10 s each — starts build/daemon/fusiond on
+# a temporary socket, and runs `fusionctl live --json` on each clip alone, paced at the clip's
+# frame rate, swapping astronaut_eileen_collins in. Prints one line per clip: the JSON object
+# (frames in/out/dropped, in_order, latency p50/p95/p99 in ms, send -> result received).
+#
+#   bench/live/run.sh [BUILD_DIR] [DEVICE]     # defaults: build, cpu
+set -euo pipefail
+src=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-$src/build}
+device=${2:-cpu}
+faces=$src/tests/data/faces
+tmp=$(mktemp -d)
+trap 'if [ -n "${daemon:-}" ]; then kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null || true; fi; rm -rf "$tmp"' EXIT
+
+# clip W H FPS FG_W FG_H OUT: the photo (FG_W x FG_H) sliding right over a blurred backdrop.
+clip() {
+  ffmpeg -hide_banner -loglevel error -y -loop 1 -framerate "$3" -t 10 -i "$faces/grace_hopper_512x600.jpg" \
+    -filter_complex "[0]split[a][b];[a]scale=$1:$2,boxblur=20[bg];[b]scale=$4:$5[fg];[bg][fg]overlay=x='($1-$4)/4+($1-$4)/20*t':y=($2-$5)/2,format=yuv420p[v]" \
+    -map "[v]" -c:v libx264 -preset veryfast -crf 20 -movflags +faststart "$6"
+}
+clip 640 360 15 256 300 "$tmp/live360p15.mp4"
+clip 1280 720 10 512 600 "$tmp/live720p10.mp4"
+
+sock=$tmp/f.sock
+"$build/daemon/fusiond" --socket "$sock" --device "$device" --device-memory-limit 2GiB \
+  --state-dir "$tmp/state" --models-dir "$build/fetched/models" 2> "$tmp/fusiond.log" &
+daemon=$!
+for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
+for c in live360p15 live720p10; do
+  # A first session warms the models (loads and uploads are not the figure).
+  "$build/client/fusionctl" --socket "$sock" live --source "$faces/astronaut_eileen_collins_512.png" \
+    --input "$tmp/$c.mp4" -o "$tmp/warm.mp4" --pace 1000 --json > /dev/null
+  printf '%s %s ' "$c" "$device"
+  "$build/client/fusionctl" --socket "$sock" live --source "$faces/astronaut_eileen_collins_512.png" \
+    --input "$tmp/$c.mp4" -o "$tmp/$c.out.mp4" --json
+done
