@@ -499,6 +499,7 @@ fd_max_connections_per_uid = 4
 fd_max_connections = 32
 max_queued_jobs_per_uid = 5
 max_watch_streams_per_uid = 50
+max_live_sessions_per_uid = 4
 grpc_memory_quota = "128MiB"
 max_message_bytes = "16MiB"
 stalled_connection_timeout_ms = 1000

@@ -53,6 +53,8 @@ class JobRpcTest : public ::testing::Test {
 };
 
 TEST_F(JobRpcTest, SubmitWatchAndFetchTheResultInlineAndByMemfd) {
+  Notification watching;  // the job runs once the watch is registered: else a loaded machine
+  runner_.gate = &watching;  // can finish it first, and a finished job's watch is its end alone
   v1::Job job = Submit(Inline("source", "target"));
   EXPECT_EQ(job.state(), v1::QUEUED);
   ASSERT_FALSE(job.job_id().empty());
@@ -64,6 +66,10 @@ TEST_F(JobRpcTest, SubmitWatchAndFetchTheResultInlineAndByMemfd) {
   v1::JobEvent e;
   int events = 0, stage_finished = 0;
   v1::JobEvent last;
+  ASSERT_TRUE(reader->Read(&e));  // the first event: sent once the watcher is registered
+  EXPECT_FALSE(e.has_done());
+  ++events;
+  watching.Notify();
   while (reader->Read(&e)) {
     ++events;
     stage_finished += e.has_stage_finished();
