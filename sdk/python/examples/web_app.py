@@ -38,7 +38,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import fusiond
 
@@ -218,7 +218,7 @@ class WebLive:
         self.session = client.live(source)  # fusiond.Error: no face in the source, no room, ...
         self.lock = threading.Lock()        # waiting, next, ended
         self.send_lock = threading.Lock()   # sends in sequence order
-        self.waiting: Dict[int, Tuple[threading.Event, list]] = {}
+        self.waiting: Dict[int, Tuple[threading.Event, List[Any]]] = {}
         self.next = 0
         self.ended: Optional[BaseException] = None
         self.last_frame = time.monotonic()
@@ -247,7 +247,8 @@ class WebLive:
         """The swapped frame, or None when fusiond dropped it. Raises the session's error
         (fusiond.Error) or SessionEnded."""
         self.last_frame = time.monotonic()
-        event, box = threading.Event(), []  # type: ignore[var-annotated]
+        event = threading.Event()
+        box: List[Any] = []  # the outcome: a LiveResult, None (dropped) or the end
         with self.send_lock:
             with self.lock:
                 if self.ended is not None:
