@@ -109,11 +109,14 @@ def _format(image: bytes, raw: Optional[bool], width: int, height: int) -> str:
 class _InFlight:
     """Frames sent whose result has not come: sequence -> (send time, raw). Results come in
     the order sent, so a result also retires every frame sent before it (dropped by the
-    daemon): the record holds no more than the frames in flight. Thread-safe."""
+    daemon): the record holds the frames in flight, and at most LIMIT (a sender whose results
+    nobody reads: the oldest are forgotten, their results get latency_ms 0). Thread-safe."""
+
+    LIMIT = 4096
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._sent: Deque[Tuple[int, float, bool]] = collections.deque()
+        self._sent: Deque[Tuple[int, float, bool]] = collections.deque(maxlen=self.LIMIT)
         self._next = 0
 
     def number(self, sequence: Optional[int], raw: bool) -> int:
