@@ -7,7 +7,7 @@ import asyncio
 import subprocess
 import sys
 import time
-from typing import Dict, List
+from typing import AsyncIterator, Dict, Iterator, List
 
 import numpy as np
 import pytest
@@ -189,7 +189,7 @@ def test_a_source_without_a_face_is_failed_precondition_stage_detect(client: fus
 
 def test_options_a_session_does_not_take_are_refused_before_sending(client: fusiond.Client) -> None:
     with pytest.raises(TypeError):
-        client.live(ASTRONAUT, upscale="x2")  # type: ignore[call-arg]
+        client.live(ASTRONAUT, upscale="x2")  # not an option of a session
     with pytest.raises(ValueError, match="reference"):
         client.live(ASTRONAUT, faces="reference")
     with pytest.raises(fusiond.InvalidOption, match="keyframe_interval"):
@@ -200,7 +200,7 @@ def test_options_a_session_does_not_take_are_refused_before_sending(client: fusi
 
 
 def test_an_exception_in_the_frames_cancels_the_session(client: fusiond.Client) -> None:
-    def frames():
+    def frames() -> Iterator[np.ndarray]:
         yield hopper()
         raise KeyError("camera gone")
 
@@ -243,7 +243,7 @@ def test_the_error_stage_of_a_submit_that_does_not_decode(client: fusiond.Client
 def test_async_live_session(daemon: Daemon) -> None:
     frame = hopper()
 
-    async def frames():
+    async def frames() -> AsyncIterator[np.ndarray]:
         for _ in range(8):
             yield frame
             await asyncio.sleep(0)

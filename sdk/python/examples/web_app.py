@@ -413,11 +413,11 @@ class Handler(BaseHTTPRequestHandler):
             if source is None:
                 return
             try:
-                live = WebLive(self.client, source)
+                opened = WebLive(self.client, source)
             except fusiond.Error as e:  # no face in the source, no room on the device, ...
                 return self.send_json({"error": str(e)}, 400)
-            o = live.session.opened
-            return self.send_json({"session": self.live.add(live), "device": o.device, "models": o.models})
+            o = opened.session.opened
+            return self.send_json({"session": self.live.add(opened), "device": o.device, "models": o.models})
         m = re.fullmatch(r"/live/sessions/(\w+)/(frames|close)", self.path)
         live = self.live.get(m.group(1)) if m else None
         if m is None or live is None:

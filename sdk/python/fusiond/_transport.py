@@ -8,10 +8,9 @@ import os
 import re
 import threading
 import time
-from typing import Callable, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 import grpc
-from google.protobuf.message import Message
 
 from . import _memfd
 from ._proto.fusion.v1 import error_details_pb2
@@ -107,7 +106,7 @@ class Transport:
         reason = e.message[len("fd socket: "):] if e.message.startswith("fd socket: ") else e.message
         return f"fd socket {_memfd.companion_path(self.socket_path)}: {reason}"
 
-    def set_image(self, data: bytes, image: pb.ImageData, request: Message) -> None:
+    def set_image(self, data: bytes, image: pb.ImageData, request: Any) -> None:
         """Fills ``image`` inline or, past the threshold, with a memfd token. When the fd socket
         refuses or fails (before any token exists), the image goes inline after all if the
         request then still fits max_message_bytes; else Unavailable naming both."""

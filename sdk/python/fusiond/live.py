@@ -147,6 +147,7 @@ class _InFlight:
                 s, sent, raw = self._sent.popleft()
                 if s == sequence:
                     return (now - sent) * 1e3, raw
+            return None, None  # unreachable: the sequence is in the record
 
 
 def result(p: pb.LiveResponse, in_flight: _InFlight) -> LiveResult:
@@ -591,11 +592,11 @@ class AsyncLiveSession(_Base):
 
     async def _send_all(self, frames: Union[Iterable[Frame], AsyncIterable[Frame]]) -> None:
         try:
-            if hasattr(frames, "__aiter__"):
-                async for frame in frames:  # type: ignore[union-attr]
+            if isinstance(frames, AsyncIterable):
+                async for frame in frames:
                     await self.send(frame)
             else:
-                for frame in frames:  # type: ignore[union-attr]
+                for frame in frames:
                     await self.send(frame)
             await self.close_send()
         except asyncio.CancelledError:
