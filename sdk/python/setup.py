@@ -18,7 +18,7 @@ from setuptools.command.build_py import build_py
 HERE = os.path.dirname(os.path.abspath(__file__))
 # proto/ of the repository (sdk/python/../../proto), or FUSIOND_PROTO_DIR.
 PROTO_DIR = os.environ.get("FUSIOND_PROTO_DIR", os.path.join(HERE, "..", "..", "proto"))
-PROTOS = ["fusion/v1/fusion.proto", "grpc/health/v1/health.proto"]
+PROTOS = ["fusion/v1/fusion.proto", "fusion/v1/error_details.proto", "grpc/health/v1/health.proto"]
 PACKAGES = ["fusiond/_proto", "fusiond/_proto/fusion", "fusiond/_proto/fusion/v1",
             "fusiond/_proto/grpc", "fusiond/_proto/grpc/health", "fusiond/_proto/grpc/health/v1"]
 

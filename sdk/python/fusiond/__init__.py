@@ -6,28 +6,33 @@
         result.save("out.png")
 
 :class:`Client` blocks; :class:`AsyncClient` has the same methods as coroutines (grpc.aio).
+``client.live(source)`` opens a live session (:mod:`fusiond.live`): frames in, swapped frames
+out, in order.
 Errors are :class:`Error` subclasses, one per gRPC status code. See each class for
 thread- and fork-safety.
 """
 from .aio import AsyncClient, AsyncJob
 from .client import Client, Job
+from .live import AsyncLiveSession, LiveSession
 from .errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExceeded, Error,
                      FailedPrecondition, Internal, InvalidArgument, InvalidOption, NotFound,
                      OutOfRange, PermissionDenied, ResourceExhausted, Unauthenticated, Unavailable,
                      Unimplemented, Unknown)
 from .types import (ClientUsage, Counters, Degradation, Done, FaceReport, FramesDone, JobEvent,
-                    JobInfo, JobKind, JobState, MemoryState, ModelInfo, Queued, ServingStatus,
-                    StageFinished, StageReport, StageStarted, SwapResult, TierState, TransferStats)
+                    JobInfo, JobKind, JobState, LiveOpened, LiveResult, LiveSummary, LiveTimings,
+                    MemoryState, ModelInfo, Queued, ServingStatus, StageFinished, StageReport,
+                    StageStarted, SwapResult, TierState, TransferStats)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AsyncClient", "AsyncJob", "Client", "Job",
+    "AsyncClient", "AsyncJob", "AsyncLiveSession", "Client", "Job", "LiveSession",
     "Error", "Aborted", "AlreadyExists", "Cancelled", "DataLoss", "DeadlineExceeded",
     "FailedPrecondition", "Internal", "InvalidArgument", "InvalidOption", "NotFound", "OutOfRange",
     "PermissionDenied", "ResourceExhausted", "Unauthenticated", "Unavailable", "Unimplemented",
     "Unknown",
     "ClientUsage", "Counters", "Degradation", "Done", "FaceReport", "FramesDone", "JobEvent",
-    "JobInfo", "JobKind", "JobState", "MemoryState", "ModelInfo", "Queued", "ServingStatus",
+    "JobInfo", "JobKind", "JobState", "LiveOpened", "LiveResult", "LiveSummary", "LiveTimings",
+    "MemoryState", "ModelInfo", "Queued", "ServingStatus",
     "StageFinished", "StageReport", "StageStarted", "SwapResult", "TierState", "TransferStats",
 ]

@@ -103,6 +103,23 @@ def job_options(*, ratio: float = 1.0, enhance: Any = None, enhance_model: Optio
     return o, ref
 
 
+def live_options(*, ratio: float = 1.0, enhance: Any = None, enhance_model: Optional[str] = None,
+                 faces: str = "all", max_side: Optional[int] = None, low_vram: bool = False,
+                 simple: bool = False, min_face_px: Optional[int] = None,
+                 min_face_score: Optional[float] = None, video_detect: Optional[str] = None,
+                 keyframe_interval: Optional[int] = None) -> pb.JobOptions:
+    """The JobOptions of a live session: the options a session reads (LiveOpen in fusion.proto),
+    checked as job_options does; faces "all" or "largest" (a session has no reference). Any
+    other keyword is a TypeError here, before anything is sent."""
+    if _choice(_FACES, faces, "faces") == pb.REFERENCE:
+        raise ValueError("faces: a live session swaps 'all' or 'largest', not 'reference'")
+    options, _ = job_options(ratio=ratio, enhance=enhance, enhance_model=enhance_model, faces=faces,
+                             max_side=max_side, low_vram=low_vram, simple=simple, min_face_px=min_face_px,
+                             min_face_score=min_face_score, video_detect=video_detect,
+                             keyframe_interval=keyframe_interval)
+    return options
+
+
 def tier(p: pb.TierState) -> TierState:
     return TierState(tier=p.tier, kind=p.kind, capacity_bytes=p.capacity_bytes,
                      available_bytes=p.available_bytes, budget_bytes=p.budget_bytes,

@@ -8,11 +8,12 @@ import os
 import re
 import threading
 import time
-from typing import Callable, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 import grpc
 
 from . import _memfd
+from ._proto.fusion.v1 import error_details_pb2
 from ._proto.fusion.v1 import fusion_pb2 as pb
 from .errors import Error, PermissionDenied, ResourceExhausted, Unavailable, error_for
 from .types import TransferStats
@@ -21,6 +22,23 @@ DEFAULT_SOCKET = "/run/fusiond/fusiond.sock"
 log = logging.getLogger("fusiond")
 
 _TOO_LARGE = re.compile(r"^(Received|Sent) message larger than max \((\d+) vs\. (\d+)\)")
+# Where gRPC carries a status's details (grpc::Status::error_details()): fusiond puts a
+# serialized fusion.v1.ErrorDetails there (proto/fusion_status.h).
+_DETAILS_KEY = "grpc-status-details-bin"
+
+
+def error_stage(e: grpc.RpcError) -> str:
+    """The stage of a failed call's fusion.v1.ErrorDetails, or "" (none, or not parseable)."""
+    try:
+        metadata = e.trailing_metadata() if callable(getattr(e, "trailing_metadata", None)) else None
+        for key, value in metadata or ():
+            if key == _DETAILS_KEY and isinstance(value, bytes):
+                details = error_details_pb2.ErrorDetails()
+                details.ParseFromString(value)
+                return str(details.stage)
+    except Exception:  # a status from elsewhere (a proxy) whose details are not ours
+        return ""
+    return ""
 
 
 def resolve_socket(socket: Optional[str]) -> str:
@@ -88,7 +106,7 @@ class Transport:
         reason = e.message[len("fd socket: "):] if e.message.startswith("fd socket: ") else e.message
         return f"fd socket {_memfd.companion_path(self.socket_path)}: {reason}"
 
-    def set_image(self, data: bytes, image: pb.ImageData, request: pb.SubmitJobRequest) -> None:
+    def set_image(self, data: bytes, image: pb.ImageData, request: Any) -> None:
         """Fills ``image`` inline or, past the threshold, with a memfd token. When the fd socket
         refuses or fails (before any token exists), the image goes inline after all if the
         request then still fits max_message_bytes; else Unavailable naming both."""
@@ -169,7 +187,7 @@ class Transport:
         if code == grpc.StatusCode.DEADLINE_EXCEEDED and channel_ready is False:
             return Unavailable(f"cannot reach fusiond at {self.target}: no answer within "
                                f"{self.timeout:g} s")
-        return error_for(code, details)
+        return error_for(code, details, error_stage(e))
 
     def too_large(self, details: str) -> ResourceExhausted:
         m = _TOO_LARGE.match(details)

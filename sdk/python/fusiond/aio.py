@@ -20,6 +20,7 @@ from ._proto.grpc.health.v1 import health_pb2, health_pb2_grpc
 from ._transport import Transport
 from .client import LONG_CALL_FACTOR, JobHandle, ProgressCallback, job_failure
 from .errors import Error
+from .live import AsyncLiveSession
 from .types import (AnyJobEvent, Done, JobInfo, JobState, MemoryState, ModelInfo, ServingStatus,
                     SwapResult, TransferStats)
 
@@ -102,6 +103,17 @@ class AsyncClient:
 
     async def unpin(self, name: str) -> ModelInfo:
         return _convert.model(await self._call(self._stub.UnpinModel, pb.ModelRequest(name=name)))
+
+    # ---- live sessions ----
+    def live(self, source: ImageInput, **options: Any) -> AsyncLiveSession:
+        """A live session with the face of ``source``, opened by ``async with`` (or ``await
+        session.open()``); options and errors as fusiond.Client.live::
+
+            async with client.live("me.png") as session:
+                async for result in session.swap(frames):  # an iterable or an async iterable
+                    ...
+        """
+        return AsyncLiveSession(self, source, _convert.live_options(**options))
 
     # ---- jobs ----
     async def submit(self, source: ImageInput, target: ImageInput, **options: Any) -> "AsyncJob":

@@ -26,6 +26,7 @@ from ._proto.fusion.v1 import fusion_pb2_grpc as pb_grpc
 from ._proto.grpc.health.v1 import health_pb2, health_pb2_grpc
 from ._transport import Transport
 from .errors import Error, error_for_number
+from .live import LiveSession
 from .types import (AnyJobEvent, Done, JobInfo, JobState, MemoryState, ModelInfo, ServingStatus,
                     SwapResult, TransferStats)
 
@@ -159,6 +160,26 @@ class Client:
 
     def unpin(self, name: str) -> ModelInfo:
         return _convert.model(self._call(self._stub.UnpinModel, pb.ModelRequest(name=name)))
+
+    # ---- live sessions ----
+    def live(self, source: ImageInput, **options: Any) -> LiveSession:
+        """Opens a live session (fusiond.live: frames in, swapped frames out, in order) with the
+        face of ``source`` and returns it once the daemon has leased the session's models and
+        analysed the source::
+
+            with client.live("me.png", simple=True) as session:
+                for result in session.swap(frames):   # numpy BGR arrays or encoded images
+                    ...                               # result.to_numpy(), result.timings
+            session.summary                           # frames received, returned, dropped
+
+        ``options``: ratio, enhance ("x2"/"x4"), enhance_model, faces ("all"/"largest"),
+        max_side or low_vram, simple, min_face_px, min_face_score, video_detect ("track" /
+        "every-frame"), keyframe_interval — as :meth:`swap`; others are a TypeError.
+        Raises FailedPrecondition (stage "detect") when the source has no face,
+        InvalidArgument (stage "decode") when it does not decode, ResourceExhausted when the
+        session's models cannot be held on the device or the uid has max_live_sessions_per_uid
+        sessions open. No deadline: a session lives until it ends or is closed."""
+        return LiveSession(self, source, _convert.live_options(**options))
 
     # ---- jobs ----
     def submit(self, source: ImageInput, target: ImageInput, **options: Any) -> "Job":

@@ -1,6 +1,8 @@
 """Exceptions of the fusiond client: one class per gRPC status code (the status table of
 proto/fusion/v1/fusion.proto says what each means for fusiond), all subclasses of
-:class:`Error`, which carries the code and the daemon's message."""
+:class:`Error`, which carries the code, the daemon's message and the stage the failure belongs
+to when the status names one (fusion.v1.ErrorDetails, e.g. "decode" for a live frame that does
+not decode)."""
 from __future__ import annotations
 
 from typing import Dict, Optional, Type
@@ -10,13 +12,16 @@ import grpc
 
 class Error(Exception):
     """A call to fusiond failed. ``code`` is the gRPC status code, ``message`` the daemon's
-    message (it names the object — job id, model, stage, image — and the numbers)."""
+    message (it names the object — job id, model, stage, image — and the numbers), ``stage``
+    the stage the status names in its fusion.v1.ErrorDetails ("decode", "detect"; "" when it
+    names none), as the C++ SDK's fusion::ErrorStage."""
 
     code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
 
-    def __init__(self, message: str, code: Optional[grpc.StatusCode] = None) -> None:
+    def __init__(self, message: str, code: Optional[grpc.StatusCode] = None, *, stage: str = "") -> None:
         super().__init__(message)
         self.message = message
+        self.stage = stage
         if code is not None:
             self.code = code
 
@@ -122,9 +127,9 @@ _BY_CODE: Dict[grpc.StatusCode, Type[Error]] = {
 }
 
 
-def error_for(code: grpc.StatusCode, message: str) -> Error:
-    """The exception of ``code`` (OK is not an error: Unknown)."""
-    return _BY_CODE.get(code, Unknown)(message, code if code in _BY_CODE else None)
+def error_for(code: grpc.StatusCode, message: str, stage: str = "") -> Error:
+    """The exception of ``code`` (OK is not an error: Unknown), naming ``stage``."""
+    return _BY_CODE.get(code, Unknown)(message, code if code in _BY_CODE else None, stage=stage)
 
 
 def error_for_number(number: int, message: str) -> Error:

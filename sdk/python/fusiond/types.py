@@ -269,3 +269,59 @@ class SwapResult:
         if self.kind == JobKind.VIDEO:
             raise ValueError(f"job {self.job_id}: a video result has no single image")
         return decode_image(self.image_bytes)
+
+
+# ---- Live sessions (Client.live) ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LiveOpened:
+    """What the daemon answered when a live session opened."""
+    device: str              # "cpu", "cuda:0"
+    models: List[str]        # the models the session leases while it is open
+    model_bytes: int         # their device bytes together
+
+
+@dataclass(frozen=True)
+class LiveTimings:
+    """One live frame's times in the daemon, milliseconds."""
+    wait_ms: float = 0.0     # received -> its swap began (waiting behind the frame before)
+    decode_ms: float = 0.0   # decode (or the raw frame's copy)
+    swap_ms: float = 0.0     # tracking (detection on keyframes) and the per-face stages
+    encode_ms: float = 0.0   # the result's encode (0 for a raw frame)
+    total_ms: float = 0.0    # received -> result handed to gRPC
+
+
+@dataclass(frozen=True)
+class LiveResult:
+    """One swapped frame of a live session, in the form it was sent: ``format`` "raw" (BGR
+    pixels, ``width * height * 3`` bytes, rows packed) for a numpy frame, "jpeg" for a JPEG,
+    "png" for any other encoded image."""
+    sequence: int                    # the number the frame was sent with
+    image_bytes: bytes = field(repr=False)
+    format: str                      # "raw" | "jpeg" | "png"
+    width: int
+    height: int
+    faces_swapped: int
+    keyframe: bool                   # the detector scanned this frame (else tracked)
+    frames_dropped: int              # frames of this session the daemon dropped so far
+    timings: LiveTimings
+    stages: List[StageReport]        # this frame's model stages
+    latency_ms: float = 0.0          # measured by the client: sent -> this result received
+
+    def to_numpy(self) -> Any:
+        """The frame as a numpy.ndarray, HxWx3 uint8 BGR. A raw frame needs numpy only (the
+        array is a read-only view of ``image_bytes``); an encoded one also OpenCV."""
+        if self.format == "raw":
+            import numpy as np
+            return np.frombuffer(self.image_bytes, np.uint8).reshape(self.height, self.width, 3)
+        from ._images import decode_image
+        return decode_image(self.image_bytes)
+
+
+@dataclass(frozen=True)
+class LiveSummary:
+    """A live session's totals, sent by the daemon after the client's last frame:
+    ``frames_received == frames_returned + frames_dropped``."""
+    frames_received: int
+    frames_returned: int
+    frames_dropped: int
