@@ -63,8 +63,19 @@ FairQueue::Entry FairQueue::TakeFrom(uid_t uid) {
   return e;
 }
 
-std::optional<FairQueue::Entry> FairQueue::Pop(const IsResident& is_resident) {
+std::optional<FairQueue::Entry> FairQueue::Pop(const IsResident& is_resident, std::optional<Priority> above) {
   MutexLock lock(&mu_);
+  if (above) {
+    // A lent slot: the first uid in the rotation whose best job outranks `above` (a uid's best
+    // job is its highest priority). The rotation and bypass count move as for any pop.
+    for (uid_t uid : rotation_) {
+      const std::vector<Entry>& jobs = by_uid_.at(uid);
+      if (jobs[BestIndex(jobs)].priority <= *above) continue;
+      if (uid == rotation_.front()) bypassed_ = 0;
+      return TakeFrom(uid);
+    }
+    return std::nullopt;
+  }
   if (rotation_.empty()) return std::nullopt;
   const uid_t due = rotation_.front();
   auto first_resident = [&](uid_t uid) {
@@ -83,6 +94,16 @@ std::optional<FairQueue::Entry> FairQueue::Pop(const IsResident& is_resident) {
   }
   bypassed_ = 0;
   return TakeFrom(due);
+}
+
+std::optional<Priority> FairQueue::TopPriority() const {
+  ReaderMutexLock lock(&mu_);
+  std::optional<Priority> top;
+  for (const auto& [uid, jobs] : by_uid_) {
+    const Priority p = jobs[BestIndex(jobs)].priority;
+    if (!top || p > *top) top = p;
+  }
+  return top;
 }
 
 std::vector<const FairQueue::Entry*> FairQueue::FairOrder() const {

@@ -4,7 +4,8 @@
 // back of the rotation); within a uid, the highest priority first, then submit order. Within
 // that fairness, a job whose first stage's model is already resident may overtake the due
 // uid's job (fewer uploads), but a due uid is bypassed at most `max_bypass` times in a row, so
-// no job starves. Each uid may hold at most `max_queued_per_uid` queued jobs.
+// no job starves. Each uid may hold at most `max_queued_per_uid` queued jobs. Priority across
+// uids is the job manager's: a running job yields to a queued one that outranks it.
 // Thread-safety: all methods may be called concurrently (one mutex).
 #pragma once
 
@@ -49,7 +50,11 @@ class FairQueue {
   // Removes a queued job (cancel). False if it is not queued.
   bool Remove(const std::string& id);
   // The next job to start, or nullopt when empty. `is_resident` may be null (no preference).
-  std::optional<Entry> Pop(const IsResident& is_resident);
+  // With `above`, only jobs of a higher priority are candidates (the slot a yielding job lent,
+  // JobManager), in the same fair order among them; nullopt when there is none.
+  std::optional<Entry> Pop(const IsResident& is_resident, std::optional<Priority> above = std::nullopt);
+  // The highest priority queued, or nullopt when empty.
+  std::optional<Priority> TopPriority() const;
 
   // 0 = would start next (ignoring the resident-model preference); nullopt if not queued.
   std::optional<size_t> Position(const std::string& id) const;

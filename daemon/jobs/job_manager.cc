@@ -12,11 +12,12 @@
 #include "spdlog/spdlog.h"
 #include "base/status_macros.h"
 #include "fusion_status.h"
+#include "jobs/running_job.h"
 
 namespace fusion::jobs {
 namespace {
 
-int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
+constexpr size_t kPriorities = 3;  // low, normal, high (jobs/job.h)
 
 absl::Status NotFound(const std::string& id) {
   // Finished jobs are pruned after result_retention / result_retention_bytes: say so, since
@@ -27,20 +28,6 @@ absl::Status NotFound(const std::string& id) {
 
 }  // namespace
 
-struct JobManager::Running {
-  JobRecord record;
-  std::string stage;
-  float progress = 0;
-  size_t stages_done = 0;
-  uint64_t frames_done = 0, frames_total = 0;  // video jobs
-  double fps = 0;
-  std::atomic<bool> cancel{false};     // the owner asked
-  std::atomic<bool> interrupt{false};  // the daemon is stopping: leave it RUNNING
-  // Unix ms of the job's last sign of life: its start, a stage event or a checkpoint (every
-  // face, tile and detection pass asks Cancelled()). CheckProgress reads it.
-  std::atomic<int64_t> alive_ms{NowMs()};
-};
-
 class JobManager::RunContext final : public JobRunner::Context {
  public:
   RunContext(JobManager* manager, std::string id, std::shared_ptr<Running> running)
@@ -50,6 +37,10 @@ class JobManager::RunContext final : public JobRunner::Context {
     return running_->cancel || running_->interrupt;
   }
   bool Interrupted() const override { return running_->interrupt && !running_->cancel; }
+  void YieldPoint() override {
+    running_->alive_ms = NowMs();
+    manager_->Yield(*running_);
+  }
   void StageStarted(const std::string& stage, float progress) override {
     running_->alive_ms = NowMs();
     {
@@ -136,7 +127,9 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(Options options, 
     if (!st.ok()) return st;
   }
   if (!recovered.empty()) spdlog::info("journal: {} unfinished jobs requeued", recovered.size());
-  for (size_t i = 0; i < options.concurrency; ++i) {
+  // `concurrency` slots, and a worker for each job of each priority that may have started at
+  // once (the header's Priority): a yielded job keeps its worker's thread.
+  for (size_t i = 0; i < options.concurrency * kPriorities; ++i) {
     m->workers_.emplace_back([raw = m.get()] { raw->WorkerLoop(); });
   }
   // Results past their retention go in the background, batch by batch: a restart with a smaller
@@ -188,6 +181,7 @@ void JobManager::Shutdown(absl::Time deadline) {
                    running_.size());
     }
     for (auto& [id, running] : running_) running->interrupt = true;
+    changed_.SignalAll();  // yielded jobs wake to end
   }
   for (std::thread& t : workers_) t.join();
   workers_.clear();
@@ -303,6 +297,7 @@ absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& id, uid_t caller, 
     MutexLock lock(&mu_);
     if (auto it = running_.find(id); it != running_.end()) {
       it->second->cancel = true;
+      changed_.SignalAll();  // a yielded job wakes to end
     } else {
       was_queued = queue_.Remove(id);
     }
@@ -433,6 +428,7 @@ absl::Status JobManager::CheckProgress(absl::Duration stall) {
   const int64_t now = NowMs(), limit = absl::ToInt64Milliseconds(stall);
   MutexLock lock(&mu_);
   for (const auto& [id, running] : running_) {
+    if (running->yielded) continue;  // the work it yielded to is looked at instead
     const int64_t quiet = now - running->alive_ms;
     if (quiet > limit) {
       return absl::DeadlineExceededError(absl::StrCat("job ", id, " made no progress for ", absl::FormatDuration(absl::Milliseconds(quiet)),
@@ -448,15 +444,18 @@ void JobManager::WorkerLoop() {
     std::optional<FairQueue::Entry> entry;
     {
       MutexLock lock(&mu_);
-      while (!shutdown_ && queue_.size() == 0) changed_.WaitWithDeadline(&mu_, absl::InfiniteFuture());
+      while (!shutdown_ && !CanStart()) changed_.WaitWithDeadline(&mu_, absl::InfiniteFuture());
       if (shutdown_) return;
-      entry = queue_.Pop(is_resident_);
+      const Running* yielded = BestYielded();
+      entry = queue_.Pop(is_resident_, yielded != nullptr ? std::optional(yielded->priority) : std::nullopt);
       if (!entry) continue;
       auto running = std::make_shared<Running>();
       running->record.id = entry->id;
       running->record.owner_uid = entry->uid;
       running->record.plan.stage_models = entry->stage_models;
+      running->priority = entry->priority;
       running_[entry->id] = running;
+      ++active_;
     }
     if (options_.on_change) options_.on_change();
     RunOne(*entry);  // the job's buffers are freed when it returns
@@ -496,8 +495,7 @@ void JobManager::RunOne(const FairQueue::Entry& entry) {
   if (running->interrupt && !running->cancel && !output.ok()) {
     // The daemon is stopping: the job stays RUNNING in the journal and runs again at start.
     MutexLock lock(&mu_);
-    running_.erase(entry.id);
-    changed_.SignalAll();
+    Retire(entry.id);
     return;
   }
   JobState state = JobState::SUCCEEDED;
@@ -538,8 +536,7 @@ void JobManager::RunOne(const FairQueue::Entry& entry) {
   }
   {
     MutexLock lock(&mu_);
-    running_.erase(entry.id);
-    changed_.SignalAll();
+    Retire(entry.id);
   }
   ReleaseDisk(entry.id);
   auto final_record = journal_->Get(entry.id);

@@ -12,6 +12,16 @@
 // face, tile, detection pass or stage) and leaves them RUNNING in the journal, so the next start
 // runs them again: a job reaches a final state exactly once, and an interrupted job is never
 // recorded CANCELLED (only its owner cancels).
+// Priority: live work > high > normal > low. A running job yields at its yield points
+// (JobRunner::Context::YieldPoint: between stages and frames, where it holds no device lease)
+// while higher-priority work waits for a slot — a queued job that outranks it, whoever's, a
+// yielded job that outranks it, or live work (ClaimForLive) — and lends its slot to that work.
+// It computes nothing differently: its result is an uninterrupted run's bytes. A yielded job
+// goes on (highest priority first, then the one that yielded first) as soon as no work that
+// outranks it waits; a queued job of its priority or below does not start before it. So a job
+// of each priority runs in the time the work above it leaves idle (no starvation beyond
+// that), and at most `concurrency` jobs of each priority have started: the workers number
+// `concurrency` x 3 (priorities), `concurrency` of them running jobs at any time.
 // Retention: results past the journal's retention period or beyond its retention bytes are
 // removed (Journal::Prune) after every finished job, and at start by a background thread in
 // batches of kPruneBatchBytes, logged, while the manager serves; their ids become NOT_FOUND.
@@ -29,6 +39,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -101,6 +112,26 @@ class JobManager {
   // Result bytes pruned per journal transaction (Journal::Prune's batch).
   static constexpr uint64_t kPruneBatchBytes = 4ull << 20;
 
+  // Live work's hold on the batch jobs (a session's frame, which runs outside the jobs' slots):
+  // while any claim is alive, every running job yields at its next yield point and no queued
+  // or yielded job starts. Take one when a frame arrives and drop it when its result is out,
+  // not for a whole session: the batch jobs run between frames. Movable; released by its
+  // destructor or Release(), which the manager must outlive.
+  class LiveClaim {
+   public:
+    LiveClaim() = default;
+    LiveClaim(LiveClaim&& other) noexcept : manager_(std::exchange(other.manager_, nullptr)) {}
+    LiveClaim& operator=(LiveClaim&& other) noexcept;
+    ~LiveClaim() { Release(); }
+    void Release();
+
+   private:
+    friend class JobManager;
+    explicit LiveClaim(JobManager* manager) : manager_(manager) {}
+    JobManager* manager_ = nullptr;
+  };
+  LiveClaim ClaimForLive();
+
   std::map<uid_t, ClientCounts> CountsByUid();
   // The job loop's health for the service watchdog: DEADLINE_EXCEEDED naming the job and its
   // stage when a running job gave no sign of life (a stage event or a checkpoint: every face,
@@ -128,6 +159,16 @@ class JobManager {
   void ReleaseDisk(const std::string& id);
   // The start's pruning: Journal::Prune in batches until nothing is left or Shutdown.
   void PruneBacklog();
+  // Yielding (see the header's Priority): the yield point of a running job; whether a worker
+  // may start the queued job that outranks every yielded one; whether a yielded job may go on.
+  void Yield(Running& job);
+  bool CanStart() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool MustYield(const Running& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool CanResume(const Running& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The best yielded job (highest priority, then first yielded); null when none.
+  const Running* BestYielded() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A job leaves running_ (ended, or interrupted and left RUNNING): its slot is free.
+  void Retire(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   Journal* const journal_;
@@ -136,11 +177,18 @@ class JobManager {
   FairQueue queue_;
 
   Mutex mu_;
-  // Signalled under mu_ when shutdown_ is set, a job is queued, or running_ loses a job: the
-  // workers wait for a queued job (or shutdown), Shutdown() for running_ to empty.
+  // Signalled under mu_ when shutdown_ is set, a job is queued, running_ loses a job, a job
+  // yields, is cancelled or interrupted, or a LiveClaim ends: the workers wait for a queued
+  // job they may start (or shutdown), yielded jobs for their turn, Shutdown() for running_ to
+  // empty.
   CondVar changed_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_map<std::string, std::shared_ptr<Running>> running_ ABSL_GUARDED_BY(mu_);
+  // Jobs of running_ that hold a slot (not yielded): <= concurrency, but for a yielded job
+  // woken by its cancel, which ends at its next checkpoint.
+  size_t active_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t live_claims_ ABSL_GUARDED_BY(mu_) = 0;  // LiveClaims alive
+  uint64_t next_yield_ ABSL_GUARDED_BY(mu_) = 1;  // orders yielded jobs of one priority
   struct Watcher {
     std::string job_id;
     EventCallback callback;

@@ -4,7 +4,8 @@
 // The runner reports progress through the Context and checks Context::Cancelled() at every
 // stage boundary and inside long stages (between faces, tiles, detection passes), returning
 // CANCELLED when it is set (leases released by then). The flag is set by the owner's Cancel or
-// by a shutdown past its drain deadline; the manager tells the two apart.
+// by a shutdown past its drain deadline; the manager tells the two apart. At its yield points
+// (Context::YieldPoint: between stages, between frames) a job gives way to higher-priority work.
 // Thread-safety: Run() and StageModels() are called concurrently from several threads.
 #pragma once
 
@@ -37,6 +38,13 @@ class JobRunner {
     // True when Cancelled() is the daemon stopping (not the owner's cancel): the job stays
     // RUNNING and runs again at the next start, so it keeps what it can resume from.
     virtual bool Interrupted() const { return false; }
+    // A yield point: the runner calls it where it holds no device lease (before each stage,
+    // between a video's frames). While work of a higher priority waits — a queued job that
+    // outranks this one with no slot free, or live work (JobManager::ClaimForLive) — it blocks,
+    // the job's slot lent to that work, and returns once the job may go on; at once otherwise,
+    // and at once when the job is cancelled or interrupted (the caller's next Cancelled() check
+    // ends it). The job's state is untouched: it computes what an uninterrupted run computes.
+    virtual void YieldPoint() {}
   };
 
   struct Output {

@@ -43,6 +43,24 @@ TEST(FairQueue, PriorityOrdersWithinAUidNotAcrossUids) {
   EXPECT_EQ(Drain(q), (std::vector<std::string>{"a-high", "b-low", "a-normal", "a-low"}));
 }
 
+// The slot a yielding job lends: only a job that outranks it, the first such uid in the
+// rotation; TopPriority is the best queued across uids.
+TEST(FairQueue, PopAboveTakesOnlyAnOutrankingJobAndTopPriorityIsAcrossUids) {
+  FairQueue q({});
+  EXPECT_EQ(q.TopPriority(), std::nullopt);
+  ASSERT_TRUE(q.Push(Job("a-low", 1, 1, Priority::kLow)).ok());
+  ASSERT_TRUE(q.Push(Job("b-normal", 2, 2, Priority::kNormal)).ok());
+  ASSERT_TRUE(q.Push(Job("c-normal", 3, 3, Priority::kNormal)).ok());
+  EXPECT_EQ(q.TopPriority(), Priority::kNormal);
+  EXPECT_EQ(q.Pop(nullptr, Priority::kNormal), std::nullopt);
+  EXPECT_EQ(q.size(), 3u);
+  EXPECT_EQ(q.Pop(nullptr, Priority::kLow)->id, "b-normal");
+  EXPECT_EQ(q.Pop(nullptr, Priority::kLow)->id, "c-normal");
+  EXPECT_EQ(q.Pop(nullptr, Priority::kLow), std::nullopt);
+  EXPECT_EQ(q.TopPriority(), Priority::kLow);
+  EXPECT_EQ(q.Pop(nullptr)->id, "a-low");
+}
+
 TEST(FairQueue, PerUidLimitIsResourceExhaustedNamingTheUid) {
   FairQueue q({.max_queued_per_uid = 2});
   ASSERT_TRUE(q.Push(Job("a1", 7, 1)).ok());
