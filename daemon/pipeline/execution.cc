@@ -99,6 +99,7 @@ void Execution::Started(const std::string& name, float progress) {
 absl::Status Execution::Stage(const std::string& name, const std::string& model, uint64_t input_pixels,
                               const std::string& bucket, float progress, StageFn fn, int max_tile_px,
                               int min_tile_px, int tile_halo_px) {
+  ctx_.YieldPoint();  // no lease held here: the previous stage's ended
   if (ctx_.Cancelled()) return CancelledBefore(name);
   Started(name, progress);
   ASSIGN_OR_RETURN(auto spec, store_.catalogue().Get(model));
@@ -151,6 +152,7 @@ absl::StatusOr<Lease> Execution::HostBuffers(const std::string& what, uint64_t b
 
 absl::Status Execution::HostStage(const std::string& name, float progress,
                                   const std::function<absl::Status(const Checkpoint&)>& fn) {
+  ctx_.YieldPoint();
   if (ctx_.Cancelled()) return CancelledBefore(name);
   Started(name, progress);
   const absl::Time start = absl::Now();

@@ -55,6 +55,8 @@ class Execution {
   jobs::JobRunner::Context& context() { return ctx_; }
   const Owner& owner() const { return owner_; }
 
+  // Every stage starts at a yield point (JobRunner::Context::YieldPoint): no lease of the job's
+  // is held there, so the job can give way to higher-priority work and take its models again.
   // Runs one model stage under the ladder. `input_pixels`: pixels the network sees at once.
   // `tile_halo_px`: context a tile reads on each side (StageSpec::tile_halo_px).
   absl::Status Stage(const std::string& name, const std::string& model, uint64_t input_pixels,

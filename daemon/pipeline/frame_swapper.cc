@@ -108,6 +108,7 @@ bool FrameSwapper::RestoreFilters(const internal::VideoTrackerState& state) {
 absl::Status FrameSwapper::Swap(AnalysedFrame& a, FrameOutcome* out) {
   *out = FrameOutcome{.keyframe = a.keyframe};
   const std::string what = a.picture.what;
+  run_.context().YieldPoint();  // between frames: no lease held
   if (run_.context().Cancelled()) {
     return absl::CancelledError(absl::StrCat("job cancelled at ", FrameName(a.frame.index)));
   }

@@ -348,6 +348,7 @@ absl::Status FinishJob(const FaceStages& m, const v1::JobOptions& o, const Decod
   // encode: a checkpoint first. The encode is one unit that cannot stop (cv::imencode: ~1 s for
   // the 11-MP mosaic here, several for an upscaled one), and it was not a stage: a drain deadline
   // or a cancel that passed during the last stage let the whole encode run after it.
+  run.context().YieldPoint();
   if (run.context().Cancelled()) return absl::CancelledError("job cancelled before stage 'encode'");
   // Its working set and the encoded bytes admitted on the host tier first.
   ASSIGN_OR_RETURN(auto encoding, run.HostBuffers(
