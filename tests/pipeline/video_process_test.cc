@@ -82,9 +82,10 @@ class VideoProcessTest : public ::testing::Test {
   // Chunks of 6 frames: the clips' 24-30 frames make 4-5 committed segments. A 256 MiB device
   // budget: at it no frame falls back to the CPU.
   void StartDaemon() {
-    const std::vector<std::string> argv = {FUSIOND_BIN, "--socket", socket_, "--device", "cpu",
+    std::vector<std::string> argv = {FUSIOND_BIN, "--socket", socket_, "--device", "cpu",
                                            "--device-memory-limit", "256MiB", "--state-dir", state_,
                                            "--models-dir", FUSION_MODELS_DIR, "--video-chunk-frames", "6", "--config", toml_};
+    argv.insert(argv.end(), extra_flags_.begin(), extra_flags_.end());
     unlink(socket_.c_str());  // a killed daemon leaves it behind
     daemon_ = std::make_unique<Process>(argv, dir_.path());
     ASSERT_TRUE(testing::WaitFor([&] { return access(socket_.c_str(), F_OK) == 0 || !daemon_->Running(); },
@@ -132,6 +133,7 @@ class VideoProcessTest : public ::testing::Test {
   const std::string toml_ = dir_.File("fusiond.toml");
   const std::string socket_ = dir_.File("f.sock");
   const std::string state_ = dir_.File("state");
+  std::vector<std::string> extra_flags_;  // StartDaemon's, after the fixture's
   std::unique_ptr<Process> daemon_;
 };
 
@@ -433,6 +435,73 @@ TEST_F(VideoProcessTest, AnotherUidsImageJobRunsBesideAVideo) {
   std::cout << "image job of another uid: " << absl::ToDoubleMilliseconds(latency)
             << " ms submit to result during a video (at frame " << v["frames_done"] << " of 120), "
             << absl::ToDoubleMilliseconds(absl::Now() - idle_asked) << " ms on the idle daemon\n";
+}
+
+// One job at a time: another uid's normal image job, submitted while a low-priority video runs,
+// runs while the video yields (at its next stage) and ends first; the video then goes on from
+// where it stopped and writes the bytes an uninterrupted run writes.
+TEST_F(VideoProcessTest, ANormalImageJobEndsBeforeTheLowVideoItInterruptsWhichWritesTheSameBytes) {
+  daemon_->Signal(SIGTERM);
+  ASSERT_EQ(daemon_->Wait(absl::Seconds(20)).exit_code, 0);
+  extra_flags_ = {"--max-concurrent-jobs", "1"};
+  StartDaemon();
+  const std::string clip = testclips::ZoomPanMp4(dir_.path(), kPhoto);  // 30 frames
+  ASSERT_FALSE(clip.empty());
+  const RunResult submitted = Ctl({"swap", "--source", kSource, "--target", clip, "--simple", "--priority", "low", "--no-wait"});
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
+  const std::string id(absl::StripAsciiWhitespace(submitted.out));
+  auto video = [&] {
+    const RunResult r = Ctl({"job", id, "--json"});
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+  };
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        absl::SleepFor(absl::Milliseconds(50));
+        const nlohmann::json j = video();
+        return j.contains("frames_done") && j["frames_done"].get<uint64_t>() >= 2;
+      },
+      absl::Seconds(90)));
+  const std::string outdir = dir_.File("other");
+  mkdir(outdir.c_str(), 0777);
+  chmod(outdir.c_str(), 0777);
+  const absl::Time asked = absl::Now();
+  const RunResult image = testing::RunProcess(
+      {FUSIONCTL_BIN, "--socket", socket_, "swap", "--source", kSource, "--target", kPhoto, "--simple", "-o",
+       outdir + "/image.png", "--json"},
+      dir_.path(), absl::Seconds(120), kOtherUid, {}, kOtherUid);
+  const absl::Duration latency = absl::Now() - asked;
+  ASSERT_EQ(image.exit_code, 0) << image.err;
+  EXPECT_EQ(nlohmann::json::parse(image.out)["faces_swapped"].get<int>(), 1);
+  const nlohmann::json during = video();
+  ASSERT_EQ(during["state"], "RUNNING") << "the image job waited for the video: " << during.dump();
+  const uint64_t frames_at_image = during["frames_done"].get<uint64_t>();
+  EXPECT_LT(frames_at_image, 30u);
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        absl::SleepFor(absl::Milliseconds(200));
+        const std::string state = video().value("state", "");
+        return state != "QUEUED" && state != "RUNNING";
+      },
+      absl::Seconds(120)));
+  const nlohmann::json done = video();
+  ASSERT_EQ(done["state"], "SUCCEEDED") << done.dump();
+  const std::string yielded = dir_.File("yielded.mp4"), once = dir_.File("once.mp4");
+  const RunResult result = Ctl({"result", id, "-o", yielded, "--json"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  // The same job with nothing beside it.
+  const RunResult whole = Ctl({"swap", "--source", kSource, "--target", clip, "--simple", "--priority", "low", "-o", once, "--json"});
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  const std::string a = ReadFile(yielded), b = ReadFile(once);
+  ASSERT_GT(a.size(), 1000u);
+  EXPECT_TRUE(a == b) << "the yielded video's " << a.size() << " bytes differ from an uninterrupted run's " << b.size();
+  const nlohmann::json y = nlohmann::json::parse(result.out), w = nlohmann::json::parse(whole.out);
+  for (const char* key : {"frames_total", "frames_swapped", "keyframes", "frames_tracked", "tracks", "faces_swapped"}) {
+    EXPECT_EQ(y[key], w[key]) << key;
+  }
+  std::cout << "normal image job of another uid during a low video, one job at a time: " << absl::ToDoubleMilliseconds(latency)
+            << " ms submit to result (the video at frame " << frames_at_image << " of 30 then); the video "
+            << y["frames_per_second"] << " frames/s with the image job, " << w["frames_per_second"] << " alone\n";
+  ExpectAtRest();
 }
 
 TEST_F(VideoProcessTest, BadVideoTargetsAreInvalidArgumentAndTheDaemonStaysUp) {
