@@ -28,7 +28,9 @@ P=$!
 for _ in $(seq 200); do [ -S "$S" ] && break; sleep 0.1; done
 CTL=("$BUILD/client/fusionctl" --socket "$S")
 now_ms() { date +%s%3N; }
-fps() { /usr/bin/python3 -c 'import json,sys; print(f"{json.load(open(sys.argv[1]))["frames_per_second"]:.3f}")' "$1"; }
+fps() { /usr/bin/python3 -c 'import json,sys; print("%.3f" % json.load(open(sys.argv[1]))["frames_per_second"])' "$1"; }
+# An ended job's wait for a slot: started - created, ms.
+waited() { "${CTL[@]}" job "$1" --json | /usr/bin/python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["started_unix_ms"]-j["created_unix_ms"])'; }
 
 # A warm-up image job (models loaded), then the video alone.
 "${CTL[@]}" swap --source "$SRC" --target "$PHOTO" -o "$W/warm.png" >/dev/null 2>&1
@@ -38,12 +40,14 @@ idle0=$(now_ms); "${CTL[@]}" swap --source "$SRC" --target "$PHOTO" -o "$W/idle.
 # The video again, with the stream of image jobs until it ends.
 ID=$("${CTL[@]}" swap --source "$SRC" --target "$W/clip.mp4" --priority "$VIDEO_PRIORITY" --no-wait 2>/dev/null)
 state() { "${CTL[@]}" job "$ID" --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])'; }
-LAT=()
+LAT=(); WAIT=(); BEFORE=0  # image jobs submitted while the video ran; BEFORE: of them, ended before it
 while [ "$(state)" = QUEUED ] || [ "$(state)" = RUNNING ]; do
   t0=$(now_ms)
-  "${CTL[@]}" swap --source "$SRC" --target "$PHOTO" -o "$W/img.png" >/dev/null 2>&1
+  "${CTL[@]}" swap --source "$SRC" --target "$PHOTO" -o "$W/img.png" --json >"$W/img.json" 2>/dev/null
   t1=$(now_ms)
-  [ "$(state)" = RUNNING ] && LAT+=($((t1 - t0)))  # ended while the video ran
+  [ "$(state)" = RUNNING ] && BEFORE=$((BEFORE + 1))
+  LAT+=($((t1 - t0)))
+  WAIT+=("$(waited "$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["job_id"])' "$W/img.json")")")
   sleep "$(/usr/bin/python3 -c "print(max(0, ($EVERY_MS - ($t1 - $t0)) / 1000))")"
 done
 "${CTL[@]}" result "$ID" -o "$W/loaded.mp4" --json >"$W/loaded.json"
@@ -51,13 +55,12 @@ same=$(cmp -s "$W/alone.mp4" "$W/loaded.mp4" && echo "byte-identical" || echo "D
 echo "$SIZE, $SECS s, video at priority $VIDEO_PRIORITY, a normal image job every $EVERY_MS ms, one job at a time:"
 echo "  video alone: $(fps "$W/alone.json") frames/s; under the stream: $(fps "$W/loaded.json") frames/s; result $same"
 echo "  image job on the idle daemon: $idle_ms ms"
-/usr/bin/python3 - "${LAT[@]:-}" <<'PY'
+/usr/bin/python3 - "${LAT[*]}" "${WAIT[*]}" "$BEFORE" <<'PY'
 import statistics, sys
-v = sorted(int(x) for x in sys.argv[1:] if x)
-if not v:
-    print("  no image job ended while the video ran")
-else:
-    print(f"  image jobs ended while the video ran: {len(v)}, latency median {statistics.median(v):.0f} ms, "
-          f"max {v[-1]} ms (submit to result)")
+v = sorted(int(x) for x in sys.argv[1].split())
+w = sorted(int(x) for x in sys.argv[2].split())
+print(f"  image jobs submitted while the video ran: {len(v)}, {sys.argv[3]} of them ended before it; latency "
+      f"median {statistics.median(v):.0f} ms, max {v[-1]} ms (submit to result); wait for a slot "
+      f"(started - created) median {statistics.median(w):.0f} ms, max {w[-1]} ms")
 PY
 grep -c "yielded" "$W/log" | sed 's/^/  the video yielded (times): /'
