@@ -12,16 +12,14 @@
 // face, tile, detection pass or stage) and leaves them RUNNING in the journal, so the next start
 // runs them again: a job reaches a final state exactly once, and an interrupted job is never
 // recorded CANCELLED (only its owner cancels).
-// Priority: live work > high > normal > low. A running job yields at its yield points
-// (JobRunner::Context::YieldPoint: between stages and frames, where it holds no device lease)
-// while higher-priority work waits for a slot — a queued job that outranks it, whoever's, a
-// yielded job that outranks it, or live work (ClaimForLive) — and lends its slot to that work.
-// It computes nothing differently: its result is an uninterrupted run's bytes. A yielded job
-// goes on (highest priority first, then the one that yielded first) as soon as no work that
-// outranks it waits; a queued job of its priority or below does not start before it. So a job
-// of each priority runs in the time the work above it leaves idle (no starvation beyond
-// that), and at most `concurrency` jobs of each priority have started: the workers number
-// `concurrency` x 3 (priorities), `concurrency` of them running jobs at any time.
+// Priority: live work > high > normal > low. At its yield points (JobRunner::Context::
+// YieldPoint: between stages and frames, no device lease held) a running job lends its slot to
+// waiting higher-priority work — a queued or yielded job that outranks it, whoever's, or live
+// work (ClaimForLive) — computing nothing differently (its result: an uninterrupted run's
+// bytes). A yielded job goes on (highest priority, then first yielded) once nothing that
+// outranks it waits, before queued jobs of its priority: each priority runs in the time the
+// ones above leave idle. At most `concurrency` jobs of a priority have started, so there are
+// `concurrency` x 3 workers, `concurrency` of them running stages at a time.
 // Retention: results past the journal's retention period or beyond its retention bytes are
 // removed (Journal::Prune) after every finished job, and at start by a background thread in
 // batches of kPruneBatchBytes, logged, while the manager serves; their ids become NOT_FOUND.
@@ -112,11 +110,10 @@ class JobManager {
   // Result bytes pruned per journal transaction (Journal::Prune's batch).
   static constexpr uint64_t kPruneBatchBytes = 4ull << 20;
 
-  // Live work's hold on the batch jobs (a session's frame, which runs outside the jobs' slots):
-  // while any claim is alive, every running job yields at its next yield point and no queued
-  // or yielded job starts. Take one when a frame arrives and drop it when its result is out,
-  // not for a whole session: the batch jobs run between frames. Movable; released by its
-  // destructor or Release(), which the manager must outlive.
+  // Live work's hold on batch jobs (a session's frame; it takes no slot): while a claim is
+  // alive every running job yields at its next yield point (a stage in progress ends first)
+  // and no queued or yielded job starts. Hold one per frame, arrival to result, never per
+  // session: batch jobs run between frames. Movable; Release() or the destructor ends it.
   class LiveClaim {
    public:
     LiveClaim() = default;
@@ -124,7 +121,6 @@ class JobManager {
     LiveClaim& operator=(LiveClaim&& other) noexcept;
     ~LiveClaim() { Release(); }
     void Release();
-
    private:
     friend class JobManager;
     explicit LiveClaim(JobManager* manager) : manager_(manager) {}
@@ -177,10 +173,9 @@ class JobManager {
   FairQueue queue_;
 
   Mutex mu_;
-  // Signalled under mu_ when shutdown_ is set, a job is queued, running_ loses a job, a job
-  // yields, is cancelled or interrupted, or a LiveClaim ends: the workers wait for a queued
-  // job they may start (or shutdown), yielded jobs for their turn, Shutdown() for running_ to
-  // empty.
+  // Signalled under mu_ when shutdown_ is set, a job is queued, yields, ends or is cancelled or
+  // interrupted, or a LiveClaim ends: workers wait for a job they may start (or shutdown),
+  // yielded jobs for their turn, Shutdown() for running_ to empty.
   CondVar changed_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_map<std::string, std::shared_ptr<Running>> running_ ABSL_GUARDED_BY(mu_);
