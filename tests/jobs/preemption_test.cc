@@ -249,6 +249,26 @@ TEST_F(PreemptionTest, ACancelEndsAYieldedJob) {
   EXPECT_EQ(WaitFinal(normal), v1::SUCCEEDED);
 }
 
+TEST_F(PreemptionTest, ADrainLetsAYieldedJobFinishAfterTheJobItYieldedTo) {
+  Start(1);
+  const std::string low = Submit(1000, Priority::kLow, "low", 10);
+  ASSERT_TRUE(WaitSteps("low", 1));
+  const std::string normal = Submit(1001, Priority::kNormal, "gated", 2);
+  ASSERT_TRUE(testing::WaitFor([&] { return absl::StrContains(Get(low).stage(), "yielding"); }, absl::Seconds(5)));
+  const std::string queued = Submit(1002, Priority::kHigh, "queued", 2);  // never starts: draining
+  std::thread release([&] {
+    absl::SleepFor(absl::Milliseconds(100));
+    runner_.gate.Notify();
+  });
+  manager_->Shutdown(absl::Now() + absl::Seconds(20));
+  release.join();
+  EXPECT_EQ(journal_->Get(normal)->state, JobState::SUCCEEDED);
+  EXPECT_EQ(journal_->Get(low)->state, JobState::SUCCEEDED);
+  EXPECT_EQ(journal_->Get(queued)->state, JobState::QUEUED);
+  EXPECT_EQ(runner_.interrupted, 0);
+  EXPECT_LT(runner_.At("gated:end"), runner_.At("low:end"));
+}
+
 TEST_F(PreemptionTest, ShutdownInterruptsAYieldedJobAndLeavesItRunning) {
   Start(1);
   const std::string low = Submit(1000, Priority::kLow, "low", 40);
