@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include "notification.h"
 #include "process.h"
@@ -87,19 +88,24 @@ TEST_F(JobManagerTest, SubmittedJobSucceedsWithResultAndStreamsEvents) {
 TEST_F(JobManagerTest, ProgressNeverGoesBackWhenTheFramesStart) {
   auto m = Manager();
   runner_.frames = 10;
+  Notification watching;  // the job's stages wait for the watch: it sees every event
+  runner_.gate = &watching;
   auto job = m->Submit(Spec(1000, "abc"));
   ASSERT_TRUE(job.ok()) << job.status();
   Mutex mu;
   std::vector<float> progress;  // of every event that has one, in order
   Notification done;
+  bool snapshot = true;  // Watch's first call: the job's state then (Queued, or its stage at 0)
   auto handle = m->Watch(job->job_id(), 1000, [&](const v1::JobEvent& e) {
     MutexLock lock(&mu);
+    if (std::exchange(snapshot, false)) return;
     if (e.has_stage_started()) progress.push_back(e.stage_started().progress());
     if (e.has_stage_finished()) progress.push_back(e.stage_finished().progress());
     if (e.has_frames()) progress.push_back(e.frames().progress());
     if (e.has_done()) done.Notify();
   });
   ASSERT_TRUE(handle.ok()) << handle.status();
+  watching.Notify();
   ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(20)));
   MutexLock lock(&mu);
   ASSERT_EQ(progress.size(), 4u + 10u);  // 2 stages started and finished, 10 frames
