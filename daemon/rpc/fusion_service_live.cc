@@ -16,7 +16,7 @@ grpc::ServerBidiReactor<v1::LiveRequest, v1::LiveResponse>* FusionService::Live(
   auto slot = live_slots_.Acquire(cred->uid, "Live");
   if (!slot.ok()) return new Finished(ToGrpcStatus(slot.status()));
   const Owner owner{absl::StrCat("live-", ++live_sessions_), cred->uid};
-  return LiveReactor::Start(live_, memfds_, owner, *std::move(slot), &stopping_);
+  return LiveReactor::Start(live_, jobs_, memfds_, owner, *std::move(slot), &stopping_);
 }
 
 }  // namespace fusion

@@ -18,9 +18,10 @@ double MsBetween(absl::Time a, absl::Time b) { return absl::ToDoubleMilliseconds
 
 }  // namespace
 
-LiveReactor* LiveReactor::Start(jobs::LiveRunner* runner, MemfdRegistry* memfds, Owner owner,
-                                std::unique_ptr<UidSlots::Slot> slot, const std::atomic<bool>* stopping) {
-  auto* reactor = new LiveReactor(runner, memfds, std::move(owner), std::move(slot), stopping);
+LiveReactor* LiveReactor::Start(jobs::LiveRunner* runner, jobs::JobManager* jobs, MemfdRegistry* memfds,
+                                Owner owner, std::unique_ptr<UidSlots::Slot> slot,
+                                const std::atomic<bool>* stopping) {
+  auto* reactor = new LiveReactor(runner, jobs, memfds, std::move(owner), std::move(slot), stopping);
   reactor->StartRead(&reactor->in_);
   reactor->thread_ = std::thread([reactor] { reactor->Loop(); });
   return reactor;
@@ -182,7 +183,10 @@ absl::Status LiveReactor::Serve() {
     v1::LiveFrameResult* r = response.mutable_frame();
     auto bytes = Bytes(next->frame.mutable_image(), absl::StrCat("live frame (sequence ", next->frame.sequence(), ")"));
     if (!bytes.ok()) return bytes.status();
+    jobs::JobManager::LiveClaim claim;  // batch jobs yield while the frame runs
+    if (jobs_ != nullptr) claim = jobs_->ClaimForLive();
     absl::Status st = (*session)->Frame(next->frame, *bytes, r);  // the one place a live frame runs
+    claim.Release();
     if (!st.ok()) return Stopped() ? absl::CancelledError("Live: the client went away") : st;
     r->mutable_timings()->set_wait_ms(MsBetween(next->received, began));
     {

@@ -30,6 +30,7 @@
 #include "absl/time/time.h"
 #include "common/mutex.h"
 #include "fusion/v1/fusion.pb.h"
+#include "jobs/job_manager.h"
 #include "jobs/live_runner.h"
 #include "memory/residency_types.h"
 #include "rpc/memfd_registry.h"
@@ -39,9 +40,12 @@ namespace fusion {
 
 class LiveReactor final : public grpc::ServerBidiReactor<v1::LiveRequest, v1::LiveResponse> {
  public:
-  // A started stream. `runner`, `memfds` and `stopping` must outlive it; `slot` is the uid's
-  // session slot, returned with the reactor.
-  static LiveReactor* Start(jobs::LiveRunner* runner, MemfdRegistry* memfds, Owner owner,
+  // A started stream. `runner`, `jobs` (may be null), `memfds` and `stopping` must outlive it;
+  // `slot` is the uid's session slot, returned with the reactor. While a frame is swapped the
+  // session holds a live claim on `jobs` (JobManager::ClaimForLive): running batch jobs yield at
+  // their next yield point and none starts, so live frames come before every job priority; the
+  // claim ends with the frame, and batch work goes on in the time between frames.
+  static LiveReactor* Start(jobs::LiveRunner* runner, jobs::JobManager* jobs, MemfdRegistry* memfds, Owner owner,
                             std::unique_ptr<UidSlots::Slot> slot, const std::atomic<bool>* stopping);
 
   void OnReadDone(bool ok) override;
@@ -54,9 +58,10 @@ class LiveReactor final : public grpc::ServerBidiReactor<v1::LiveRequest, v1::Li
     v1::LiveFrame frame;
     absl::Time received;
   };
-  LiveReactor(jobs::LiveRunner* runner, MemfdRegistry* memfds, Owner owner, std::unique_ptr<UidSlots::Slot> slot,
-              const std::atomic<bool>* stopping)
-      : runner_(runner), memfds_(memfds), owner_(std::move(owner)), slot_(std::move(slot)), stopping_(stopping) {}
+  LiveReactor(jobs::LiveRunner* runner, jobs::JobManager* jobs, MemfdRegistry* memfds, Owner owner,
+              std::unique_ptr<UidSlots::Slot> slot, const std::atomic<bool>* stopping)
+      : runner_(runner), jobs_(jobs), memfds_(memfds), owner_(std::move(owner)), slot_(std::move(slot)),
+        stopping_(stopping) {}
   void Loop();
   // The session from open to the end; its status is the stream's.
   absl::Status Serve();
@@ -74,6 +79,7 @@ class LiveReactor final : public grpc::ServerBidiReactor<v1::LiveRequest, v1::Li
   bool Stopped() const { return cancelled_flag_.load() || stopping_->load(); }
 
   jobs::LiveRunner* const runner_;
+  jobs::JobManager* const jobs_;
   MemfdRegistry* const memfds_;
   const Owner owner_;
   std::unique_ptr<UidSlots::Slot> slot_;
