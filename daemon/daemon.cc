@@ -24,6 +24,7 @@
 #include "memory/budget_watcher.h"
 #include "memory/residency_manager.h"
 #include "observe/memory_timeline.h"
+#include "observe/live_sessions.h"
 #include "observe/metrics.h"
 #include "observe/metrics_http.h"
 #include "rpc/memory_state.h"
@@ -198,6 +199,7 @@ absl::Status Daemon::OpenJobs(jobs::JobRunner* runner) {
 }
 
 absl::Status Daemon::Serve(const InheritedSockets& inherited) {
+  live_sessions_ = std::make_unique<LiveSessionRegistry>();
   JobCountsFn job_counts;
   if (jobs_ != nullptr) {
     job_counts = [jobs = jobs_.get()] {
@@ -211,7 +213,7 @@ absl::Status Daemon::Serve(const InheritedSockets& inherited) {
   memory_ = std::make_unique<ResidencyMemoryStateSource>(
       device_.get(), residency_.get(),
       TierLimits{config_.device_memory_limit, config_.device_memory_reserve, config_.host_memory_limit},
-      std::move(job_counts));
+      std::move(job_counts), live_sessions_.get());
   auto admins = AdminPolicy::Create(config_.admin_uids, config_.admin_group);
   if (!admins.ok()) return admins.status();
   return rpc_->Serve(
@@ -225,6 +227,7 @@ absl::Status Daemon::Serve(const InheritedSockets& inherited) {
        .residency = residency_.get(),
        .catalogue = backend_ != nullptr ? backend_->catalogue() : nullptr,
        .live = jobs_ != nullptr ? backend_->live_runner() : nullptr,
+       .live_sessions = live_sessions_.get(),
        .inherited_fd_socket = inherited.fd_fd});
 }
 
@@ -233,15 +236,16 @@ absl::Status Daemon::StartMetricsEndpoint() {
   if (metrics_ == nullptr) metrics_ = std::make_unique<Metrics>();  // no job queue: no job counts
   Metrics* metrics = metrics_.get();
   MemoryStateSource* memory = memory_.get();
+  const LiveSessionRegistry* live = live_sessions_.get();
   // The memory timeline: a sample every 250 ms, the last 15 minutes (observe/memory_timeline.h).
   timeline_ = std::make_unique<MemoryTimeline>(3600);
   timeline_->Start(absl::Milliseconds(250), [memory] { return memory->Snapshot(); });
   MemoryTimeline* timeline = timeline_.get();
   auto http = MetricsHttpServer::Start(
       config_.metrics_listen,
-      [metrics, memory]() -> absl::StatusOr<std::string> {
+      [metrics, memory, live]() -> absl::StatusOr<std::string> {
         ASSIGN_OR_RETURN(auto state, memory->Snapshot());
-        return metrics->Exposition(state);
+        return metrics->Exposition(state, live->totals());
       },
       [timeline](int64_t since) { return timeline->JsonLines(since); });
   if (!http.ok()) return http.status();

@@ -58,7 +58,7 @@ void Metrics::OnJobEvent(const v1::JobEvent& event) {
   }
 }
 
-std::string Metrics::Exposition(const v1::MemoryState& s) const {
+std::string Metrics::Exposition(const v1::MemoryState& s, const LiveSessionRegistry::Totals& live) const {
   std::string out;
   auto gauge = [&](const char* name, const char* help, uint64_t v) {
     Family(out, name, "gauge", help);
@@ -102,6 +102,39 @@ std::string Metrics::Exposition(const v1::MemoryState& s) const {
   for (const v1::ClientUsage& c : s.clients()) absl::StrAppend(&out, "fusiond_queue_depth{uid=\"", c.uid(), "\"} ", c.jobs_queued(), "\n");
   Family(out, "fusiond_jobs_running", "gauge", "Jobs running per uid.");
   for (const v1::ClientUsage& c : s.clients()) absl::StrAppend(&out, "fusiond_jobs_running{uid=\"", c.uid(), "\"} ", c.jobs_running(), "\n");
+
+  std::map<uint32_t, std::pair<uint64_t, uint64_t>> live_by_uid;  // sessions, leased bytes
+  for (const v1::LiveSessionInfo& l : s.live_sessions()) {
+    ++live_by_uid[l.owner_uid()].first;
+    live_by_uid[l.owner_uid()].second += l.model_bytes();
+  }
+  Family(out, "fusiond_live_sessions", "gauge", "Live sessions open per uid.");
+  for (const auto& [uid, n] : live_by_uid) absl::StrAppend(&out, "fusiond_live_sessions{uid=\"", uid, "\"} ", n.first, "\n");
+  Family(out, "fusiond_live_leased_bytes", "gauge",
+         "Device bytes of the models the open live sessions of a uid hold leased.");
+  for (const auto& [uid, n] : live_by_uid) {
+    absl::StrAppend(&out, "fusiond_live_leased_bytes{uid=\"", uid, "\"} ", n.second, "\n");
+  }
+  Family(out, "fusiond_live_frames_received_total", "counter", "Frames live sessions received since start.");
+  absl::StrAppend(&out, "fusiond_live_frames_received_total ", live.received, "\n");
+  Family(out, "fusiond_live_frames_returned_total", "counter", "Frames live sessions swapped and returned since start.");
+  absl::StrAppend(&out, "fusiond_live_frames_returned_total ", live.returned, "\n");
+  Family(out, "fusiond_live_frames_dropped_total", "counter",
+         "Frames live sessions dropped since start (a newer frame came while they waited).");
+  absl::StrAppend(&out, "fusiond_live_frames_dropped_total ", live.dropped, "\n");
+  Family(out, "fusiond_live_frame_seconds", "histogram",
+         "Live frame latency in the daemon, seconds: received to result sent.");
+  {
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < LiveSessionRegistry::kLatencyBuckets.size(); ++i) {
+      cumulative += live.buckets[i];
+      absl::StrAppend(&out, "fusiond_live_frame_seconds_bucket{le=\"",
+                      absl::StrFormat("%g", LiveSessionRegistry::kLatencyBuckets[i]), "\"} ", cumulative, "\n");
+    }
+    absl::StrAppend(&out, "fusiond_live_frame_seconds_bucket{le=\"+Inf\"} ", live.latency_count, "\n");
+    absl::StrAppend(&out, "fusiond_live_frame_seconds_sum ", absl::StrFormat("%.6f", live.latency_sum_seconds), "\n");
+    absl::StrAppend(&out, "fusiond_live_frame_seconds_count ", live.latency_count, "\n");
+  }
 
   MutexLock lock(&mu_);
   Family(out, "fusiond_jobs_total", "counter", "Jobs ended since start, by final state.");

@@ -13,6 +13,12 @@
 //   fusiond_jobs_total{state}                                   counter (SUCCEEDED|FAILED|CANCELLED), since start
 //   fusiond_queue_depth{uid}, fusiond_jobs_running{uid}         gauges
 //   fusiond_stage_seconds{stage,mode}                           histogram, seconds
+// Live sessions: the open ones from the snapshot's live_sessions (every uid's), the frames and
+// latency since start from the live session registry (live_sessions.h):
+//   fusiond_live_sessions{uid}, fusiond_live_leased_bytes{uid}  gauges (sessions; their models' device bytes)
+//   fusiond_live_frames_received_total, fusiond_live_frames_returned_total,
+//   fusiond_live_frames_dropped_total                           counters, frames
+//   fusiond_live_frame_seconds                                  histogram, seconds (received -> result sent)
 // Thread-safety: all methods may be called concurrently (one mutex).
 #pragma once
 
@@ -24,6 +30,7 @@
 #include "absl/base/thread_annotations.h"
 #include "common/mutex.h"
 #include "fusion/v1/fusion.pb.h"
+#include "observe/live_sessions.h"
 
 namespace fusion {
 
@@ -35,8 +42,8 @@ class Metrics {
 
   // Counts what `event` reports (a finished stage, a finished job); others are ignored.
   void OnJobEvent(const v1::JobEvent& event);
-  // The exposition text of `state` and the counts so far.
-  std::string Exposition(const v1::MemoryState& state) const;
+  // The exposition text of `state`, the live frames `live` counted and the job counts so far.
+  std::string Exposition(const v1::MemoryState& state, const LiveSessionRegistry::Totals& live = {}) const;
 
  private:
   struct Histogram {
