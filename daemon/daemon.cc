@@ -24,7 +24,7 @@
 #include "memory/budget_watcher.h"
 #include "memory/residency_manager.h"
 #include "observe/memory_timeline.h"
-#include "observe/live_sessions.h"
+#include "rpc/live_sessions.h"
 #include "observe/metrics.h"
 #include "observe/metrics_http.h"
 #include "rpc/memory_state.h"
@@ -199,7 +199,16 @@ absl::Status Daemon::OpenJobs(jobs::JobRunner* runner) {
 }
 
 absl::Status Daemon::Serve(const InheritedSockets& inherited) {
-  live_sessions_ = std::make_unique<LiveSessionRegistry>();
+  // Live frames are counted in the metrics (made here when there is no job queue).
+  if (metrics_ == nullptr) metrics_ = std::make_unique<Metrics>();
+  live_sessions_ = std::make_unique<LiveSessionRegistry>(
+      [m = metrics_.get()](LiveSessionRegistry::FrameEvent event, double total_ms) {
+        switch (event) {
+          case LiveSessionRegistry::FrameEvent::kReceived: return m->OnLiveFrameReceived();
+          case LiveSessionRegistry::FrameEvent::kDropped: return m->OnLiveFrameDropped();
+          case LiveSessionRegistry::FrameEvent::kReturned: return m->OnLiveFrameReturned(total_ms);
+        }
+      });
   JobCountsFn job_counts;
   if (jobs_ != nullptr) {
     job_counts = [jobs = jobs_.get()] {
@@ -236,16 +245,15 @@ absl::Status Daemon::StartMetricsEndpoint() {
   if (metrics_ == nullptr) metrics_ = std::make_unique<Metrics>();  // no job queue: no job counts
   Metrics* metrics = metrics_.get();
   MemoryStateSource* memory = memory_.get();
-  const LiveSessionRegistry* live = live_sessions_.get();
   // The memory timeline: a sample every 250 ms, the last 15 minutes (observe/memory_timeline.h).
   timeline_ = std::make_unique<MemoryTimeline>(3600);
   timeline_->Start(absl::Milliseconds(250), [memory] { return memory->Snapshot(); });
   MemoryTimeline* timeline = timeline_.get();
   auto http = MetricsHttpServer::Start(
       config_.metrics_listen,
-      [metrics, memory, live]() -> absl::StatusOr<std::string> {
+      [metrics, memory]() -> absl::StatusOr<std::string> {
         ASSIGN_OR_RETURN(auto state, memory->Snapshot());
-        return metrics->Exposition(state, live->totals());
+        return metrics->Exposition(state);
       },
       [timeline](int64_t since) { return timeline->JsonLines(since); });
   if (!http.ok()) return http.status();

@@ -58,7 +58,30 @@ void Metrics::OnJobEvent(const v1::JobEvent& event) {
   }
 }
 
-std::string Metrics::Exposition(const v1::MemoryState& s, const LiveSessionRegistry::Totals& live) const {
+void Metrics::OnLiveFrameReceived() {
+  MutexLock lock(&mu_);
+  ++live_.received;
+}
+
+void Metrics::OnLiveFrameDropped() {
+  MutexLock lock(&mu_);
+  ++live_.dropped;
+}
+
+void Metrics::OnLiveFrameReturned(double total_ms) {
+  const double seconds = total_ms / 1000.0;
+  MutexLock lock(&mu_);
+  for (size_t i = 0; i < kLiveBuckets.size(); ++i) {
+    if (seconds <= kLiveBuckets[i]) {
+      ++live_.buckets[i];
+      break;
+    }
+  }
+  ++live_.returned;
+  live_.sum_seconds += seconds;
+}
+
+std::string Metrics::Exposition(const v1::MemoryState& s) const {
   std::string out;
   auto gauge = [&](const char* name, const char* help, uint64_t v) {
     Family(out, name, "gauge", help);
@@ -115,28 +138,26 @@ std::string Metrics::Exposition(const v1::MemoryState& s, const LiveSessionRegis
   for (const auto& [uid, n] : live_by_uid) {
     absl::StrAppend(&out, "fusiond_live_leased_bytes{uid=\"", uid, "\"} ", n.second, "\n");
   }
-  Family(out, "fusiond_live_frames_received_total", "counter", "Frames live sessions received since start.");
-  absl::StrAppend(&out, "fusiond_live_frames_received_total ", live.received, "\n");
-  Family(out, "fusiond_live_frames_returned_total", "counter", "Frames live sessions swapped and returned since start.");
-  absl::StrAppend(&out, "fusiond_live_frames_returned_total ", live.returned, "\n");
-  Family(out, "fusiond_live_frames_dropped_total", "counter",
-         "Frames live sessions dropped since start (a newer frame came while they waited).");
-  absl::StrAppend(&out, "fusiond_live_frames_dropped_total ", live.dropped, "\n");
-  Family(out, "fusiond_live_frame_seconds", "histogram",
-         "Live frame latency in the daemon, seconds: received to result sent.");
-  {
-    uint64_t cumulative = 0;
-    for (size_t i = 0; i < LiveSessionRegistry::kLatencyBuckets.size(); ++i) {
-      cumulative += live.buckets[i];
-      absl::StrAppend(&out, "fusiond_live_frame_seconds_bucket{le=\"",
-                      absl::StrFormat("%g", LiveSessionRegistry::kLatencyBuckets[i]), "\"} ", cumulative, "\n");
-    }
-    absl::StrAppend(&out, "fusiond_live_frame_seconds_bucket{le=\"+Inf\"} ", live.latency_count, "\n");
-    absl::StrAppend(&out, "fusiond_live_frame_seconds_sum ", absl::StrFormat("%.6f", live.latency_sum_seconds), "\n");
-    absl::StrAppend(&out, "fusiond_live_frame_seconds_count ", live.latency_count, "\n");
-  }
 
   MutexLock lock(&mu_);
+  Family(out, "fusiond_live_frames_received_total", "counter", "Frames live sessions received since start.");
+  absl::StrAppend(&out, "fusiond_live_frames_received_total ", live_.received, "\n");
+  Family(out, "fusiond_live_frames_returned_total", "counter", "Frames live sessions swapped and returned since start.");
+  absl::StrAppend(&out, "fusiond_live_frames_returned_total ", live_.returned, "\n");
+  Family(out, "fusiond_live_frames_dropped_total", "counter",
+         "Frames live sessions dropped since start (a newer frame came while they waited).");
+  absl::StrAppend(&out, "fusiond_live_frames_dropped_total ", live_.dropped, "\n");
+  Family(out, "fusiond_live_frame_seconds", "histogram",
+         "Live frame latency in the daemon, seconds: received to result sent.");
+  uint64_t live_cumulative = 0;
+  for (size_t i = 0; i < kLiveBuckets.size(); ++i) {
+    live_cumulative += live_.buckets[i];
+    absl::StrAppend(&out, "fusiond_live_frame_seconds_bucket{le=\"", absl::StrFormat("%g", kLiveBuckets[i]), "\"} ",
+                    live_cumulative, "\n");
+  }
+  absl::StrAppend(&out, "fusiond_live_frame_seconds_bucket{le=\"+Inf\"} ", live_.returned, "\n");
+  absl::StrAppend(&out, "fusiond_live_frame_seconds_sum ", absl::StrFormat("%.6f", live_.sum_seconds), "\n");
+  absl::StrAppend(&out, "fusiond_live_frame_seconds_count ", live_.returned, "\n");
   Family(out, "fusiond_jobs_total", "counter", "Jobs ended since start, by final state.");
   for (const v1::JobState final_state : {v1::SUCCEEDED, v1::FAILED, v1::CANCELLED}) {
     const std::string& state = v1::JobState_Name(final_state);

@@ -27,7 +27,7 @@
 #include "common/log_throttle.h"
 #include "jobs/job_manager.h"
 #include "jobs/live_runner.h"
-#include "observe/live_sessions.h"
+#include "rpc/live_sessions.h"
 #include "rpc/memfd_registry.h"
 #include "rpc/memory_state.h"
 #include "rpc/peer.h"

@@ -34,7 +34,7 @@
 #include "fusion/v1/fusion.pb.h"
 #include "jobs/live_runner.h"
 #include "memory/residency_types.h"
-#include "observe/live_sessions.h"
+#include "rpc/live_sessions.h"
 #include "rpc/memfd_registry.h"
 #include "rpc/uid_limits.h"
 

@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "device/device.h"
 #include "memory/residency_manager.h"
-#include "observe/live_sessions.h"
+#include "rpc/live_sessions.h"
 #include "fusion/v1/fusion.pb.h"
 
 namespace fusion {

@@ -1,12 +1,16 @@
-// LiveSessionRegistry (observe/live_sessions.h): what ListLiveSessions, MemoryState.live_sessions
-// and the metrics endpoint report of live sessions.
-#include "observe/live_sessions.h"
+// LiveSessionRegistry (rpc/live_sessions.h): what ListLiveSessions, MemoryState.live_sessions
+// and the metrics endpoint report of live sessions; and the live metrics (observe/metrics.h).
+#include "rpc/live_sessions.h"
 
 #include <gtest/gtest.h>
 
+#include <sstream>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "observe/metrics.h"
 
 namespace fusion {
 namespace {
@@ -78,28 +82,57 @@ TEST(LiveSessionRegistryTest, LatencyIsOverTheLast256Frames) {
   EXPECT_EQ(s.latency().p99_ms(), 254);  // ceil(0.99 * 256) = 254th
 }
 
-TEST(LiveSessionRegistryTest, AnEndedSessionIsGoneAndItsFramesStayInTheTotals) {
-  LiveSessionRegistry registry;
+TEST(LiveSessionRegistryTest, EveryFrameEventGoesToTheHookAndAnEndedSessionIsGone) {
+  std::vector<std::pair<LiveSessionRegistry::FrameEvent, double>> events;
+  LiveSessionRegistry registry([&](LiveSessionRegistry::FrameEvent e, double ms) { events.emplace_back(e, ms); });
   auto e = registry.Open({"live-1", 1}, absl::Now());
   e->Received();
-  e->Received();
-  e->Received();
   e->Dropped();
-  e->Returned(3);     // 0.003 s: the first bucket
-  e->Returned(400);   // 0.4 s: le 0.5
+  e->Returned(12.5);
+  using E = LiveSessionRegistry::FrameEvent;
+  EXPECT_EQ(events, (std::vector<std::pair<E, double>>{{E::kReceived, 0}, {E::kDropped, 0}, {E::kReturned, 12.5}}));
   e.reset();
   EXPECT_TRUE(registry.List(std::nullopt).empty());
-  const LiveSessionRegistry::Totals t = registry.totals();
-  EXPECT_EQ(t.received, 3u);
-  EXPECT_EQ(t.returned, 2u);
-  EXPECT_EQ(t.dropped, 1u);
-  EXPECT_EQ(t.latency_count, 2u);
-  EXPECT_DOUBLE_EQ(t.latency_sum_seconds, 0.403);
-  EXPECT_EQ(t.buckets[0], 1u);  // le 0.005
-  EXPECT_EQ(t.buckets[6], 1u);  // le 0.5
-  uint64_t n = 0;
-  for (uint64_t b : t.buckets) n += b;
-  EXPECT_EQ(n, 2u);
+}
+
+// The value of the exposition line that starts with `series` ("name{labels}"), or -1.
+double Sample(const std::string& text, const std::string& series) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  }
+  return -1;
+}
+
+TEST(LiveMetricsTest, OpenSessionsPerUidAndTheFramesSinceStart) {
+  Metrics metrics;
+  for (int i = 0; i < 3; ++i) metrics.OnLiveFrameReceived();
+  metrics.OnLiveFrameDropped();
+  metrics.OnLiveFrameReturned(3);    // 0.003 s: le 0.005
+  metrics.OnLiveFrameReturned(400);  // 0.4 s: le 0.5
+  v1::MemoryState state;
+  for (uint32_t uid : {7u, 7u, 9u}) {
+    v1::LiveSessionInfo* s = state.add_live_sessions();
+    s->set_owner_uid(uid);
+    s->set_model_bytes(100);
+  }
+  const std::string text = metrics.Exposition(state);
+  EXPECT_EQ(Sample(text, "fusiond_live_sessions{uid=\"7\"}"), 2) << text;
+  EXPECT_EQ(Sample(text, "fusiond_live_sessions{uid=\"9\"}"), 1);
+  EXPECT_EQ(Sample(text, "fusiond_live_leased_bytes{uid=\"7\"}"), 200);
+  EXPECT_EQ(Sample(text, "fusiond_live_frames_received_total"), 3);
+  EXPECT_EQ(Sample(text, "fusiond_live_frames_dropped_total"), 1);
+  EXPECT_EQ(Sample(text, "fusiond_live_frames_returned_total"), 2);
+  EXPECT_EQ(Sample(text, "fusiond_live_frame_seconds_bucket{le=\"0.005\"}"), 1);
+  EXPECT_EQ(Sample(text, "fusiond_live_frame_seconds_bucket{le=\"0.25\"}"), 1);
+  EXPECT_EQ(Sample(text, "fusiond_live_frame_seconds_bucket{le=\"0.5\"}"), 2);
+  EXPECT_EQ(Sample(text, "fusiond_live_frame_seconds_bucket{le=\"+Inf\"}"), 2);
+  EXPECT_EQ(Sample(text, "fusiond_live_frame_seconds_count"), 2);
+  EXPECT_DOUBLE_EQ(Sample(text, "fusiond_live_frame_seconds_sum"), 0.403);
+  // No session open: the families stay, with no sample of the gauges.
+  const std::string idle = metrics.Exposition(v1::MemoryState());
+  EXPECT_NE(idle.find("# TYPE fusiond_live_sessions gauge"), std::string::npos);
+  EXPECT_EQ(idle.find("fusiond_live_sessions{"), std::string::npos);
 }
 
 }  // namespace

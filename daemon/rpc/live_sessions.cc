@@ -1,4 +1,4 @@
-#include "observe/live_sessions.h"
+#include "rpc/live_sessions.h"
 
 #include <algorithm>
 #include <cmath>
@@ -26,17 +26,13 @@ void LiveSessionRegistry::Entry::Leased(const std::string& device, const std::ve
 }
 
 void LiveSessionRegistry::Entry::Received() {
-  registry_->Update(key_, [&](Session& s) {
-    s.info.set_frames_received(s.info.frames_received() + 1);
-    ++registry_->totals_.received;
-  });
+  registry_->Update(key_, [](Session& s) { s.info.set_frames_received(s.info.frames_received() + 1); });
+  registry_->Notify(FrameEvent::kReceived, 0);
 }
 
 void LiveSessionRegistry::Entry::Dropped() {
-  registry_->Update(key_, [&](Session& s) {
-    s.info.set_frames_dropped(s.info.frames_dropped() + 1);
-    ++registry_->totals_.dropped;
-  });
+  registry_->Update(key_, [](Session& s) { s.info.set_frames_dropped(s.info.frames_dropped() + 1); });
+  registry_->Notify(FrameEvent::kDropped, 0);
 }
 
 void LiveSessionRegistry::Entry::Returned(double total_ms) {
@@ -48,18 +44,8 @@ void LiveSessionRegistry::Entry::Returned(double total_ms) {
       s.latency[s.next] = total_ms;
       s.next = (s.next + 1) % kLatencyWindow;
     }
-    Totals& t = registry_->totals_;
-    ++t.returned;
-    const double seconds = total_ms / 1000.0;
-    for (size_t i = 0; i < kLatencyBuckets.size(); ++i) {
-      if (seconds <= kLatencyBuckets[i]) {
-        ++t.buckets[i];
-        break;
-      }
-    }
-    ++t.latency_count;
-    t.latency_sum_seconds += seconds;
   });
+  registry_->Notify(FrameEvent::kReturned, total_ms);
 }
 
 template <typename F>
@@ -103,11 +89,6 @@ std::vector<v1::LiveSessionInfo> LiveSessionRegistry::List(std::optional<uint32_
     out.push_back(std::move(info));
   }
   return out;
-}
-
-LiveSessionRegistry::Totals LiveSessionRegistry::totals() const {
-  MutexLock lock(&mu_);
-  return totals_;
 }
 
 }  // namespace fusion

@@ -4,16 +4,16 @@
 // A session is registered when its stream starts (Open) and removed when its Entry is destroyed,
 // which the rpc layer does as the session's leases end, before the stream finishes. Per open
 // session: its owner, start, leases (once held), frames received / returned / dropped, and the
-// daemon-side total_ms of its last kLatencyWindow returned frames (the percentiles). Since the
-// daemon started, over every session ended or open: the frame counts and a histogram of
-// total_ms (Totals), which only grow.
+// daemon-side total_ms of its last kLatencyWindow returned frames (the percentiles). Each frame
+// event also goes to the registry's FrameHook (the daemon's metrics count them since start,
+// ended sessions included); the hook runs on the caller's thread without the registry's lock.
 // Percentiles are nearest-rank over the window: p of n sorted values is the ceil(p*n)-th.
 // Thread-safety: every method may be called from any thread (one mutex); an Entry's methods are
 // called by its session's threads, and it must be destroyed before the registry.
 #pragma once
 
-#include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -30,17 +30,12 @@ namespace fusion {
 class LiveSessionRegistry {
  public:
   static constexpr size_t kLatencyWindow = 256;
-  // Histogram upper bounds of a frame's total_ms, seconds (+Inf implied).
-  static constexpr std::array<double, 12> kLatencyBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-                                                            0.5,   1,    2.5,   5,    10,  30};
 
-  // Frames of every session since the daemon started, and their latency histogram.
-  struct Totals {
-    uint64_t received = 0, returned = 0, dropped = 0;
-    std::array<uint64_t, kLatencyBuckets.size()> buckets{};  // per bucket, not cumulative
-    uint64_t latency_count = 0;                              // = returned
-    double latency_sum_seconds = 0;
-  };
+  enum class FrameEvent { kReceived, kDropped, kReturned };
+  // Called for every frame event of every session; total_ms is a returned frame's (else 0).
+  using FrameHook = std::function<void(FrameEvent event, double total_ms)>;
+
+  explicit LiveSessionRegistry(FrameHook on_frame = nullptr) : on_frame_(std::move(on_frame)) {}
 
   // One open session's handle: its updates go to the registry; destroying it removes the
   // session from every listing.
@@ -68,7 +63,6 @@ class LiveSessionRegistry {
 
   // The open sessions in the order they started: every uid's (nullopt) or one uid's.
   std::vector<v1::LiveSessionInfo> List(std::optional<uint32_t> uid) const;
-  Totals totals() const;
 
  private:
   struct Session {
@@ -80,11 +74,14 @@ class LiveSessionRegistry {
   // Applies `f` to the session under the lock (nothing when it is gone).
   template <typename F>
   void Update(uint64_t key, F f);
+  void Notify(FrameEvent event, double total_ms) const {
+    if (on_frame_) on_frame_(event, total_ms);
+  }
 
+  const FrameHook on_frame_;
   mutable Mutex mu_;
   uint64_t next_key_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<uint64_t, Session> open_ ABSL_GUARDED_BY(mu_);  // by key: the order they started
-  Totals totals_ ABSL_GUARDED_BY(mu_);
 };
 
 // Nearest-rank percentile `p` in (0,1] of `values` (sorted here); 0 for none.
