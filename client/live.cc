@@ -21,7 +21,10 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "swap.h"
+#include "device_path.h"
+#ifdef FUSIONCTL_V4L2
 #include "v4l2_io.h"
+#endif
 #include "video/mp4_writer.h"
 #include "video/video_probe.h"
 #include "video/video_reader.h"
@@ -120,15 +123,32 @@ struct Input {
   int width = 0, height = 0;
   double fps = 0;  // the rate to send at; 0: as the device gives them
   std::unique_ptr<video::VideoReader> reader;
+  bool from_device = false;
+  double device_fps = 0;  // a device's nominal rate
+#ifdef FUSIONCTL_V4L2
   std::unique_ptr<V4l2Capture> device;
+#endif
 };
+
+// A device path in a fusionctl built without libavdevice.
+[[maybe_unused]] absl::Status NoV4l2(const std::string& role, const std::string& path) {
+  return absl::FailedPreconditionError(absl::StrCat(role, " ", path, ": a device, and this fusionctl was built without ",
+                                                    "libavdevice (libavdevice-dev): it reads and writes files only"));
+}
 
 absl::StatusOr<Input> OpenInput(const LiveArgs& args, std::string* file_bytes) {
   ASSIGN_OR_RETURN(PathKind kind, PathKindOf(args.input, "input"));
   Input in;
   if (kind == PathKind::kDevice) {
-    if (args.pace > 0) return absl::InvalidArgumentError("--pace does not apply to a device input (its frames are sent as it gives them)");
+#ifndef FUSIONCTL_V4L2
+    return NoV4l2("input", args.input);
+#else
+    if (args.pace > 0) {
+      return absl::InvalidArgumentError("--pace does not apply to a device input (its frames are sent as it gives them)");
+    }
     ASSIGN_OR_RETURN(in.device, V4l2Capture::Open(args.input));
+    in.from_device = true;
+    in.device_fps = in.device->fps();
     in.width = in.device->width();
     in.height = in.device->height();
     V4l2Capture* device = in.device.get();
@@ -140,6 +160,7 @@ absl::StatusOr<Input> OpenInput(const LiveArgs& args, std::string* file_bytes) {
       return more;
     };
     return in;
+#endif
   }
   ASSIGN_OR_RETURN(*file_bytes, ReadWhole(args.input));
   return in;
@@ -202,7 +223,7 @@ int RunLive(Client& client, const LiveArgs& args) {
     return 2;
   }
   double fps = 0;
-  if (input->device == nullptr) {
+  if (!input->from_device) {
     auto info = video::ProbeVideo(file, "input video", 100'000'000, {});
     if (!info.ok()) return Fail(info.status());
     fps = args.pace > 0 ? args.pace : (info->fps > 0 ? info->fps : 30);
@@ -231,9 +252,15 @@ int RunLive(Client& client, const LiveArgs& args) {
   }
   Sink sink;
   std::unique_ptr<video::Mp4Writer> mp4;
+#ifdef FUSIONCTL_V4L2
   std::unique_ptr<V4l2Output> loopback;
+#endif
   if (*output_kind == PathKind::kDevice) {
-    const double out_fps = fps > 0 ? fps : input->device->fps();
+#ifndef FUSIONCTL_V4L2
+    std::fprintf(stderr, "fusionctl: live: %s\n", std::string(NoV4l2("output", args.output).message()).c_str());
+    return 2;
+#else
+    const double out_fps = fps > 0 ? fps : input->device_fps;
     auto opened = V4l2Output::Open(args.output, input->width, input->height, out_fps);
     if (!opened.ok()) {
       std::fprintf(stderr, "fusionctl: live: %s\n", std::string(opened.status().message()).c_str());
@@ -242,9 +269,10 @@ int RunLive(Client& client, const LiveArgs& args) {
     loopback = *std::move(opened);
     sink = {[o = loopback.get()](const cv::Mat& bgr, const Sent&, int64_t) { return o->Write(bgr); },
             [o = loopback.get()] { return o->Finish(); }};
+#endif
   } else {
     const video::EncodeOptions encode{.crf = 20, .preset = "ultrafast"};
-    const double device_fps = input->device != nullptr ? input->device->fps() : 0;
+    const double device_fps = input->device_fps;
     auto writer = input->reader != nullptr
                       ? video::Mp4Writer::CreateVideoOnly(*input->reader, args.output, encode)
                       : video::Mp4Writer::CreateVideoOnly(
@@ -268,7 +296,7 @@ int RunLive(Client& client, const LiveArgs& args) {
 
   // A camera runs until it is stopped: Ctrl-C (or SIGTERM) ends the session and closes the output.
   struct sigaction previous_int {}, previous_term {};
-  if (input->device != nullptr) {
+  if (input->from_device) {
     struct sigaction stop {};
     stop.sa_handler = OnStopSignal;
     sigemptyset(&stop.sa_mask);
@@ -303,7 +331,7 @@ int RunLive(Client& client, const LiveArgs& args) {
     }
   }
   sender.join();
-  if (input->device != nullptr) {
+  if (input->from_device) {
     sigaction(SIGINT, &previous_int, nullptr);
     sigaction(SIGTERM, &previous_term, nullptr);
   }

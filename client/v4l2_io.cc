@@ -1,7 +1,5 @@
 #include "v4l2_io.h"
 
-#include <sys/stat.h>
-
 #include <cerrno>
 #include <cstring>
 
@@ -13,7 +11,6 @@ extern "C" {
 #include <libswscale/swscale.h>
 }
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace fusion::ctl {
@@ -35,20 +32,6 @@ void RegisterDevices() {
 }
 
 }  // namespace
-
-absl::StatusOr<PathKind> PathKindOf(const std::string& path, const std::string& role) {
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) {
-    const int err = errno;
-    if (err == ENOENT && absl::StartsWith(path, "/dev/")) {
-      return absl::NotFoundError(absl::StrCat(role, " ", path, ": no such device (",
-                                              role == "output" ? "is v4l2loopback loaded?" : "is the camera connected?",
-                                              ")"));
-    }
-    return PathKind::kFile;  // the caller opens or creates it and reports what fails
-  }
-  return S_ISCHR(st.st_mode) ? PathKind::kDevice : PathKind::kFile;
-}
 
 // ---- Capture --------------------------------------------------------------------------------
 

@@ -1,16 +1,13 @@
 // fusionctl live's Video4Linux2 devices (docs/USER-GUIDE.md#cameras-and-virtual-cameras-v4l2):
 // a camera read and a v4l2loopback device written through FFmpeg's libavdevice ("video4linux2"
-// input and output formats).
-//
-// Which paths are devices (PathKindOf): a character device is one; a path under /dev/ that does
-// not exist is an error naming it (a camera not plugged in, v4l2loopback not loaded), never a
-// file to create; anything else is a file.
+// input and output formats). Built when libavdevice is found (FUSIONCTL_V4L2); which paths are
+// devices: device_path.h.
 // V4l2Capture: the device's own format (raw or MJPEG, as the driver offers), decoded and turned
 // into BGR; pts in microseconds from the first frame. V4l2Output: rawvideo YUV 4:2:0 at the
 // size of the first frame written, as v4l2loopback takes it.
 // Untested on real hardware: the machine this was written on has no camera and no v4l2loopback;
 // what is tested is the detection and the errors for paths that are not V4L2 devices.
-// Errors: NOT_FOUND (no such device), FAILED_PRECONDITION (a character device FFmpeg cannot open
+// Errors: FAILED_PRECONDITION (a character device FFmpeg cannot open
 // as V4L2: the message names the path and adds FFmpeg's words), INTERNAL (an FFmpeg without
 // libavdevice's video4linux2, a decode or encode failure).
 // Thread-safety: one object per thread at a time.
@@ -31,12 +28,6 @@ struct AVPacket;
 struct SwsContext;
 
 namespace fusion::ctl {
-
-enum class PathKind { kFile, kDevice };
-
-// What `path` (the `role`, "input" or "output", in messages) is. A missing file is kFile (the
-// caller reports or creates it); a missing path under /dev/ is NOT_FOUND naming it.
-absl::StatusOr<PathKind> PathKindOf(const std::string& path, const std::string& role);
 
 class V4l2Capture {
  public:

@@ -51,7 +51,7 @@ DEV_PACKAGES = [
     "libcpp-httplib-dev", "libsystemd-dev", "libjemalloc-dev", "libgtest-dev", "libgmock-dev",
     "libbenchmark-dev", "libsqlite3-dev", "libpng-dev", "libjpeg62-turbo-dev", "libtiff-dev",
     "libwebp-dev", "libopencv-core-dev", "libopencv-imgproc-dev", "libopencv-imgcodecs-dev",
-    "libopencv-photo-dev", "libavformat-dev", "libavcodec-dev", "libswscale-dev", "libavutil-dev", "libavdevice-dev",
+    "libopencv-photo-dev", "libavformat-dev", "libavcodec-dev", "libswscale-dev", "libavutil-dev",
     "libswresample-dev", "libdnnl-dev", "pkgconf", "libpkgconf3",
 ]
 # The shared libraries the build links (its runtime closure is taken from these) and the
@@ -61,7 +61,7 @@ ROOTS = [
     "libopencv_photo.so.406", "libgrpc++.so.1.51", "libgrpc.so.29", "libprotobuf.so.32",
     "libprotoc.so.32", "libspdlog.so.1.10", "libtomlplusplus.so.3", "libsystemd.so.0",
     "libjemalloc.so.2", "libsqlite3.so.0", "libavformat.so.59", "libavcodec.so.59",
-    "libswscale.so.6", "libavutil.so.57", "libavdevice.so.59", "libswresample.so.4", "libcpp-httplib.so.0.11",
+    "libswscale.so.6", "libavutil.so.57", "libswresample.so.4", "libcpp-httplib.so.0.11",
     "libbenchmark.so.1debian", "libdnnl.so.2", "libpng16.so.16", "libjpeg.so.62", "libtiff.so.6",
     "libwebp.so.7", "libcrypto.so.3", "libssl.so.3", "libz.so.1",
     "/usr/bin/protoc", "/usr/bin/grpc_cpp_plugin", "/usr/bin/pkgconf",

@@ -1,6 +1,7 @@
-// fusionctl live's V4L2 paths (client/v4l2_io.h) on a machine with no camera and no
-// v4l2loopback: which paths count as devices, and the errors for a missing /dev/videoN and for
-// a character device that is not V4L2 (/dev/null), from the library and from `fusionctl live`.
+// fusionctl live's V4L2 paths (client/device_path.h, client/v4l2_io.h) on a machine with no
+// camera and no v4l2loopback: which paths count as devices, and the errors for a missing
+// /dev/videoN and for a character device that is not V4L2 (/dev/null), from the library and
+// from `fusionctl live`.
 // Reading a real camera and writing a real v4l2loopback device are NOT tested here.
 #include <gtest/gtest.h>
 
@@ -16,6 +17,7 @@
 #include "process.h"
 #include "temp_dir.h"
 #include "test_clips.h"
+#include "device_path.h"
 #include "v4l2_io.h"
 
 namespace fusion::ctl {
