@@ -480,10 +480,14 @@ TEST_F(LiveProcessTest, AnOpenSessionIsListedWithItsCountsAndLeasesAndGoesWithin
   expect_session(jobs[0], "fusionctl jobs --json");
   EXPECT_EQ(jobs[0]["state"], "LIVE");
   EXPECT_EQ(jobs[0]["session_id"], mem[0]["session_id"]);
+  const std::string id = mem[0]["session_id"];
   const RunResult text = Ctl({"jobs"});
-  EXPECT_NE(text.out.find(absl::StrCat(mem[0]["session_id"].get<std::string>(), "  LIVE  frames 5 in, 5 out, 0 dropped")),
-            std::string::npos)
+  EXPECT_NE(text.out.find(absl::StrCat(id, "  LIVE  frames 5 in, 5 out, 0 dropped  latency p50 ")), std::string::npos)
       << text.out;
+  EXPECT_NE(text.out.find(absl::StrCat("  leases ", kSessionModels.size(), " models ")), std::string::npos) << text.out;
+  const RunResult mem_text = Ctl({"mem"});
+  EXPECT_NE(mem_text.out.find(absl::StrCat("uid ", uid, ": ", id, "  LIVE  frames 5 in")), std::string::npos)
+      << mem_text.out;
   auto sdk = (*client)->ListLiveSessions();
   ASSERT_TRUE(sdk.ok()) << sdk.status();
   ASSERT_EQ(sdk->size(), 1u);
