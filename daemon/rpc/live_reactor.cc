@@ -202,10 +202,13 @@ absl::Status LiveReactor::Serve() {
     }
     const double total_ms = MsBetween(next->received, absl::Now());
     r->mutable_timings()->set_total_ms(total_ms);
+    {
+      // Listed as returned once handed to gRPC: before the client can see it (and ask).
+      MutexLock lock(&mu_);
+      entry_->Returned(total_ms);
+    }
     RETURN_IF_ERROR(Write(std::move(response)));
     ++returned;
-    MutexLock lock(&mu_);
-    entry_->Returned(total_ms);
   }
   session->reset();  // the leases end before the summary goes out
   v1::LiveResponse summary;
