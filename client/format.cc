@@ -82,6 +82,8 @@ nlohmann::json MemoryStateToJson(const MemoryState& s) {
     clients.push_back({{"uid", c.uid}, {"jobs_queued", c.jobs_queued},
                        {"jobs_running", c.jobs_running}, {"working_bytes", c.working_bytes}});
   }
+  nlohmann::json live = nlohmann::json::array();
+  for (const LiveSessionStatus& l : s.live_sessions) live.push_back(LiveSessionToJson(l));
   const MemoryCounters& c = s.counters;
   nlohmann::json counters = {{"bytes_uploaded", c.bytes_uploaded}, {"loads", c.loads},
                              {"uploads", c.uploads},               {"evictions", c.evictions},
@@ -90,7 +92,8 @@ nlohmann::json MemoryStateToJson(const MemoryState& s) {
                              {"expirations", c.expirations},       {"oom_recovered", c.oom_recovered}};
   return {{"device", TierToJson(s.device)}, {"host", TierToJson(s.host)},
           {"models", models},               {"clients", clients},
-          {"counters", counters},           {"unix_ms", s.unix_ms}};
+          {"counters", counters},           {"unix_ms", s.unix_ms},
+          {"live_sessions", live}};
 }
 
 std::string MemoryStateToText(const MemoryState& s) {
@@ -106,6 +109,7 @@ std::string MemoryStateToText(const MemoryState& s) {
     out << "uid " << c.uid << ": " << c.jobs_queued << " queued, " << c.jobs_running
         << " running, working set " << FormatBytes(c.working_bytes) << "\n";
   }
+  for (const LiveSessionStatus& l : s.live_sessions) out << "uid " << l.owner_uid << ": " << LiveSessionToText(l) << "\n";
   out << "uploads " << s.counters.uploads << " (" << FormatBytes(s.counters.bytes_uploaded)
       << "), evictions " << s.counters.evictions << " (keep-alive " << s.counters.expirations << "), refusals "
       << s.counters.refusals << "\n";
@@ -122,6 +126,38 @@ nlohmann::json JobToJson(const JobInfo& j) {
           {"cancel_requested", j.cancel_requested},
           {"frames_done", j.frames_done}, {"frames_total", j.frames_total},
           {"frames_per_second", j.frames_per_second}};
+}
+
+nlohmann::json LiveSessionToJson(const LiveSessionStatus& l) {
+  return {{"kind", "live_session"},
+          {"session_id", l.session_id},
+          {"owner_uid", l.owner_uid},
+          {"state", "LIVE"},
+          {"started_unix_ms", l.started_unix_ms},
+          {"device", l.device},
+          {"models", l.models},
+          {"model_bytes", l.model_bytes},
+          {"frames_received", l.frames_received},
+          {"frames_returned", l.frames_returned},
+          {"frames_dropped", l.frames_dropped},
+          {"latency",
+           {{"frames", l.latency_frames},
+            {"p50_ms", l.latency_p50_ms},
+            {"p95_ms", l.latency_p95_ms},
+            {"p99_ms", l.latency_p99_ms}}}};
+}
+
+std::string LiveSessionToText(const LiveSessionStatus& l) {
+  std::string out = absl::StrCat(l.session_id, "  LIVE  frames ", l.frames_received, " in, ", l.frames_returned,
+                                 " out, ", l.frames_dropped, " dropped");
+  if (l.latency_frames > 0) {
+    absl::StrAppend(&out, absl::StrFormat("  latency p50 %.1f ms p95 %.1f ms p99 %.1f ms", l.latency_p50_ms,
+                                          l.latency_p95_ms, l.latency_p99_ms));
+  }
+  absl::StrAppend(&out, l.models.empty() ? "  opening (no leases yet)"
+                                         : absl::StrCat("  leases ", l.models.size(), " models ",
+                                                        FormatBytes(l.model_bytes)));
+  return out;
 }
 
 std::string JobToText(const JobInfo& j) {

@@ -18,6 +18,14 @@ nlohmann::json ModelToJson(const ModelStatus& model);
 // "name  stage  STATE  tier  bytes  [host copy BYTES]  [pinned]  leases N  [expires in Ss]".
 std::string ModelToText(const ModelStatus& model);
 nlohmann::json JobToJson(const JobInfo& job);
+// An open live session: kind "live_session", session_id, owner_uid, state "LIVE",
+// started_unix_ms, device, models, model_bytes, frames_received, frames_returned, frames_dropped,
+// latency {frames, p50_ms, p95_ms, p99_ms}. `fusionctl jobs --json` lists these after the jobs;
+// `fusionctl mem --json` under "live_sessions".
+nlohmann::json LiveSessionToJson(const LiveSessionStatus& session);
+// "live-3  LIVE  frames 120 in, 118 out, 2 dropped  latency p50 41.0 ms p95 55.2 ms p99 60.1 ms
+// leases 4 models 21.3 MiB".
+std::string LiveSessionToText(const LiveSessionStatus& session);
 std::string JobToText(const JobInfo& job);
 // The job report (docs/USER-GUIDE.md#swap---json-the-job-report): job_id, state, device,
 // faces_swapped, faces[{box, identity_distance, target_identity_distance, score}],

@@ -1,6 +1,9 @@
 #include "live.h"
 
+#include <signal.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -9,13 +12,19 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <functional>
 #include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "swap.h"
+#include "device_path.h"
+#ifdef FUSIONCTL_V4L2
+#include "v4l2_io.h"
+#endif
 #include "video/mp4_writer.h"
 #include "video/video_probe.h"
 #include "video/video_reader.h"
@@ -66,24 +75,95 @@ class SentLog {
   std::map<uint64_t, Sent> sent_;
 };
 
-// Sends every frame of `reader` paced at `fps`, then closes the sending side. *frames: sent.
-absl::Status SendAll(video::VideoReader& reader, LiveSession& live, double fps, SentLog& log, uint64_t* frames) {
+// A frame to send: BGR and its timestamps (the output's: the file's stream time base, or
+// microseconds for a device).
+struct InFrame {
+  cv::Mat bgr;
+  int64_t pts = 0, duration = 0;
+};
+
+// Where the frames come from (a file's reader, a camera); false at their end.
+using NextFrame = std::function<absl::StatusOr<bool>(InFrame*)>;
+// Where the swapped frames go (an MP4 file, a v4l2loopback device), and its close.
+struct Sink {
+  std::function<absl::Status(const cv::Mat& bgr, const Sent& sent, int64_t index)> write;
+  std::function<absl::Status()> finish;
+};
+
+// Set by SIGINT/SIGTERM while a device is read: the sender stops, the session ends as usual.
+std::atomic<bool> g_stop{false};
+extern "C" void OnStopSignal(int) { g_stop.store(true); }
+
+// Sends every frame of `next` (paced at `fps` frames/s; 0 = as they come), then closes the
+// sending side. *frames: sent.
+absl::Status SendAll(const NextFrame& next, LiveSession& live, double fps, SentLog& log, uint64_t* frames) {
   const Clock::time_point start = Clock::now();
-  video::Item item;
-  for (uint64_t seq = 0;;) {
-    auto more = reader.Next(&item);
+  InFrame f;
+  for (uint64_t seq = 0; !g_stop.load();) {
+    auto more = next(&f);
     if (!more.ok()) return more.status();
     if (!*more) break;
-    if (item.kind != video::Item::Kind::kFrame) continue;
-    std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(
-                                              std::chrono::duration<double>(static_cast<double>(seq) / fps)));
-    const cv::Mat bgr = item.frame.bgr.isContinuous() ? item.frame.bgr : item.frame.bgr.clone();
+    if (fps > 0) {
+      std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(
+                                                std::chrono::duration<double>(static_cast<double>(seq) / fps)));
+    }
+    const cv::Mat bgr = f.bgr.isContinuous() ? f.bgr : f.bgr.clone();
     const std::string bytes(reinterpret_cast<const char*>(bgr.data), bgr.total() * 3);
-    log.Add(seq, {Clock::now(), item.frame.pts, item.frame.duration});
+    log.Add(seq, {Clock::now(), f.pts, f.duration});
     if (absl::Status st = live.SendRaw(seq, bytes, bgr.cols, bgr.rows); !st.ok()) return st;
     *frames = ++seq;
   }
   return live.CloseSend();
+}
+
+// The frames of a file (read whole, as before) or of a V4L2 device, with the size and rate the
+// output is made for; *reader keeps a file's reader alive (its MP4 output takes its stream).
+struct Input {
+  NextFrame next;
+  int width = 0, height = 0;
+  double fps = 0;  // the rate to send at; 0: as the device gives them
+  std::unique_ptr<video::VideoReader> reader;
+  bool from_device = false;
+  double device_fps = 0;  // a device's nominal rate
+#ifdef FUSIONCTL_V4L2
+  std::unique_ptr<V4l2Capture> device;
+#endif
+};
+
+// A device path in a fusionctl built without libavdevice.
+[[maybe_unused]] absl::Status NoV4l2(const std::string& role, const std::string& path) {
+  return absl::FailedPreconditionError(absl::StrCat(role, " ", path, ": a device, and this fusionctl was built without ",
+                                                    "libavdevice (libavdevice-dev): it reads and writes files only"));
+}
+
+absl::StatusOr<Input> OpenInput(const LiveArgs& args, std::string* file_bytes) {
+  ASSIGN_OR_RETURN(PathKind kind, PathKindOf(args.input, "input"));
+  Input in;
+  if (kind == PathKind::kDevice) {
+#ifndef FUSIONCTL_V4L2
+    return NoV4l2("input", args.input);
+#else
+    if (args.pace > 0) {
+      return absl::InvalidArgumentError("--pace does not apply to a device input (its frames are sent as it gives them)");
+    }
+    ASSIGN_OR_RETURN(in.device, V4l2Capture::Open(args.input));
+    in.from_device = true;
+    in.device_fps = in.device->fps();
+    in.width = in.device->width();
+    in.height = in.device->height();
+    V4l2Capture* device = in.device.get();
+    in.next = [device](InFrame* f) -> absl::StatusOr<bool> {
+      int64_t us = 0;
+      ASSIGN_OR_RETURN(bool more, device->Next(&f->bgr, &us));
+      f->pts = us;
+      f->duration = 0;
+      return more;
+    };
+    return in;
+#endif
+  }
+  ASSIGN_OR_RETURN(*file_bytes, ReadWhole(args.input));
+  return in;
 }
 
 struct Figures {
@@ -116,9 +196,13 @@ void Print(const Figures& f, const LiveArgs& args) {
 
 void AddLiveOptions(CLI::App* cmd, LiveArgs& args) {
   cmd->add_option("--source", args.source, "image with the face to put in")->required();
-  cmd->add_option("--input", args.input, "video file whose frames are sent (MP4, MKV, WebM, ...)")->required();
-  cmd->add_option("--output,-o", args.output, "MP4 file for the swapped frames")->required();
-  cmd->add_option("--pace", args.pace, "frames per second to send (default: the file's frame rate)")
+  cmd->add_option("--input", args.input,
+                  "video file whose frames are sent (MP4, MKV, WebM, ...), or a V4L2 camera (/dev/videoN)")
+      ->required();
+  cmd->add_option("--output,-o", args.output,
+                  "MP4 file for the swapped frames, or a v4l2loopback device (/dev/videoN)")
+      ->required();
+  cmd->add_option("--pace", args.pace, "frames per second to send (default: the file's frame rate; not for a device)")
       ->check(CLI::Range(0.1, 10000.0));
   cmd->add_flag("--json", args.json, "print one JSON object at the end");
   cmd->add_flag("--simple", args.simple, "feathered blend (skip the Poisson blend)");
@@ -127,28 +211,102 @@ void AddLiveOptions(CLI::App* cmd, LiveArgs& args) {
 
 int RunLive(Client& client, const LiveArgs& args) {
   auto source = ReadWhole(args.source);
-  auto input = source.ok() ? ReadWhole(args.input) : source;
+  if (!source.ok()) {
+    std::fprintf(stderr, "fusionctl: live: %s\n", std::string(source.status().message()).c_str());
+    return 2;
+  }
+  // The input: a V4L2 device (a character device) or a video file.
+  std::string file;
+  auto input = OpenInput(args, &file);
   if (!input.ok()) {
     std::fprintf(stderr, "fusionctl: live: %s\n", std::string(input.status().message()).c_str());
     return 2;
   }
-  auto info = video::ProbeVideo(*input, "input video", 100'000'000, {});
-  if (!info.ok()) return Fail(info.status());
-  const double fps = args.pace > 0 ? args.pace : (info->fps > 0 ? info->fps : 30);
-  auto reader = video::VideoReader::Open(*input, "input video", {});
-  if (!reader.ok()) return Fail(reader.status());
-  auto writer = video::Mp4Writer::CreateVideoOnly(**reader, args.output, {.crf = 20, .preset = "ultrafast"});
-  if (!writer.ok()) return Fail(writer.status());
+  double fps = 0;
+  if (!input->from_device) {
+    auto info = video::ProbeVideo(file, "input video", 100'000'000, {});
+    if (!info.ok()) return Fail(info.status());
+    fps = args.pace > 0 ? args.pace : (info->fps > 0 ? info->fps : 30);
+    auto reader = video::VideoReader::Open(file, "input video", {});
+    if (!reader.ok()) return Fail(reader.status());
+    input->reader = *std::move(reader);
+    input->width = input->reader->width();
+    input->height = input->reader->height();
+    video::VideoReader* r = input->reader.get();
+    input->next = [r](InFrame* f) -> absl::StatusOr<bool> {
+      video::Item item;
+      for (;;) {
+        ASSIGN_OR_RETURN(bool more, r->Next(&item));
+        if (!more) return false;
+        if (item.kind != video::Item::Kind::kFrame) continue;
+        *f = {item.frame.bgr, item.frame.pts, item.frame.duration};
+        return true;
+      }
+    };
+  }
+  // The output: a v4l2loopback device (a character device) or an MP4 file.
+  auto output_kind = PathKindOf(args.output, "output");
+  if (!output_kind.ok()) {
+    std::fprintf(stderr, "fusionctl: live: %s\n", std::string(output_kind.status().message()).c_str());
+    return 2;
+  }
+  Sink sink;
+  std::unique_ptr<video::Mp4Writer> mp4;
+#ifdef FUSIONCTL_V4L2
+  std::unique_ptr<V4l2Output> loopback;
+#endif
+  if (*output_kind == PathKind::kDevice) {
+#ifndef FUSIONCTL_V4L2
+    std::fprintf(stderr, "fusionctl: live: %s\n", std::string(NoV4l2("output", args.output).message()).c_str());
+    return 2;
+#else
+    const double out_fps = fps > 0 ? fps : input->device_fps;
+    auto opened = V4l2Output::Open(args.output, input->width, input->height, out_fps);
+    if (!opened.ok()) {
+      std::fprintf(stderr, "fusionctl: live: %s\n", std::string(opened.status().message()).c_str());
+      return 2;
+    }
+    loopback = *std::move(opened);
+    sink = {[o = loopback.get()](const cv::Mat& bgr, const Sent&, int64_t) { return o->Write(bgr); },
+            [o = loopback.get()] { return o->Finish(); }};
+#endif
+  } else {
+    const video::EncodeOptions encode{.crf = 20, .preset = "ultrafast"};
+    const double device_fps = input->device_fps;
+    auto writer = input->reader != nullptr
+                      ? video::Mp4Writer::CreateVideoOnly(*input->reader, args.output, encode)
+                      : video::Mp4Writer::CreateVideoOnly(
+                            video::VideoShape{.width = input->width, .height = input->height, .time_base_num = 1,
+                                              .time_base_den = 1000000,
+                                              .fps_num = static_cast<int>(std::lround(device_fps * 1000)),
+                                              .fps_den = 1000},
+                            args.output, encode);
+    if (!writer.ok()) return Fail(writer.status());
+    mp4 = *std::move(writer);
+    sink = {[w = mp4.get()](const cv::Mat& bgr, const Sent& s, int64_t index) {
+              return w->WriteFrame({.bgr = bgr, .pts = s.pts, .duration = s.duration, .index = index});
+            },
+            [w = mp4.get()] { return w->Finish(); }};
+  }
   SwapOptions options;
   options.simple = args.simple;
   options.keyframe_interval = args.keyframe_interval;
   auto live = client.OpenLive(*source, options);
   if (!live.ok()) return Fail(live.status());
 
+  // A camera runs until it is stopped: Ctrl-C (or SIGTERM) ends the session and closes the output.
+  struct sigaction previous_int {}, previous_term {};
+  if (input->from_device) {
+    struct sigaction stop {};
+    stop.sa_handler = OnStopSignal;
+    sigemptyset(&stop.sa_mask);
+    sigaction(SIGINT, &stop, &previous_int);
+    sigaction(SIGTERM, &stop, &previous_term);
+  }
   SentLog log;
   Figures fig;
   absl::Status sent;
-  std::thread sender([&] { sent = SendAll(**reader, **live, fps, log, &fig.in); });
+  std::thread sender([&] { sent = SendAll(input->next, **live, fps, log, &fig.in); });
   absl::Status received;
   int64_t last = -1;
   for (;;) {
@@ -166,18 +324,21 @@ int RunLive(Client& client, const LiveArgs& args) {
     fig.dropped = f.frames_dropped;
     ++fig.out;
     cv::Mat bgr(static_cast<int>(f.height), static_cast<int>(f.width), CV_8UC3, const_cast<char*>(f.image.data()));
-    if (absl::Status st = (*writer)->WriteFrame({.bgr = bgr, .pts = s.pts, .duration = s.duration, .index = last});
-        !st.ok()) {
+    if (absl::Status st = sink.write(bgr, s, last); !st.ok()) {
       received = st;
       (*live)->Cancel();
       break;
     }
   }
   sender.join();
+  if (input->from_device) {
+    sigaction(SIGINT, &previous_int, nullptr);
+    sigaction(SIGTERM, &previous_term, nullptr);
+  }
   if (received.ok()) fig.dropped = (*live)->summary().frames_dropped;
   if (!received.ok()) return Fail(received);
   if (!sent.ok()) return Fail(sent);
-  if (absl::Status st = (*writer)->Finish(); !st.ok()) return Fail(st);
+  if (absl::Status st = sink.finish(); !st.ok()) return Fail(st);
   Print(fig, args);
   return 0;
 }

@@ -366,10 +366,17 @@ int RunResult(Client& client, const std::string& id, const std::string& output, 
 int RunJobs(Client& client, bool json, bool all_uids) {
   auto jobs = all_uids ? client.ListAllJobs() : client.ListJobs();
   if (!jobs.ok()) return Fail(jobs.status());
+  // The open live sessions after the jobs (a daemon without them answers UNIMPLEMENTED: none).
+  auto sessions = all_uids ? client.ListAllLiveSessions() : client.ListLiveSessions();
+  if (!sessions.ok() && !absl::IsUnimplemented(sessions.status())) return Fail(sessions.status());
   nlohmann::json arr = nlohmann::json::array();
   for (const JobInfo& j : *jobs) {
     if (json) arr.push_back(JobToJson(j));
     else std::cout << (all_uids ? absl::StrCat("uid ", j.owner_uid, "  ") : "") << JobToText(j) << "\n";
+  }
+  for (const LiveSessionStatus& l : sessions.ok() ? *sessions : std::vector<LiveSessionStatus>{}) {
+    if (json) arr.push_back(LiveSessionToJson(l));
+    else std::cout << (all_uids ? absl::StrCat("uid ", l.owner_uid, "  ") : "") << LiveSessionToText(l) << "\n";
   }
   if (json) std::cout << arr.dump(2) << "\n";
   return 0;

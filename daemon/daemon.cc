@@ -24,6 +24,7 @@
 #include "memory/budget_watcher.h"
 #include "memory/residency_manager.h"
 #include "observe/memory_timeline.h"
+#include "rpc/live_sessions.h"
 #include "observe/metrics.h"
 #include "observe/metrics_http.h"
 #include "rpc/memory_state.h"
@@ -198,6 +199,16 @@ absl::Status Daemon::OpenJobs(jobs::JobRunner* runner) {
 }
 
 absl::Status Daemon::Serve(const InheritedSockets& inherited) {
+  // Live frames are counted in the metrics (made here when there is no job queue).
+  if (metrics_ == nullptr) metrics_ = std::make_unique<Metrics>();
+  live_sessions_ = std::make_unique<LiveSessionRegistry>(
+      [m = metrics_.get()](LiveSessionRegistry::FrameEvent event, double total_ms) {
+        switch (event) {
+          case LiveSessionRegistry::FrameEvent::kReceived: return m->OnLiveFrameReceived();
+          case LiveSessionRegistry::FrameEvent::kDropped: return m->OnLiveFrameDropped();
+          case LiveSessionRegistry::FrameEvent::kReturned: return m->OnLiveFrameReturned(total_ms);
+        }
+      });
   JobCountsFn job_counts;
   if (jobs_ != nullptr) {
     job_counts = [jobs = jobs_.get()] {
@@ -211,7 +222,7 @@ absl::Status Daemon::Serve(const InheritedSockets& inherited) {
   memory_ = std::make_unique<ResidencyMemoryStateSource>(
       device_.get(), residency_.get(),
       TierLimits{config_.device_memory_limit, config_.device_memory_reserve, config_.host_memory_limit},
-      std::move(job_counts));
+      std::move(job_counts), live_sessions_.get());
   auto admins = AdminPolicy::Create(config_.admin_uids, config_.admin_group);
   if (!admins.ok()) return admins.status();
   return rpc_->Serve(
@@ -225,6 +236,7 @@ absl::Status Daemon::Serve(const InheritedSockets& inherited) {
        .residency = residency_.get(),
        .catalogue = backend_ != nullptr ? backend_->catalogue() : nullptr,
        .live = jobs_ != nullptr ? backend_->live_runner() : nullptr,
+       .live_sessions = live_sessions_.get(),
        .inherited_fd_socket = inherited.fd_fd});
 }
 

@@ -40,6 +40,7 @@ class QueueFutureReferences;
 
 class BudgetWatcher;
 class Device;
+class LiveSessionRegistry;
 class MemoryStateSource;
 class MemoryTimeline;
 class Metrics;
@@ -90,6 +91,9 @@ class Daemon {
   std::unique_ptr<jobs::QueueFutureReferences> future_refs_;
   std::unique_ptr<ResidencyManager> residency_;
   std::unique_ptr<BudgetWatcher> budget_watcher_;
+  // The open live sessions (before memory_ and rpc_: both read it until they are gone). Its
+  // frame hook counts into metrics_; only rpc_'s sessions call it.
+  std::unique_ptr<LiveSessionRegistry> live_sessions_;
   std::unique_ptr<MemoryStateSource> memory_;
   std::unique_ptr<Metrics> metrics_;  // before jobs_: its event hook counts into it
   // flock(2) on <state_dir>/lock for the daemon's life, so a second fusiond cannot run the same

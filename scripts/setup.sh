@@ -14,6 +14,7 @@ PACKAGES=(
   libpng-dev libjpeg-dev libwebp-dev libtiff-dev zlib1g-dev libjemalloc-dev
   libcpp-httplib-dev  # the Prometheus /metrics endpoint
   libavformat-dev libavcodec-dev libswscale-dev libavutil-dev  # fusion_video (video jobs)
+  libavdevice-dev  # fusionctl live --input/--output /dev/videoN (V4L2 through libavdevice)
   python3  # packaging/fusiond-fetch-models (scripts/fetch-models.sh) reads the catalogue with it
 )
 

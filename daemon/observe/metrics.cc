@@ -58,6 +58,29 @@ void Metrics::OnJobEvent(const v1::JobEvent& event) {
   }
 }
 
+void Metrics::OnLiveFrameReceived() {
+  MutexLock lock(&mu_);
+  ++live_.received;
+}
+
+void Metrics::OnLiveFrameDropped() {
+  MutexLock lock(&mu_);
+  ++live_.dropped;
+}
+
+void Metrics::OnLiveFrameReturned(double total_ms) {
+  const double seconds = total_ms / 1000.0;
+  MutexLock lock(&mu_);
+  for (size_t i = 0; i < kLiveBuckets.size(); ++i) {
+    if (seconds <= kLiveBuckets[i]) {
+      ++live_.buckets[i];
+      break;
+    }
+  }
+  ++live_.returned;
+  live_.sum_seconds += seconds;
+}
+
 std::string Metrics::Exposition(const v1::MemoryState& s) const {
   std::string out;
   auto gauge = [&](const char* name, const char* help, uint64_t v) {
@@ -103,7 +126,38 @@ std::string Metrics::Exposition(const v1::MemoryState& s) const {
   Family(out, "fusiond_jobs_running", "gauge", "Jobs running per uid.");
   for (const v1::ClientUsage& c : s.clients()) absl::StrAppend(&out, "fusiond_jobs_running{uid=\"", c.uid(), "\"} ", c.jobs_running(), "\n");
 
+  std::map<uint32_t, std::pair<uint64_t, uint64_t>> live_by_uid;  // sessions, leased bytes
+  for (const v1::LiveSessionInfo& l : s.live_sessions()) {
+    ++live_by_uid[l.owner_uid()].first;
+    live_by_uid[l.owner_uid()].second += l.model_bytes();
+  }
+  Family(out, "fusiond_live_sessions", "gauge", "Live sessions open per uid.");
+  for (const auto& [uid, n] : live_by_uid) absl::StrAppend(&out, "fusiond_live_sessions{uid=\"", uid, "\"} ", n.first, "\n");
+  Family(out, "fusiond_live_leased_bytes", "gauge",
+         "Device bytes of the models the open live sessions of a uid hold leased.");
+  for (const auto& [uid, n] : live_by_uid) {
+    absl::StrAppend(&out, "fusiond_live_leased_bytes{uid=\"", uid, "\"} ", n.second, "\n");
+  }
+
   MutexLock lock(&mu_);
+  Family(out, "fusiond_live_frames_received_total", "counter", "Frames live sessions received since start.");
+  absl::StrAppend(&out, "fusiond_live_frames_received_total ", live_.received, "\n");
+  Family(out, "fusiond_live_frames_returned_total", "counter", "Frames live sessions swapped and returned since start.");
+  absl::StrAppend(&out, "fusiond_live_frames_returned_total ", live_.returned, "\n");
+  Family(out, "fusiond_live_frames_dropped_total", "counter",
+         "Frames live sessions dropped since start (a newer frame came while they waited).");
+  absl::StrAppend(&out, "fusiond_live_frames_dropped_total ", live_.dropped, "\n");
+  Family(out, "fusiond_live_frame_seconds", "histogram",
+         "Live frame latency in the daemon, seconds: received to result sent.");
+  uint64_t live_cumulative = 0;
+  for (size_t i = 0; i < kLiveBuckets.size(); ++i) {
+    live_cumulative += live_.buckets[i];
+    absl::StrAppend(&out, "fusiond_live_frame_seconds_bucket{le=\"", absl::StrFormat("%g", kLiveBuckets[i]), "\"} ",
+                    live_cumulative, "\n");
+  }
+  absl::StrAppend(&out, "fusiond_live_frame_seconds_bucket{le=\"+Inf\"} ", live_.returned, "\n");
+  absl::StrAppend(&out, "fusiond_live_frame_seconds_sum ", absl::StrFormat("%.6f", live_.sum_seconds), "\n");
+  absl::StrAppend(&out, "fusiond_live_frame_seconds_count ", live_.returned, "\n");
   Family(out, "fusiond_jobs_total", "counter", "Jobs ended since start, by final state.");
   for (const v1::JobState final_state : {v1::SUCCEEDED, v1::FAILED, v1::CANCELLED}) {
     const std::string& state = v1::JobState_Name(final_state);

@@ -1,5 +1,8 @@
 #include "rpc/fusion_service.h"
 
+#include <algorithm>
+#include <functional>
+
 #include "absl/strings/str_cat.h"
 #include "fusion_status.h"
 #include "rpc/memory_watch.h"
@@ -8,6 +11,18 @@
 #include "spdlog/spdlog.h"
 
 namespace fusion {
+namespace {
+
+// Drops the live sessions of `state` that are not `uid`'s.
+void KeepSessionsOf(uint32_t uid, v1::MemoryState* state) {
+  auto* sessions = state->mutable_live_sessions();
+  sessions->erase(std::remove_if(sessions->begin(), sessions->end(),
+                                 [uid](const v1::LiveSessionInfo& s) { return s.owner_uid() != uid; }),
+                  sessions->end());
+}
+
+}  // namespace
+
 absl::StatusOr<PeerCred> FusionService::Authorize(grpc::CallbackServerContext* ctx) const {
   auto cred = PeerCredFromGrpcPeer(ctx->peer());
   if (!cred.ok()) return absl::PermissionDeniedError(cred.status().message());
@@ -48,14 +63,23 @@ grpc::ServerUnaryReactor* FusionService::GetMemoryState(grpc::CallbackServerCont
                                                         const v1::GetMemoryStateRequest*,
                                                         v1::MemoryState* response) {
   auto* reactor = ctx->DefaultReactor();
-  if (auto cred = Authorize(ctx); !cred.ok()) {
+  auto cred = Authorize(ctx);
+  if (!cred.ok()) {
     reactor->Finish(ToGrpcStatus(cred.status()));
     return reactor;
   }
   auto state = memory_->Snapshot();
-  if (state.ok()) *response = *std::move(state);
+  if (state.ok()) {
+    *response = *std::move(state);
+    KeepVisibleSessions(ctx, *cred, response);
+  }
   reactor->Finish(ToGrpcStatus(state.status()));
   return reactor;
+}
+
+void FusionService::KeepVisibleSessions(grpc::CallbackServerContext* ctx, const PeerCred& cred,
+                                        v1::MemoryState* state) const {
+  if (!state->live_sessions().empty() && !IsAdmin(ctx, cred)) KeepSessionsOf(cred.uid, state);
 }
 
 grpc::ServerUnaryReactor* FusionService::Unimplemented(grpc::CallbackServerContext* ctx,
@@ -74,8 +98,13 @@ grpc::ServerWriteReactor<v1::MemoryState>* FusionService::WatchMemory(
   if (!cred.ok()) return new FinishedStream<v1::MemoryState>(ToGrpcStatus(cred.status()));
   auto slot = watch_slots_.Acquire(cred->uid, "WatchMemory");
   if (!slot.ok()) return new FinishedStream<v1::MemoryState>(ToGrpcStatus(slot.status()));
+  // The caller's sessions only, unless an admin (decided once, at the stream's start).
+  std::function<void(v1::MemoryState*)> visible;
+  if (!IsAdmin(ctx, *cred)) {
+    visible = [uid = cred->uid](v1::MemoryState* state) { KeepSessionsOf(uid, state); };
+  }
   return MemoryWatchReactor::Start(memory_, MemoryWatchReactor::Interval(request->interval_ms()), &memory_watches_,
-                                   &stopping_, *std::move(slot));
+                                   &stopping_, *std::move(slot), std::move(visible));
 }
 
 }  // namespace fusion

@@ -5,7 +5,9 @@
 // PinModel, UnpinModel) then refuse callers who are not admins (Options::admins; PERMISSION_DENIED
 // naming the method, before any NOT_FOUND). One uid may hold at most max_watch_streams_per_uid
 // WatchJob + WatchMemory streams and max_live_sessions_per_uid Live sessions (RESOURCE_EXHAUSTED
-// beyond). Handlers validate and answer or enqueue; they never
+// beyond). Open live sessions are seen as jobs are: a uid sees its own (ListLiveSessions,
+// GetMemoryState, WatchMemory); ListLiveSessions(all_uids) is for admins, and an admin's memory
+// state lists every uid's sessions. Handlers validate and answer or enqueue; they never
 // block and never touch the device. Methods whose component is not built yet answer
 // UNIMPLEMENTED naming the method.
 // A refused uid is logged at most once a minute (with the count held back since).
@@ -25,6 +27,7 @@
 #include "common/log_throttle.h"
 #include "jobs/job_manager.h"
 #include "jobs/live_runner.h"
+#include "rpc/live_sessions.h"
 #include "rpc/memfd_registry.h"
 #include "rpc/memory_state.h"
 #include "rpc/peer.h"
@@ -49,11 +52,15 @@ class FusionService final : public v1::Fusion::CallbackService {
   // UNIMPLEMENTED (no pipeline is built into this daemon).
   // `residency` and `catalogue` may be null: the model methods then answer UNIMPLEMENTED.
   // LoadModel and PinModel upload a model: they run on a thread of their own, not gRPC's.
+  // `live_sessions` is where open live sessions are registered (the one `memory` reads, for
+  // MemoryState.live_sessions); null: a registry of the service's own.
   FusionService(Options options, const MemoryStateSource* memory, jobs::JobManager* jobs,
                 MemfdRegistry* memfds, ResidencyManager* residency = nullptr,
-                const models::ModelCatalogue* catalogue = nullptr, jobs::LiveRunner* live = nullptr)
+                const models::ModelCatalogue* catalogue = nullptr, jobs::LiveRunner* live = nullptr,
+                LiveSessionRegistry* live_sessions = nullptr)
       : options_(std::move(options)), memory_(memory), jobs_(jobs), memfds_(memfds),
         residency_(residency), catalogue_(catalogue), live_(live),
+        live_sessions_list_(live_sessions != nullptr ? live_sessions : &own_live_sessions_),
         watch_slots_("watch streams", options_.max_watch_streams_per_uid),
         live_slots_("live sessions", options_.max_live_sessions_per_uid) {}
   // Before the server's drain: open WatchMemory streams end at their next interval, live
@@ -91,6 +98,8 @@ class FusionService final : public v1::Fusion::CallbackService {
                                                          const v1::WatchMemoryRequest*) override;
   // A live session (rpc/live_reactor.h); UNIMPLEMENTED without a live runner.
   grpc::ServerBidiReactor<v1::LiveRequest, v1::LiveResponse>* Live(grpc::CallbackServerContext* ctx) override;
+  grpc::ServerUnaryReactor* ListLiveSessions(grpc::CallbackServerContext* ctx, const v1::ListLiveSessionsRequest*,
+                                             v1::ListLiveSessionsResponse*) override;
 
  private:
   // The caller's credentials when it is allowed, else the status to answer with.
@@ -108,6 +117,8 @@ class FusionService final : public v1::Fusion::CallbackService {
   absl::StatusOr<std::string> ImageBytes(const v1::ImageData& image, uid_t uid,
                                          const char* what) const;
   grpc::ServerUnaryReactor* Unimplemented(grpc::CallbackServerContext* ctx, const char* method);
+  // Trims `state`'s live sessions to those `cred` may see: its own; an admin's, all.
+  void KeepVisibleSessions(grpc::CallbackServerContext* ctx, const PeerCred& cred, v1::MemoryState* state) const;
 
   // ModelInfo of `name` from the manager's snapshot and the catalogue; NOT_FOUND if unknown.
   absl::StatusOr<v1::ModelInfo> Describe(const std::string& name) const;
@@ -125,6 +136,8 @@ class FusionService final : public v1::Fusion::CallbackService {
   ResidencyManager* residency_;
   const models::ModelCatalogue* catalogue_;
   jobs::LiveRunner* live_;
+  LiveSessionRegistry own_live_sessions_;   // used when none is given
+  LiveSessionRegistry* const live_sessions_list_;
   std::atomic<uint64_t> live_sessions_{0};  // sessions opened so far (their names)
   mutable LogThrottle refusal_log_{absl::Minutes(1)};  // per uid
   mutable LogThrottle admin_refusal_log_{absl::Minutes(1)};  // per uid

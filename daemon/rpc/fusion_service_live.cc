@@ -1,9 +1,10 @@
-// FusionService::Live (fusion_service.h; the stream itself: rpc/live_reactor.h).
+// FusionService::Live and ListLiveSessions (fusion_service.h; the stream itself: rpc/live_reactor.h).
 #include "absl/strings/str_cat.h"
 #include "fusion_status.h"
 #include "rpc/fusion_service.h"
 #include "rpc/live_reactor.h"
 #include "rpc/stream_util.h"
+#include "spdlog/spdlog.h"
 
 namespace fusion {
 
@@ -16,7 +17,31 @@ grpc::ServerBidiReactor<v1::LiveRequest, v1::LiveResponse>* FusionService::Live(
   auto slot = live_slots_.Acquire(cred->uid, "Live");
   if (!slot.ok()) return new Finished(ToGrpcStatus(slot.status()));
   const Owner owner{absl::StrCat("live-", ++live_sessions_), cred->uid};
-  return LiveReactor::Start(live_, jobs_, memfds_, owner, *std::move(slot), &stopping_);
+  return LiveReactor::Start(live_, jobs_, memfds_, live_sessions_list_, owner, *std::move(slot), &stopping_);
+}
+
+grpc::ServerUnaryReactor* FusionService::ListLiveSessions(grpc::CallbackServerContext* ctx,
+                                                          const v1::ListLiveSessionsRequest* request,
+                                                          v1::ListLiveSessionsResponse* response) {
+  auto* reactor = ctx->DefaultReactor();
+  auto cred = Authorize(ctx);
+  if (!cred.ok()) {
+    reactor->Finish(ToGrpcStatus(cred.status()));
+    return reactor;
+  }
+  if (request->all_uids()) {
+    if (absl::Status admin = AuthorizeAdmin(ctx, *cred, "ListLiveSessions(all_uids)"); !admin.ok()) {
+      reactor->Finish(ToGrpcStatus(admin));
+      return reactor;
+    }
+  }
+  auto sessions = live_sessions_list_->List(request->all_uids() ? std::nullopt : std::optional<uint32_t>(cred->uid));
+  if (request->all_uids()) {
+    spdlog::info("uid {} pid {} (admin) listed every uid's live sessions: {}", cred->uid, cred->pid, sessions.size());
+  }
+  for (v1::LiveSessionInfo& s : sessions) *response->add_sessions() = std::move(s);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
 }
 
 }  // namespace fusion

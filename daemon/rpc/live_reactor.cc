@@ -19,9 +19,13 @@ double MsBetween(absl::Time a, absl::Time b) { return absl::ToDoubleMilliseconds
 }  // namespace
 
 LiveReactor* LiveReactor::Start(jobs::LiveRunner* runner, jobs::JobManager* jobs, MemfdRegistry* memfds,
-                                Owner owner, std::unique_ptr<UidSlots::Slot> slot,
+                                LiveSessionRegistry* registry, Owner owner, std::unique_ptr<UidSlots::Slot> slot,
                                 const std::atomic<bool>* stopping) {
   auto* reactor = new LiveReactor(runner, jobs, memfds, std::move(owner), std::move(slot), stopping);
+  {
+    MutexLock lock(&reactor->mu_);
+    reactor->entry_ = registry->Open(reactor->owner_, absl::Now());
+  }
   reactor->StartRead(&reactor->in_);
   reactor->thread_ = std::thread([reactor] { reactor->Loop(); });
   return reactor;
@@ -39,8 +43,10 @@ void LiveReactor::OnReadDone(bool ok) {
     open_ = std::move(*in_.mutable_open());
   } else if (in_.has_frame() && opened_) {
     ++received_;
+    if (entry_ != nullptr) entry_->Received();
     if (waiting_.has_value()) {  // the newest frame wins
       ++dropped_;
+      if (entry_ != nullptr) entry_->Dropped();
       Discard(waiting_->frame);
     }
     waiting_ = Waiting{std::move(*in_.mutable_frame()), absl::Now()};
@@ -88,6 +94,7 @@ void LiveReactor::Loop() {
   {
     MutexLock lock(&mu_);
     finished_ = true;
+    entry_.reset();  // on an error: the session and its leases are gone
     if (waiting_.has_value()) Discard(waiting_->frame);
     waiting_.reset();
   }
@@ -173,6 +180,10 @@ absl::Status LiveReactor::Serve() {
   opened.mutable_opened()->set_device((*session)->device());
   for (const std::string& m : (*session)->models()) opened.mutable_opened()->add_models(m);
   opened.mutable_opened()->set_model_bytes((*session)->model_bytes());
+  {
+    MutexLock lock(&mu_);
+    entry_->Leased((*session)->device(), (*session)->models(), (*session)->model_bytes());
+  }
   RETURN_IF_ERROR(Write(std::move(opened)));
   uint64_t returned = 0;
   for (;;) {
@@ -193,7 +204,13 @@ absl::Status LiveReactor::Serve() {
       MutexLock lock(&mu_);
       r->set_frames_dropped(dropped_);
     }
-    r->mutable_timings()->set_total_ms(MsBetween(next->received, absl::Now()));
+    const double total_ms = MsBetween(next->received, absl::Now());
+    r->mutable_timings()->set_total_ms(total_ms);
+    {
+      // Listed as returned once handed to gRPC: before the client can see it (and ask).
+      MutexLock lock(&mu_);
+      entry_->Returned(total_ms);
+    }
     RETURN_IF_ERROR(Write(std::move(response)));
     ++returned;
   }
@@ -201,6 +218,7 @@ absl::Status LiveReactor::Serve() {
   v1::LiveResponse summary;
   {
     MutexLock lock(&mu_);
+    entry_.reset();  // and with them the session's listing
     summary.mutable_summary()->set_frames_received(received_);
     summary.mutable_summary()->set_frames_dropped(dropped_);
   }

@@ -13,6 +13,8 @@
 // every lease and host buffer — is destroyed before Finish, well within a second on the CPU.
 // Errors end the stream with the session's status (INVALID_ARGUMENT with stage 'decode' for a
 // bad frame; a request that breaks the protocol: INVALID_ARGUMENT naming it).
+// Visibility: the session is in `registry` (ListLiveSessions, MemoryState.live_sessions, metrics)
+// from the stream's start until its leases end; its counts and latency go there as they happen.
 // Invariant: at most one write in flight; Finish() once, after the last write completed; the
 // reactor deletes itself in OnDone() after its thread has ended.
 // Thread-safety: gRPC's callbacks and the session thread share the state under mu_.
@@ -33,6 +35,7 @@
 #include "jobs/job_manager.h"
 #include "jobs/live_runner.h"
 #include "memory/residency_types.h"
+#include "rpc/live_sessions.h"
 #include "rpc/memfd_registry.h"
 #include "rpc/uid_limits.h"
 
@@ -40,13 +43,14 @@ namespace fusion {
 
 class LiveReactor final : public grpc::ServerBidiReactor<v1::LiveRequest, v1::LiveResponse> {
  public:
-  // A started stream. `runner`, `jobs` (may be null), `memfds` and `stopping` must outlive it;
-  // `slot` is the uid's session slot, returned with the reactor. While a frame is swapped the
-  // session holds a live claim on `jobs` (JobManager::ClaimForLive): running batch jobs yield at
-  // their next yield point and none starts, so live frames come before every job priority; the
-  // claim ends with the frame, and batch work goes on in the time between frames.
-  static LiveReactor* Start(jobs::LiveRunner* runner, jobs::JobManager* jobs, MemfdRegistry* memfds, Owner owner,
-                            std::unique_ptr<UidSlots::Slot> slot, const std::atomic<bool>* stopping);
+  // A started stream. `runner`, `jobs` (may be null), `memfds`, `registry` and `stopping` must
+  // outlive it; `slot` is the uid's session slot, returned with the reactor. While a frame is
+  // swapped the session holds a live claim on `jobs` (JobManager::ClaimForLive): running batch
+  // jobs yield at their next yield point and none starts, so live frames come before every job
+  // priority; the claim ends with the frame, and batch work goes on in the time between frames.
+  static LiveReactor* Start(jobs::LiveRunner* runner, jobs::JobManager* jobs, MemfdRegistry* memfds,
+                            LiveSessionRegistry* registry, Owner owner, std::unique_ptr<UidSlots::Slot> slot,
+                            const std::atomic<bool>* stopping);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -97,6 +101,8 @@ class LiveReactor final : public grpc::ServerBidiReactor<v1::LiveRequest, v1::Li
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false, write_failed_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;  // Finish() called: no more reads started
+  // The session in the registry; reset as its leases end.
+  std::unique_ptr<LiveSessionRegistry::Entry> entry_ ABSL_GUARDED_BY(mu_);
 
   v1::LiveRequest in_;    // the read in flight; touched by OnReadDone only
   v1::LiveResponse out_;  // the write in flight; touched by the session thread only

@@ -114,6 +114,9 @@ absl::StatusOr<v1::MemoryState> ResidencyMemoryStateSource::Snapshot() const {
     if (l.owner.job_id == kCacheOwnerJob) host_cache += l.working_bytes;
   }
   h->set_cache_bytes(host_cache);
+  if (live_ != nullptr) {
+    for (v1::LiveSessionInfo& s : live_->List(std::nullopt)) *state.add_live_sessions() = std::move(s);
+  }
   FillCounters(r.totals, state.mutable_counters());
   for (const auto& [step, n] : r.oom_recovered) (*state.mutable_counters()->mutable_oom_recovered())[step] = n;
   return state;

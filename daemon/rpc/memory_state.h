@@ -4,7 +4,8 @@
 // tiers (capacity and availability from the device layer; budget, used, reserved, peak, over_budget
 // from the residency manager), every model, the counters, and per uid its queued and running jobs
 // (from the job queue, JobManager::CountsByUid, when one is attached) merged with the working bytes
-// of the leases it holds now (from the residency manager).
+// of the leases it holds now (from the residency manager); and every uid's open live sessions
+// (from the live session registry, when one is attached: the rpc layer trims them per caller).
 // Thread-safety: Snapshot() may be called from any thread concurrently.
 #pragma once
 
@@ -16,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "device/device.h"
 #include "memory/residency_manager.h"
+#include "rpc/live_sessions.h"
 #include "fusion/v1/fusion.pb.h"
 
 namespace fusion {
@@ -48,11 +50,13 @@ using JobCountsFn = std::function<std::map<uint32_t, UidJobCounts>()>;
 
 class ResidencyMemoryStateSource final : public MemoryStateSource {
  public:
-  // `device` and `manager` must outlive this object. Without `job_counts` (no job queue) a uid's
-  // running jobs are the distinct jobs of its leases and it has no queued jobs.
+  // `device`, `manager` and `live` must outlive this object. Without `job_counts` (no job queue)
+  // a uid's running jobs are the distinct jobs of its leases and it has no queued jobs. Without
+  // `live`, live_sessions is empty.
   ResidencyMemoryStateSource(const Device* device, const ResidencyManager* manager,
-                             TierLimits limits, JobCountsFn job_counts = nullptr)
-      : device_(device), manager_(manager), limits_(limits), job_counts_(std::move(job_counts)) {}
+                             TierLimits limits, JobCountsFn job_counts = nullptr,
+                             const LiveSessionRegistry* live = nullptr)
+      : device_(device), manager_(manager), limits_(limits), job_counts_(std::move(job_counts)), live_(live) {}
   absl::StatusOr<v1::MemoryState> Snapshot() const override;
 
  private:
@@ -60,6 +64,7 @@ class ResidencyMemoryStateSource final : public MemoryStateSource {
   const ResidencyManager* manager_;
   const TierLimits limits_;
   const JobCountsFn job_counts_;
+  const LiveSessionRegistry* const live_;
 };
 
 }  // namespace fusion

@@ -18,14 +18,15 @@ grpc::ServerWriteReactor<v1::MemoryState>* MemoryWatchReactor::Start(const Memor
                                                                      absl::Duration interval,
                                                                      std::atomic<int>* active,
                                                                      const std::atomic<bool>* stopping,
-                                                                     std::unique_ptr<UidSlots::Slot> slot) {
+                                                                     std::unique_ptr<UidSlots::Slot> slot,
+                                                                     std::function<void(v1::MemoryState*)> visible) {
   if (active->fetch_add(1) >= kMaxStreams) {
     active->fetch_sub(1);
     return new FinishedStream<v1::MemoryState>(grpc::Status(
         grpc::StatusCode::RESOURCE_EXHAUSTED,
         absl::StrCat("WatchMemory: ", kMaxStreams, " streams are open already; use GetMemoryState")));
   }
-  auto* reactor = new MemoryWatchReactor(source, interval, active, stopping, std::move(slot));
+  auto* reactor = new MemoryWatchReactor(source, interval, active, stopping, std::move(slot), std::move(visible));
   reactor->thread_ = std::thread([reactor] { reactor->Loop(); });
   return reactor;
 }
@@ -44,6 +45,7 @@ void MemoryWatchReactor::Loop() {
       writing_ = true;
     }
     state_ = *std::move(snapshot);
+    if (visible_) visible_(&state_);
     StartWrite(&state_);
     MutexLock lock(&mu_);
     while (writing_) changed_.WaitWithDeadline(&mu_, absl::InfiniteFuture());

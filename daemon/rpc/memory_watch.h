@@ -4,11 +4,13 @@
 // Invariant: at most one write in flight; Finish() only after the last write completed; the
 // reactor deletes itself in OnDone() after its thread has ended.
 // Thread-safety: one thread per stream does the snapshots and waits out the interval (streams
-// are few: `active` counts them and Start() refuses past kMaxStreams); gRPC's callbacks
+// are few: `active` counts them and Start() refuses past kMaxStreams); `visible` (when given)
+// trims each state to what the caller may see before it is written; gRPC's callbacks
 // (OnWriteDone, OnCancel, OnDone) only flip state under mu_.
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <thread>
 
@@ -34,7 +36,8 @@ class MemoryWatchReactor final : public grpc::ServerWriteReactor<v1::MemoryState
                                                           absl::Duration interval,
                                                           std::atomic<int>* active,
                                                           const std::atomic<bool>* stopping,
-                                                          std::unique_ptr<UidSlots::Slot> slot = nullptr);
+                                                          std::unique_ptr<UidSlots::Slot> slot = nullptr,
+                                                          std::function<void(v1::MemoryState*)> visible = nullptr);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -42,8 +45,10 @@ class MemoryWatchReactor final : public grpc::ServerWriteReactor<v1::MemoryState
 
  private:
   MemoryWatchReactor(const MemoryStateSource* source, absl::Duration interval, std::atomic<int>* active,
-                     const std::atomic<bool>* stopping, std::unique_ptr<UidSlots::Slot> slot)
-      : source_(source), interval_(interval), active_(active), stopping_(stopping), slot_(std::move(slot)) {}
+                     const std::atomic<bool>* stopping, std::unique_ptr<UidSlots::Slot> slot,
+                     std::function<void(v1::MemoryState*)> visible)
+      : source_(source), interval_(interval), active_(active), stopping_(stopping), slot_(std::move(slot)),
+        visible_(std::move(visible)) {}
   void Loop();
 
   const MemoryStateSource* const source_;
@@ -56,6 +61,7 @@ class MemoryWatchReactor final : public grpc::ServerWriteReactor<v1::MemoryState
   bool write_failed_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   std::unique_ptr<UidSlots::Slot> slot_;  // the caller's watch-stream slot; freed with the reactor
+  const std::function<void(v1::MemoryState*)> visible_;
   v1::MemoryState state_;  // the message in flight; touched by the loop thread only
   std::thread thread_;
 };

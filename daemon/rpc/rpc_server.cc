@@ -63,7 +63,7 @@ absl::StatusOr<std::unique_ptr<RpcServer>> RpcServer::Bind(const DaemonConfig& c
 absl::Status RpcServer::Serve(const DaemonConfig& config, Parts parts) {
   service_ = std::make_unique<FusionService>(std::move(parts.options), parts.memory, parts.jobs, memfds_.get(),
                                              parts.catalogue != nullptr ? parts.residency : nullptr, parts.catalogue,
-                                             parts.live);
+                                             parts.live, parts.live_sessions);
   ASSIGN_OR_RETURN(auto fd_exchange, FdExchange::Create(socket_, config.socket_group, config.allowed_uids, memfds_.get(),
                                         {.max_in_flight = static_cast<int>(config.fd_max_connections),
                                          .max_per_uid = static_cast<int>(config.fd_max_connections_per_uid),

@@ -53,6 +53,7 @@ class RpcServer {
     ResidencyManager* residency = nullptr;
     const models::ModelCatalogue* catalogue = nullptr;
     jobs::LiveRunner* live = nullptr;  // null: Live answers UNIMPLEMENTED
+    LiveSessionRegistry* live_sessions = nullptr;  // where sessions are listed; null: the service's own
     int inherited_fd_socket = -1;  // the ".fd" socket from socket activation, or -1
   };
   // Builds the service, the fd socket and the gRPC server, and starts accepting.

@@ -27,6 +27,14 @@ absl::Status EncodeError(const std::string& path, absl::string_view doing, int e
 
 AVRational Tb(const std::pair<int, int>& p) { return AVRational{p.first, p.second}; }
 
+// The reader's video stream as a VideoShape.
+VideoShape ShapeOf(const VideoReader& reader) {
+  const AVStream* vin = reader.demuxer().video();
+  const AVRational fps = vin->avg_frame_rate.num > 0 ? vin->avg_frame_rate : vin->r_frame_rate;
+  return {.width = reader.width(), .height = reader.height(), .time_base_num = vin->time_base.num,
+          .time_base_den = vin->time_base.den, .fps_num = fps.num, .fps_den = fps.den};
+}
+
 }  // namespace
 
 uint64_t Mp4Writer::EncoderHostBytes(int width, int height, const EncodeOptions& o) {
@@ -50,23 +58,35 @@ Mp4Writer::~Mp4Writer() {
 absl::StatusOr<std::unique_ptr<Mp4Writer>> Mp4Writer::Create(const VideoReader& reader, const std::string& path,
                                                             const EncodeOptions& options,
                                                             std::vector<std::string>* degradations) {
-  return Create(reader, path, options, true, degradations);
+  return Create(ShapeOf(reader), &reader, path, options, true, degradations);
 }
 
 absl::StatusOr<std::unique_ptr<Mp4Writer>> Mp4Writer::CreateVideoOnly(const VideoReader& reader,
                                                                      const std::string& path,
                                                                      const EncodeOptions& options) {
-  return Create(reader, path, options, false, nullptr);
+  return Create(ShapeOf(reader), &reader, path, options, false, nullptr);
 }
 
-absl::StatusOr<std::unique_ptr<Mp4Writer>> Mp4Writer::Create(const VideoReader& reader, const std::string& path,
-                                                            const EncodeOptions& options, bool copy_other_streams,
+absl::StatusOr<std::unique_ptr<Mp4Writer>> Mp4Writer::CreateVideoOnly(const VideoShape& shape, const std::string& path,
+                                                                     const EncodeOptions& options) {
+  if (shape.width <= 0 || shape.height <= 0 || shape.time_base_num <= 0 || shape.time_base_den <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("stage 'encode' (", path, "): frames of ", shape.width, "x",
+                                                   shape.height, ", time base ", shape.time_base_num, "/",
+                                                   shape.time_base_den));
+  }
+  return Create(shape, nullptr, path, options, false, nullptr);
+}
+
+absl::StatusOr<std::unique_ptr<Mp4Writer>> Mp4Writer::Create(const VideoShape& shape, const VideoReader* reader,
+                                                            const std::string& path, const EncodeOptions& options,
+                                                            bool copy_other_streams,
                                                             std::vector<std::string>* degradations) {
   internal::RouteFfmpegLog();
   std::unique_ptr<Mp4Writer> w(new Mp4Writer());
   w->path_ = path;
-  const AVFormatContext* in = reader.demuxer().ctx();
-  const AVStream* vin = reader.demuxer().video();
+  const AVFormatContext* in = reader != nullptr ? reader->demuxer().ctx() : nullptr;
+  const AVStream* vin = reader != nullptr ? reader->demuxer().video() : nullptr;
+  const AVRational time_base{shape.time_base_num, shape.time_base_den};
   if (int rc = avformat_alloc_output_context2(&w->out_, nullptr, "mp4", path.c_str()); rc < 0) {
     return EncodeError(path, "cannot create the MP4 muxer", rc);
   }
@@ -78,17 +98,19 @@ absl::StatusOr<std::unique_ptr<Mp4Writer>> Mp4Writer::Create(const VideoReader& 
   if (w->enc_ == nullptr || w->yuv_ == nullptr || w->pkt_ == nullptr) {
     return absl::ResourceExhaustedError("stage 'encode': no memory for the encoder");
   }
-  const bool even = reader.width() % 2 == 0 && reader.height() % 2 == 0;
-  w->enc_->width = reader.width();
-  w->enc_->height = reader.height();
+  const bool even = shape.width % 2 == 0 && shape.height % 2 == 0;
+  w->enc_->width = shape.width;
+  w->enc_->height = shape.height;
   w->enc_->pix_fmt = even ? AV_PIX_FMT_YUV420P : AV_PIX_FMT_YUV444P;  // 4:2:0 needs even sides
-  w->enc_->time_base = vin->time_base;
-  w->enc_->framerate = vin->avg_frame_rate.num > 0 ? vin->avg_frame_rate : vin->r_frame_rate;
-  w->enc_->sample_aspect_ratio = vin->codecpar->sample_aspect_ratio;
-  w->enc_->color_range = vin->codecpar->color_range;
-  w->enc_->color_primaries = vin->codecpar->color_primaries;
-  w->enc_->color_trc = vin->codecpar->color_trc;
-  w->enc_->colorspace = vin->codecpar->color_space;
+  w->enc_->time_base = time_base;
+  w->enc_->framerate = AVRational{shape.fps_num, shape.fps_den};
+  if (vin != nullptr) {
+    w->enc_->sample_aspect_ratio = vin->codecpar->sample_aspect_ratio;
+    w->enc_->color_range = vin->codecpar->color_range;
+    w->enc_->color_primaries = vin->codecpar->color_primaries;
+    w->enc_->color_trc = vin->codecpar->color_trc;
+    w->enc_->colorspace = vin->codecpar->color_space;
+  }
   if (w->out_->oformat->flags & AVFMT_GLOBALHEADER) w->enc_->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
   av_opt_set(w->enc_->priv_data, "preset", options.preset.c_str(), 0);
   av_opt_set_double(w->enc_->priv_data, "crf", options.crf, 0);
@@ -107,15 +129,16 @@ absl::StatusOr<std::unique_ptr<Mp4Writer>> Mp4Writer::Create(const VideoReader& 
   vout->time_base = w->enc_->time_base;
   vout->avg_frame_rate = w->enc_->framerate;
   w->video_out_ = vout->index;
-  for (unsigned i = 0; i < in->nb_streams; ++i) {
+  for (unsigned i = 0; in != nullptr && i < in->nb_streams; ++i) {
     w->in_tb_.emplace_back(in->streams[i]->time_base.num, in->streams[i]->time_base.den);
   }
-  if (copy_other_streams) {
-    if (absl::Status st = internal::AddCopiedStreams(reader.demuxer(), w->out_, &w->stream_map_, degradations); !st.ok()) {
+  if (copy_other_streams && reader != nullptr) {
+    if (absl::Status st = internal::AddCopiedStreams(reader->demuxer(), w->out_, &w->stream_map_, degradations);
+        !st.ok()) {
       return st;
     }
   } else {
-    w->stream_map_.assign(in->nb_streams, -1);
+    w->stream_map_.assign(in != nullptr ? in->nb_streams : 0, -1);
   }
   if (int rc = avio_open(&w->out_->pb, path.c_str(), AVIO_FLAG_WRITE); rc < 0) {
     return EncodeError(path, "cannot create the file", rc);
@@ -124,10 +147,10 @@ absl::StatusOr<std::unique_ptr<Mp4Writer>> Mp4Writer::Create(const VideoReader& 
   // first frame is not at 0 gets an empty edit of exactly that start (at the default 1000 it
   // was rounded to ms: 0.533 s instead of 0.5333 s).
   AVDictionary* mux_options = nullptr;
-  av_dict_set_int(&mux_options, "movie_timescale", vin->time_base.den, 0);
+  av_dict_set_int(&mux_options, "movie_timescale", time_base.den, 0);
   // The track keeps the target's time base: the MP4 muxer would double a timescale under 10000
   // until it is not (1/1000 came out 1/16000). Only a 1/N time base is a timescale.
-  if (vin->time_base.num == 1) av_dict_set_int(&mux_options, "video_track_timescale", vin->time_base.den, 0);
+  if (time_base.num == 1) av_dict_set_int(&mux_options, "video_track_timescale", time_base.den, 0);
   const int header_rc = avformat_write_header(w->out_, &mux_options);
   av_dict_free(&mux_options);
   if (header_rc < 0) return EncodeError(path, "cannot write the MP4 header", header_rc);

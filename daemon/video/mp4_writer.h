@@ -41,6 +41,15 @@ struct EncodeOptions {
   int lookahead_frames = 20;      // x264 rc-lookahead: frames it holds before encoding one
 };
 
+// The video stream of an MP4 made without a reader (fusionctl live from a camera): frames of
+// width x height (CV_8UC3), their pts in time_base_num/time_base_den seconds, fps_num/fps_den
+// frames a second (the stream's nominal rate).
+struct VideoShape {
+  int width = 0, height = 0;
+  int time_base_num = 1, time_base_den = 1000000;
+  int fps_num = 30, fps_den = 1;
+};
+
 class Mp4Writer {
  public:
   // Creates `path` (truncating it) for the streams of `reader`.
@@ -50,6 +59,9 @@ class Mp4Writer {
   // The video stream alone (a chunk's segment file of a video job, video/segment_join.h):
   // WritePacket drops every packet.
   static absl::StatusOr<std::unique_ptr<Mp4Writer>> CreateVideoOnly(const VideoReader& reader, const std::string& path,
+                                                                   const EncodeOptions& options);
+  // The video stream alone, of `shape` (no reader: WritePacket drops every packet).
+  static absl::StatusOr<std::unique_ptr<Mp4Writer>> CreateVideoOnly(const VideoShape& shape, const std::string& path,
                                                                    const EncodeOptions& options);
   ~Mp4Writer();
 
@@ -64,8 +76,10 @@ class Mp4Writer {
 
  private:
   Mp4Writer() = default;
-  static absl::StatusOr<std::unique_ptr<Mp4Writer>> Create(const VideoReader& reader, const std::string& path,
-                                                          const EncodeOptions& options, bool copy_other_streams,
+  // `reader` may be null (then the stream is `shape`'s alone); with it, `shape` is the reader's.
+  static absl::StatusOr<std::unique_ptr<Mp4Writer>> Create(const VideoShape& shape, const VideoReader* reader,
+                                                          const std::string& path, const EncodeOptions& options,
+                                                          bool copy_other_streams,
                                                           std::vector<std::string>* degradations);
   absl::Status Drain(bool flushing);
 

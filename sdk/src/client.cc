@@ -304,6 +304,27 @@ absl::StatusOr<std::vector<JobInfo>> Client::ListJobsOf(const std::vector<JobSta
   return jobs;
 }
 
+absl::StatusOr<std::vector<LiveSessionStatus>> Client::ListLiveSessions() {
+  return ListLiveSessionsOf(/*all_uids=*/false);
+}
+
+absl::StatusOr<std::vector<LiveSessionStatus>> Client::ListAllLiveSessions() {
+  return ListLiveSessionsOf(/*all_uids=*/true);
+}
+
+absl::StatusOr<std::vector<LiveSessionStatus>> Client::ListLiveSessionsOf(bool all_uids) {
+  grpc::ClientContext ctx;
+  impl_->Prepare(ctx);
+  v1::ListLiveSessionsRequest request;
+  request.set_all_uids(all_uids);
+  v1::ListLiveSessionsResponse response;
+  grpc::Status st = impl_->fusion->ListLiveSessions(&ctx, request, &response);
+  if (!st.ok()) return impl_->Error(st);
+  std::vector<LiveSessionStatus> sessions;
+  for (const auto& s : response.sessions()) sessions.push_back(internal::FromProto(s));
+  return sessions;
+}
+
 absl::StatusOr<JobInfo> Client::CancelJob(const std::string& job_id) {
   grpc::ClientContext ctx;
   impl_->Prepare(ctx);

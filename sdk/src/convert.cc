@@ -88,6 +88,24 @@ ModelStatus FromProto(const v1::ModelInfo& p) {
   return m;
 }
 
+LiveSessionStatus FromProto(const v1::LiveSessionInfo& p) {
+  LiveSessionStatus s;
+  s.session_id = p.session_id();
+  s.owner_uid = p.owner_uid();
+  s.started_unix_ms = p.started_unix_ms();
+  s.device = p.device();
+  s.models.assign(p.models().begin(), p.models().end());
+  s.model_bytes = p.model_bytes();
+  s.frames_received = p.frames_received();
+  s.frames_returned = p.frames_returned();
+  s.frames_dropped = p.frames_dropped();
+  s.latency_frames = p.latency().frames();
+  s.latency_p50_ms = p.latency().p50_ms();
+  s.latency_p95_ms = p.latency().p95_ms();
+  s.latency_p99_ms = p.latency().p99_ms();
+  return s;
+}
+
 MemoryState FromProto(const v1::MemoryState& p) {
   MemoryState s;
   s.device = FromProto(p.device());
@@ -108,6 +126,7 @@ MemoryState FromProto(const v1::MemoryState& p) {
   s.counters.expirations = c.expirations();
   for (const auto& [step, n] : c.oom_recovered()) s.counters.oom_recovered[step] = n;
   s.unix_ms = p.unix_ms();
+  for (const auto& l : p.live_sessions()) s.live_sessions.push_back(FromProto(l));
   return s;
 }
 

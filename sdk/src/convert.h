@@ -10,6 +10,7 @@ TierState FromProto(const v1::TierState& p);
 ModelStatus FromProto(const v1::ModelInfo& p);
 MemoryState FromProto(const v1::MemoryState& p);
 JobInfo FromProto(const v1::Job& p);
+LiveSessionStatus FromProto(const v1::LiveSessionInfo& p);
 StageReport FromProto(const v1::StageReport& p);
 JobEvent FromProto(const v1::JobEvent& p);
 // Everything but the image.

@@ -4,14 +4,21 @@
 // LibTorch here.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
+#include <sstream>
 #include <map>
 #include <string>
 #include <vector>
 
+#include <httplib.h>
 #include <nlohmann/json.hpp>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
@@ -69,6 +76,35 @@ double LargestLocalChange(const cv::Mat& a, const cv::Mat& b) {
   return max;
 }
 
+// A loopback TCP port free now (for --metrics-listen), or -1.
+int FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  close(fd);
+  return ok ? ntohs(a.sin_port) : -1;
+}
+
+// The value of the exposition line that starts with `series` ("name{labels}"), or -1.
+double Sample(const std::string& text, const std::string& series) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  }
+  return -1;
+}
+
+// Nearest-rank percentile p of `v`: the ceil(p * n)-th smallest.
+double NearestRank(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  const auto rank = static_cast<size_t>(std::ceil(p * static_cast<double>(v.size())));
+  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
+}
+
 class LiveProcessTest : public ::testing::Test {
  protected:
   void SetUp() override { clip_ = testclips::ZoomPanMp4(dir_.path(), kPhoto); }
@@ -119,6 +155,26 @@ class LiveProcessTest : public ::testing::Test {
       if (n != 0) return false;
     }
     return true;
+  }
+  RunResult Ctl(std::vector<std::string> args, int uid = -1) {
+    args.insert(args.begin(), {FUSIONCTL_BIN, "--socket", socket_});
+    return testing::RunProcess(args, dir_.path(), absl::Seconds(30), uid);
+  }
+  // The live sessions `fusionctl mem --json` and `fusionctl jobs --json` list (as `uid`).
+  nlohmann::json MemSessions(int uid = -1) {
+    const RunResult r = Ctl({"mem", "--json"}, uid);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out)["live_sessions"] : nlohmann::json();
+  }
+  nlohmann::json JobsSessions(int uid = -1) {
+    const RunResult r = Ctl({"jobs", "--json"}, uid);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    nlohmann::json out = nlohmann::json::array();
+    if (r.exit_code != 0) return out;
+    for (const auto& e : nlohmann::json::parse(r.out)) {
+      if (e.value("kind", "") == "live_session") out.push_back(e);
+    }
+    return out;
   }
   // Waits for the leases to go and returns how long after `since` the first answer without
   // them was asked for.
@@ -354,6 +410,152 @@ TEST_F(LiveProcessTest, MemfdFramesFromAFastSenderAreReturnedOrDroppedInOrder) {
   EXPECT_GT((*live)->summary().frames_dropped, 0u);
   EXPECT_EQ((*client)->transfer_stats().images_by_memfd, static_cast<uint64_t>(kFrames + 1))
       << "frames fell back to inline: the uid's memfd tokens ran out";
+}
+
+// An open session is listed, with its counts, latency and leases, by `fusionctl mem --json`,
+// `fusionctl jobs --json`, the SDK and the metrics endpoint (promtool-clean); another uid sees
+// none of it. Within a second of its end it is gone from all of them; the metrics' frame
+// counters keep its frames.
+TEST_F(LiveProcessTest, AnOpenSessionIsListedWithItsCountsAndLeasesAndGoesWithinASecondOfItsEnd) {
+  const int port = FreeLoopbackPort();
+  ASSERT_GT(port, 0);
+  const bool root = geteuid() == 0;
+  constexpr int kNobody = 65534;
+  std::vector<std::string> extra = {"--metrics-listen", absl::StrCat("127.0.0.1:", port)};
+  if (root) {  // nobody may connect too (it must not see root's session)
+    const std::string toml = dir_.File("others.toml");
+    std::ofstream(toml) << "socket_group = \"nogroup\"\nallowed_uids = [0, 65534]\n";
+    extra.insert(extra.end(), {"--config", toml});
+  }
+  StartDaemon(extra);
+  auto client = Client::Connect({.socket = socket_, .timeout_ms = 60000});
+  ASSERT_TRUE(client.ok()) << client.status();
+  const int64_t before_ms = absl::ToUnixMillis(absl::Now());
+  auto live = (*client)->OpenLive(ReadFile(kSource));
+  ASSERT_TRUE(live.ok()) << live.status();
+  const int64_t opened_ms = absl::ToUnixMillis(absl::Now());
+  const std::string photo = ReadFile(kPhoto);
+  constexpr int kFrames = 5;
+  std::vector<double> total_ms;
+  for (int i = 0; i < kFrames; ++i) {  // one at a time: no frame waits behind another, none drops
+    ASSERT_TRUE((*live)->SendEncoded(i, photo).ok()) << i;
+    auto r = (*live)->Receive();
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_TRUE(r->has_value());
+    total_ms.push_back((*r)->timings.total_ms);
+  }
+  const uint32_t uid = geteuid();
+  const LiveOpened& opened = (*live)->opened();
+  ASSERT_EQ(opened.models.size(), kSessionModels.size());
+  ASSERT_GT(opened.model_bytes, 0u);
+  // The same figures wherever it is seen; the percentiles are of the very total_ms the results
+  // carried.
+  auto expect_session = [&](const nlohmann::json& s, const std::string& where) {
+    SCOPED_TRACE(where);
+    EXPECT_TRUE(absl::StartsWith(s["session_id"].get<std::string>(), "live-")) << s;
+    EXPECT_EQ(s["owner_uid"].get<uint32_t>(), uid);
+    EXPECT_GE(s["started_unix_ms"].get<int64_t>(), before_ms);
+    EXPECT_LE(s["started_unix_ms"].get<int64_t>(), opened_ms);
+    EXPECT_EQ(s["device"], "cpu");
+    std::vector<std::string> models = s["models"];
+    std::sort(models.begin(), models.end());
+    std::vector<std::string> want = kSessionModels;
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(models, want);
+    EXPECT_EQ(s["model_bytes"].get<uint64_t>(), opened.model_bytes);
+    EXPECT_EQ(s["frames_received"], kFrames);
+    EXPECT_EQ(s["frames_returned"], kFrames);
+    EXPECT_EQ(s["frames_dropped"], 0);
+    EXPECT_EQ(s["latency"]["frames"], kFrames);
+    EXPECT_DOUBLE_EQ(s["latency"]["p50_ms"].get<double>(), NearestRank(total_ms, 0.50));
+    EXPECT_DOUBLE_EQ(s["latency"]["p95_ms"].get<double>(), NearestRank(total_ms, 0.95));
+    EXPECT_DOUBLE_EQ(s["latency"]["p99_ms"].get<double>(), NearestRank(total_ms, 0.99));
+    EXPECT_GT(s["latency"]["p50_ms"].get<double>(), 0);
+  };
+  const nlohmann::json mem = MemSessions();
+  ASSERT_EQ(mem.size(), 1u) << mem;
+  expect_session(mem[0], "fusionctl mem --json");
+  const nlohmann::json jobs = JobsSessions();
+  ASSERT_EQ(jobs.size(), 1u) << jobs;
+  expect_session(jobs[0], "fusionctl jobs --json");
+  EXPECT_EQ(jobs[0]["state"], "LIVE");
+  EXPECT_EQ(jobs[0]["session_id"], mem[0]["session_id"]);
+  const std::string id = mem[0]["session_id"];
+  const RunResult text = Ctl({"jobs"});
+  EXPECT_NE(text.out.find(absl::StrCat(id, "  LIVE  frames 5 in, 5 out, 0 dropped  latency p50 ")), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find(absl::StrCat("  leases ", kSessionModels.size(), " models ")), std::string::npos) << text.out;
+  const RunResult mem_text = Ctl({"mem"});
+  EXPECT_NE(mem_text.out.find(absl::StrCat("uid ", uid, ": ", id, "  LIVE  frames 5 in")), std::string::npos)
+      << mem_text.out;
+  auto sdk = (*client)->ListLiveSessions();
+  ASSERT_TRUE(sdk.ok()) << sdk.status();
+  ASSERT_EQ(sdk->size(), 1u);
+  EXPECT_EQ((*sdk)[0].session_id, mem[0]["session_id"]);
+  EXPECT_EQ((*sdk)[0].frames_returned, static_cast<uint64_t>(kFrames));
+  EXPECT_EQ((*sdk)[0].model_bytes, opened.model_bytes);
+  EXPECT_DOUBLE_EQ((*sdk)[0].latency_p95_ms, NearestRank(total_ms, 0.95));
+  auto state = (*client)->GetMemoryState();
+  ASSERT_TRUE(state.ok()) << state.status();
+  ASSERT_EQ(state->live_sessions.size(), 1u);
+  EXPECT_EQ(state->live_sessions[0].frames_received, static_cast<uint64_t>(kFrames));
+  if (root) {  // another uid sees none of it, and may not ask for every uid's
+    EXPECT_EQ(MemSessions(kNobody).size(), 0u);
+    EXPECT_EQ(JobsSessions(kNobody).size(), 0u);
+    const RunResult refused = Ctl({"jobs", "--all"}, kNobody);
+    EXPECT_EQ(refused.exit_code, 1);
+    EXPECT_NE(refused.err.find("PERMISSION_DENIED"), std::string::npos) << refused.err;
+  }
+  const std::string u = absl::StrCat("{uid=\"", uid, "\"}");
+  httplib::Client http("127.0.0.1", port);
+  auto res = http.Get("/metrics");
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  const std::string& metrics = res->body;
+  std::ofstream(dir_.File("metrics.txt")) << metrics;
+  const RunResult lint = testing::RunProcess(
+      {"/bin/sh", "-c", absl::StrCat("promtool check metrics < ", dir_.File("metrics.txt"))}, dir_.path());
+  EXPECT_EQ(lint.exit_code, 0) << lint.out << lint.err;
+  EXPECT_EQ(lint.out + lint.err, "") << "promtool's lint findings";
+  EXPECT_EQ(Sample(metrics, "fusiond_live_sessions" + u), 1) << metrics;
+  EXPECT_EQ(Sample(metrics, "fusiond_live_leased_bytes" + u), static_cast<double>(opened.model_bytes));
+  EXPECT_EQ(Sample(metrics, "fusiond_live_frames_received_total"), kFrames);
+  EXPECT_EQ(Sample(metrics, "fusiond_live_frames_returned_total"), kFrames);
+  EXPECT_EQ(Sample(metrics, "fusiond_live_frames_dropped_total"), 0);
+  EXPECT_EQ(Sample(metrics, "fusiond_live_frame_seconds_count"), kFrames);
+  EXPECT_EQ(Sample(metrics, "fusiond_live_frame_seconds_bucket{le=\"+Inf\"}"), kFrames);
+  double sum_seconds = 0;
+  for (double ms : total_ms) sum_seconds += ms / 1000;
+  EXPECT_NEAR(Sample(metrics, "fusiond_live_frame_seconds_sum"), sum_seconds, 1e-5);
+
+  // The end: gone from every listing within a second; the counters keep its frames.
+  ASSERT_TRUE((*live)->CloseSend().ok());
+  for (;;) {
+    auto r = (*live)->Receive();
+    ASSERT_TRUE(r.ok()) << r.status();
+    if (!r->has_value()) break;
+  }
+  const absl::Time ended = absl::Now();
+  std::string last_metrics;
+  auto gone = [&] {
+    auto listed = (*client)->ListLiveSessions();
+    auto m = http.Get("/metrics");
+    if (!listed.ok() || !listed->empty() || !m) return false;
+    last_metrics = m->body;
+    return MemSessions().empty() && JobsSessions().empty() && Sample(last_metrics, "fusiond_live_sessions" + u) == -1;
+  };
+  absl::Duration after = absl::InfiniteDuration();
+  for (;;) {
+    const absl::Time asked = absl::Now();
+    if (gone()) {
+      after = asked - ended;
+      break;
+    }
+    if (asked - ended > absl::Seconds(10)) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_LE(after, absl::Seconds(1));
+  EXPECT_EQ(Sample(last_metrics, "fusiond_live_frames_returned_total"), kFrames) << last_metrics;
+  EXPECT_EQ(Sample(last_metrics, "fusiond_live_frame_seconds_count"), kFrames);
 }
 
 }  // namespace

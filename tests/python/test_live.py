@@ -1,9 +1,12 @@
 """Live sessions of the Python SDK (fusiond.Client.live, fusiond.AsyncClient.live) against a
 real fusiond: frames back in order and swapped, the daemon's newest-frame-wins counts, memfd
-frames, errors with their stage, the async variant, and the leases gone after the session."""
+frames, errors with their stage, the async variant, the leases gone after the session, and the
+open session listed (live_sessions, memory) with its counts, latency and leases."""
 from __future__ import annotations
 
 import asyncio
+import math
+import os
 import subprocess
 import sys
 import time
@@ -13,7 +16,7 @@ import numpy as np
 import pytest
 
 import fusiond
-from conftest import ASTRONAUT, HOPPER, Daemon, read
+from conftest import ASTRONAUT, HOPPER, NOBODY, Daemon, read, run_as
 
 cv2 = pytest.importorskip("cv2")
 
@@ -278,3 +281,46 @@ def test_async_live_session(daemon: Daemon) -> None:
     asyncio.run(main())
     with fusiond.Client(daemon.socket, timeout=10) as client:
         wait_no_leases(client)
+
+
+def nearest_rank(values: List[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(max(math.ceil(p * len(ordered)), 1), len(ordered)) - 1]
+
+
+def test_an_open_session_is_listed_with_its_counts_latency_and_leases(daemon: Daemon, client: fusiond.Client) -> None:
+    assert client.live_sessions() == [] and client.memory().live_sessions == []
+    started = int(time.time() * 1000)
+    with client.live(ASTRONAUT) as session:
+        totals = []
+        for i in range(3):  # one at a time: nothing waits, nothing is dropped
+            session.send(hopper(), sequence=i)
+            totals.append(next(session).timings.total_ms)
+        listed = client.live_sessions()
+        assert len(listed) == 1, listed
+        s = listed[0]
+        assert s.session_id.startswith("live-") and s.owner_uid == os.geteuid()
+        assert started <= s.started_unix_ms <= int(time.time() * 1000)
+        assert s.device == "cpu"
+        assert sorted(s.models) == sorted(session.opened.models)
+        assert s.model_bytes == session.opened.model_bytes > 0
+        assert (s.frames_received, s.frames_returned, s.frames_dropped) == (3, 3, 0)
+        # The percentiles are of the very total_ms the results carried.
+        assert s.latency == fusiond.LiveLatency(frames=3, p50_ms=nearest_rank(totals, 0.5),
+                                                p95_ms=nearest_rank(totals, 0.95), p99_ms=nearest_rank(totals, 0.99))
+        assert client.memory().live_sessions == [s]
+        # Another uid sees none of it and may not list every uid's.
+        code = ("import sys, fusiond\n"
+                "c = fusiond.Client(sys.argv[1])\n"
+                "print(len(c.live_sessions()), len(c.memory().live_sessions))\n"
+                "try:\n    c.live_sessions(all_uids=True)\nexcept fusiond.PermissionDenied:\n    print('denied')\n")
+        nobody = run_as(NOBODY, code, daemon.socket)
+        assert nobody.returncode == 0, nobody.stderr
+        assert nobody.stdout.split() == ["0", "0", "denied"], nobody.stdout
+        assert [x.session_id for x in client.live_sessions(all_uids=True)] == [s.session_id]  # root: an admin
+        session.close_send()
+        assert list(session) == []
+    ended = time.monotonic()
+    while client.live_sessions() or client.memory().live_sessions:
+        assert time.monotonic() - ended < 1.0, "the session is still listed a second after its end"
+        time.sleep(0.02)

@@ -93,6 +93,10 @@ class Client {
   // Every uid's jobs (JobInfo::owner_uid says whose), newest first: admins only (root, the
   // daemon's uid, admin_uids, admin_group), PERMISSION_DENIED for others.
   absl::StatusOr<std::vector<JobInfo>> ListAllJobs(const std::vector<JobState>& states = {}, uint32_t limit = 0);
+  // The caller's open live sessions, in the order they started.
+  absl::StatusOr<std::vector<LiveSessionStatus>> ListLiveSessions();
+  // Every uid's open live sessions: admins only, PERMISSION_DENIED for others (as ListAllJobs).
+  absl::StatusOr<std::vector<LiveSessionStatus>> ListAllLiveSessions();
   // The caller's job; an admin cancels any uid's.
   absl::StatusOr<JobInfo> CancelJob(const std::string& job_id);
   // The result of a SUCCEEDED job, image included (fetched from a memfd when the daemon
@@ -145,6 +149,7 @@ class Client {
   struct Impl;
   explicit Client(std::unique_ptr<Impl> impl);
   absl::StatusOr<std::vector<JobInfo>> ListJobsOf(const std::vector<JobState>& states, uint32_t limit, bool all_uids);
+  absl::StatusOr<std::vector<LiveSessionStatus>> ListLiveSessionsOf(bool all_uids);
   std::unique_ptr<Impl> impl_;
 };
 

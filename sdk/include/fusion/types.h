@@ -58,6 +58,22 @@ struct MemoryCounters {
   std::map<std::string, uint64_t> oom_recovered;  // by ladder step
 };
 
+// An open live session (fusion.v1 LiveSessionInfo): Client::ListLiveSessions and
+// MemoryState::live_sessions.
+struct LiveSessionStatus {
+  std::string session_id;            // "live-N", as the daemon's log names it
+  uint32_t owner_uid = 0;
+  int64_t started_unix_ms = 0;
+  std::string device;                // its leases: empty until held (LiveSession opened)
+  std::vector<std::string> models;
+  uint64_t model_bytes = 0;          // the models' device bytes together
+  uint64_t frames_received = 0, frames_returned = 0, frames_dropped = 0;
+  // The daemon-side total_ms of its last returned frames (at most 256), nearest-rank; 0 before
+  // the first result.
+  uint32_t latency_frames = 0;
+  double latency_p50_ms = 0, latency_p95_ms = 0, latency_p99_ms = 0;
+};
+
 struct MemoryState {
   TierState device;
   TierState host;
@@ -65,6 +81,8 @@ struct MemoryState {
   std::vector<ClientUsage> clients;
   MemoryCounters counters;
   int64_t unix_ms = 0;
+  // Open live sessions with their leases: the caller's own; an admin's, every uid's.
+  std::vector<LiveSessionStatus> live_sessions;
 };
 
 enum class ServingStatus { kUnknown, kServing, kNotServing, kServiceUnknown };

@@ -19,9 +19,9 @@ from .errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExceed
                      OutOfRange, PermissionDenied, ResourceExhausted, Unauthenticated, Unavailable,
                      Unimplemented, Unknown)
 from .types import (ClientUsage, Counters, Degradation, Done, FaceReport, FramesDone, JobEvent,
-                    JobInfo, JobKind, JobState, LiveOpened, LiveResult, LiveSummary, LiveTimings,
-                    MemoryState, ModelInfo, Queued, ServingStatus, StageFinished, StageReport,
-                    StageStarted, SwapResult, TierState, TransferStats)
+                    JobInfo, JobKind, JobState, LiveLatency, LiveOpened, LiveResult, LiveSessionInfo,
+                    LiveSummary, LiveTimings, MemoryState, ModelInfo, Queued, ServingStatus,
+                    StageFinished, StageReport, StageStarted, SwapResult, TierState, TransferStats)
 
 __version__ = "0.1.0"
 
@@ -32,7 +32,8 @@ __all__ = [
     "PermissionDenied", "ResourceExhausted", "Unauthenticated", "Unavailable", "Unimplemented",
     "Unknown",
     "ClientUsage", "Counters", "Degradation", "Done", "FaceReport", "FramesDone", "JobEvent",
-    "JobInfo", "JobKind", "JobState", "LiveOpened", "LiveResult", "LiveSummary", "LiveTimings",
+    "JobInfo", "JobKind", "JobState", "LiveLatency", "LiveOpened", "LiveResult", "LiveSessionInfo",
+    "LiveSummary", "LiveTimings",
     "MemoryState", "ModelInfo", "Queued", "ServingStatus",
     "StageFinished", "StageReport", "StageStarted", "SwapResult", "TierState", "TransferStats",
 ]

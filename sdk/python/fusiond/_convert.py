@@ -9,7 +9,7 @@ from ._images import ImageInput, read_image
 from .errors import InvalidOption
 from ._proto.fusion.v1 import fusion_pb2 as pb
 from .types import (AnyJobEvent, ClientUsage, Counters, Degradation, Done, FaceReport, FramesDone,
-                    JobInfo, JobKind, JobState, MemoryState, ModelInfo, Queued, StageFinished,
+                    JobInfo, JobKind, JobState, LiveLatency, LiveSessionInfo, MemoryState, ModelInfo, Queued, StageFinished,
                     StageReport, StageStarted, SwapResult, TierState)
 
 _SCALES = {None: 0, 0: 0, "none": 0, 2: 2, "x2": 2, 4: 4, "x4": 4}
@@ -151,7 +151,17 @@ def memory(p: pb.MemoryState) -> MemoryState:
                           evictions=c.evictions, hits=c.hits, misses=c.misses, waits=c.waits,
                           refusals=c.refusals, oom_recovered=dict(c.oom_recovered),
                           expirations=c.expirations),
-        unix_ms=p.unix_ms)
+        unix_ms=p.unix_ms, live_sessions=[live_session(s) for s in p.live_sessions])
+
+
+def live_session(p: pb.LiveSessionInfo) -> LiveSessionInfo:
+    lat = p.latency
+    return LiveSessionInfo(session_id=p.session_id, owner_uid=p.owner_uid, started_unix_ms=p.started_unix_ms,
+                           device=p.device, models=list(p.models), model_bytes=p.model_bytes,
+                           frames_received=p.frames_received, frames_returned=p.frames_returned,
+                           frames_dropped=p.frames_dropped,
+                           latency=LiveLatency(frames=lat.frames, p50_ms=lat.p50_ms, p95_ms=lat.p95_ms,
+                                               p99_ms=lat.p99_ms))
 
 
 def job(p: pb.Job) -> JobInfo:

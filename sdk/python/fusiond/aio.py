@@ -21,7 +21,7 @@ from ._transport import Transport
 from .client import LONG_CALL_FACTOR, JobHandle, ProgressCallback, job_failure
 from .errors import Error
 from .live import AsyncLiveSession
-from .types import (AnyJobEvent, Done, JobInfo, JobState, MemoryState, ModelInfo, ServingStatus,
+from .types import (AnyJobEvent, Done, JobInfo, JobState, LiveSessionInfo, MemoryState, ModelInfo, ServingStatus,
                     SwapResult, TransferStats)
 
 
@@ -138,6 +138,10 @@ class AsyncClient:
     async def jobs(self, states: Sequence[JobState] = (), limit: int = 0) -> List[JobInfo]:
         r = await self._call(self._stub.ListJobs, pb.ListJobsRequest(states=[cast(Any, s.value) for s in states], limit=limit))
         return [_convert.job(j) for j in r.jobs]
+
+    async def live_sessions(self, all_uids: bool = False) -> List[LiveSessionInfo]:
+        r = await self._call(self._stub.ListLiveSessions, pb.ListLiveSessionsRequest(all_uids=all_uids))
+        return [_convert.live_session(s) for s in r.sessions]
 
     async def job(self, job_id: str) -> "AsyncJob":
         return AsyncJob(self, await self._get_job(job_id))

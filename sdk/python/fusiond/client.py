@@ -27,7 +27,7 @@ from ._proto.grpc.health.v1 import health_pb2, health_pb2_grpc
 from ._transport import Transport
 from .errors import Error, error_for_number
 from .live import LiveSession
-from .types import (AnyJobEvent, Done, JobInfo, JobState, MemoryState, ModelInfo, ServingStatus,
+from .types import (AnyJobEvent, Done, JobInfo, JobState, LiveSessionInfo, MemoryState, ModelInfo, ServingStatus,
                     SwapResult, TransferStats)
 
 # SubmitJob, GetJobResult, LoadModel and PinModel carry images or may upload: 30x the timeout
@@ -230,6 +230,12 @@ class Client:
         """The caller's jobs, newest first; ``states`` empty = all; ``limit`` 0 = all."""
         r = self._call(self._stub.ListJobs, pb.ListJobsRequest(states=[cast(Any, s.value) for s in states], limit=limit))
         return [_convert.job(j) for j in r.jobs]
+
+    def live_sessions(self, all_uids: bool = False) -> List[LiveSessionInfo]:
+        """The caller's open live sessions, in the order they started; ``all_uids``: every uid's
+        (admins only, else PermissionDenied, as ``fusionctl jobs --all``)."""
+        r = self._call(self._stub.ListLiveSessions, pb.ListLiveSessionsRequest(all_uids=all_uids))
+        return [_convert.live_session(s) for s in r.sessions]
 
     def job(self, job_id: str) -> "Job":
         """The Job of ``job_id`` (NotFound for an unknown job or another uid's)."""

@@ -107,6 +107,32 @@ class Counters:
 
 
 @dataclass(frozen=True)
+class LiveLatency:
+    """Nearest-rank percentiles of the daemon-side total_ms (received -> result sent) of a
+    session's last returned frames (at most 256), milliseconds; all 0 before its first result."""
+    frames: int            # frames the percentiles are over
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+
+
+@dataclass(frozen=True)
+class LiveSessionInfo:
+    """An open live session (fusion.v1.LiveSessionInfo): ``client.live_sessions()`` and
+    ``MemoryState.live_sessions``."""
+    session_id: str        # "live-N", as the daemon's log names it
+    owner_uid: int
+    started_unix_ms: int
+    device: str            # its leases: "" and [] (model_bytes 0) until they are held
+    models: List[str]
+    model_bytes: int       # the leased models' device bytes together
+    frames_received: int
+    frames_returned: int
+    frames_dropped: int
+    latency: LiveLatency
+
+
+@dataclass(frozen=True)
 class MemoryState:
     """The daemon's memory: tiers, models, clients and counters (`fusionctl mem`)."""
     device: TierState
@@ -115,6 +141,8 @@ class MemoryState:
     clients: List[ClientUsage]
     counters: Counters
     unix_ms: int
+    # Open live sessions with their leases: the caller's own; an admin's, every uid's.
+    live_sessions: List[LiveSessionInfo] = field(default_factory=list)
 
 
 # ---- Jobs -----------------------------------------------------------------------------------
