@@ -128,6 +128,39 @@ class VideoProcessTest : public ::testing::Test {
     for (const auto& m : j["models"]) EXPECT_EQ(m["leases"].get<int>(), 0) << m["name"];
   }
 
+  // `fusionctl job ID --json`, or {} when it fails.
+  nlohmann::json JobJson(const std::string& id) {
+    const RunResult r = Ctl({"job", id, "--json"});
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+  }
+  // Submits `clip` with --no-wait (and `flags`) and waits until 2 of its frames are encoded; its
+  // job id ("" after a failed ASSERT).
+  std::string SubmitVideoAndWaitForItsFrames(const std::string& clip, std::vector<std::string> flags) {
+    std::vector<std::string> args = {"swap", "--source", kSource, "--target", clip, "--simple", "--no-wait"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const RunResult submitted = Ctl(args);
+    EXPECT_EQ(submitted.exit_code, 0) << submitted.err;
+    const std::string id(absl::StripAsciiWhitespace(submitted.out));
+    EXPECT_TRUE(testing::WaitFor(
+        [&] {
+          absl::SleepFor(absl::Milliseconds(50));
+          const nlohmann::json j = JobJson(id);
+          return j.contains("frames_done") && j["frames_done"].get<uint64_t>() >= 2;
+        },
+        absl::Seconds(90)));
+    return id;
+  }
+  // An image swap by uid kOtherUid into a folder it may write ("<dir>/other/<name>").
+  RunResult OtherUidImageSwap(const std::string& name, std::vector<std::string> flags = {}) {
+    const std::string outdir = dir_.File("other");
+    mkdir(outdir.c_str(), 0777);
+    chmod(outdir.c_str(), 0777);
+    std::vector<std::string> args = {FUSIONCTL_BIN, "--socket", socket_, "swap", "--source", kSource, "--target",
+                                     kPhoto, "--simple", "-o", outdir + "/" + name};
+    args.insert(args.end(), flags.begin(), flags.end());
+    return testing::RunProcess(args, dir_.path(), absl::Seconds(120), kOtherUid, {}, kOtherUid);
+  }
+
   static constexpr int kOtherUid = 65534;  // nobody, primary group nogroup
   testing::TempDir dir_;
   const std::string toml_ = dir_.File("fusiond.toml");
@@ -396,28 +429,11 @@ TEST_F(VideoProcessTest, AnotherUidsImageJobRunsBesideAVideo) {
   // 120 frames: the 30-frame clip was done in ~3 s on a Sapphire Rapids CPU, before the image job.
   const std::string clip = testclips::ZoomPanLongMp4(dir_.path(), kPhoto);
   ASSERT_FALSE(clip.empty());
-  const RunResult submitted = Ctl({"swap", "--source", kSource, "--target", clip, "--simple", "--no-wait"});
-  ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
-  const std::string id(absl::StripAsciiWhitespace(submitted.out));
-  auto video = [&] {
-    const RunResult r = Ctl({"job", id, "--json"});
-    return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
-  };
-  ASSERT_TRUE(testing::WaitFor(
-      [&] {
-        absl::SleepFor(absl::Milliseconds(100));
-        const nlohmann::json j = video();
-        return j.contains("frames_done") && j["frames_done"].get<uint64_t>() >= 2;
-      },
-      absl::Seconds(90)));
-  const std::string outdir = dir_.File("other");
-  mkdir(outdir.c_str(), 0777);
-  chmod(outdir.c_str(), 0777);
+  const std::string id = SubmitVideoAndWaitForItsFrames(clip, {});
+  ASSERT_FALSE(HasFailure());
+  auto video = [&] { return JobJson(id); };
   const absl::Time asked = absl::Now();
-  const RunResult image = testing::RunProcess(
-      {FUSIONCTL_BIN, "--socket", socket_, "swap", "--source", kSource, "--target", kPhoto, "--simple", "-o",
-       outdir + "/image.png", "--json"},
-      dir_.path(), absl::Seconds(120), kOtherUid, {}, kOtherUid);
+  const RunResult image = OtherUidImageSwap("image.png", {"--json"});
   const absl::Duration latency = absl::Now() - asked;
   ASSERT_EQ(image.exit_code, 0) << image.err;
   EXPECT_EQ(nlohmann::json::parse(image.out)["faces_swapped"].get<int>(), 1);
@@ -427,10 +443,7 @@ TEST_F(VideoProcessTest, AnotherUidsImageJobRunsBesideAVideo) {
   ASSERT_TRUE(testing::WaitFor([&] { return video()["state"] == "CANCELLED"; }, absl::Seconds(20)));
   // The same image job on the idle daemon, for comparison.
   const absl::Time idle_asked = absl::Now();
-  const RunResult idle = testing::RunProcess(
-      {FUSIONCTL_BIN, "--socket", socket_, "swap", "--source", kSource, "--target", kPhoto, "--simple", "-o",
-       outdir + "/idle.png"},
-      dir_.path(), absl::Seconds(120), kOtherUid, {}, kOtherUid);
+  const RunResult idle = OtherUidImageSwap("idle.png");
   ASSERT_EQ(idle.exit_code, 0) << idle.err;
   std::cout << "image job of another uid: " << absl::ToDoubleMilliseconds(latency)
             << " ms submit to result during a video (at frame " << v["frames_done"] << " of 120), "
@@ -447,28 +460,11 @@ TEST_F(VideoProcessTest, ANormalImageJobEndsBeforeTheLowVideoItInterruptsWhichWr
   StartDaemon();
   const std::string clip = testclips::ZoomPanMp4(dir_.path(), kPhoto);  // 30 frames
   ASSERT_FALSE(clip.empty());
-  const RunResult submitted = Ctl({"swap", "--source", kSource, "--target", clip, "--simple", "--priority", "low", "--no-wait"});
-  ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
-  const std::string id(absl::StripAsciiWhitespace(submitted.out));
-  auto video = [&] {
-    const RunResult r = Ctl({"job", id, "--json"});
-    return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
-  };
-  ASSERT_TRUE(testing::WaitFor(
-      [&] {
-        absl::SleepFor(absl::Milliseconds(50));
-        const nlohmann::json j = video();
-        return j.contains("frames_done") && j["frames_done"].get<uint64_t>() >= 2;
-      },
-      absl::Seconds(90)));
-  const std::string outdir = dir_.File("other");
-  mkdir(outdir.c_str(), 0777);
-  chmod(outdir.c_str(), 0777);
+  const std::string id = SubmitVideoAndWaitForItsFrames(clip, {"--priority", "low"});
+  ASSERT_FALSE(HasFailure());
+  auto video = [&] { return JobJson(id); };
   const absl::Time asked = absl::Now();
-  const RunResult image = testing::RunProcess(
-      {FUSIONCTL_BIN, "--socket", socket_, "swap", "--source", kSource, "--target", kPhoto, "--simple", "-o",
-       outdir + "/image.png", "--json"},
-      dir_.path(), absl::Seconds(120), kOtherUid, {}, kOtherUid);
+  const RunResult image = OtherUidImageSwap("image.png", {"--json"});
   const absl::Duration latency = absl::Now() - asked;
   ASSERT_EQ(image.exit_code, 0) << image.err;
   EXPECT_EQ(nlohmann::json::parse(image.out)["faces_swapped"].get<int>(), 1);
