@@ -33,7 +33,11 @@
 // segments are removed then, and when the job fails or is cancelled by its owner (not when the
 // daemon stops: the job runs again and resumes).
 #include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <atomic>
 #include <cstdio>
@@ -198,7 +202,19 @@ class ChunkEncoder {
   SegmentCounts counts_;
 };
 
-// decode thread -> [decoded] -> `swap` on this thread -> [swapped] -> encode thread. Frames
+// The calling thread at nice 19 (Linux: per thread; threads it creates later inherit it). The
+// encode thread runs so: x264's worker threads, made when each chunk's encoder opens, are the
+// job's own (unlike LibTorch's and oneDNN's pools, shared by every job and session), and
+// encoding is the one part of a video that need not keep pace with the device: while a live
+// frame or another job's stage runs, the scheduler gives them the cores first (what it costs
+// a video alone: docs/PERFORMANCE.md#live-sessions). Failing (a seccomp'd or RLIMIT_NICE-limited service) only leaves the priority as it was.
+void LowerThisThreadsPriority() {
+  if (setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19) != 0) {
+    spdlog::debug("video encode thread: cannot lower its priority (errno {})", errno);
+  }
+}
+
+// decode thread -> [decoded] -> `swap` on this thread -> [swapped] -> encode thread (nice 19). Frames
 // before `first` (committed chunks of an earlier run) are dropped by the decode thread, and so
 // are the other streams' packets (the join copies them). Returns the first error of the three
 // (CANCELLED included) or OK with every frame encoded and the last chunk committed; frames
@@ -224,6 +240,7 @@ absl::Status Stream(video::VideoReader& reader, ChunkEncoder& sink, size_t queue
     decoded.Close();
   });
   std::thread encoder([&] {
+    LowerThisThreadsPriority();
     while (auto f = swapped.Pop()) {
       if (absl::Status s = sink.Write(*f); !s.ok()) {
         error.Set(WithStage(s, "encode"));
