@@ -258,7 +258,9 @@ absl::StatusOr<std::unique_ptr<jobs::LiveSession>> PipelineRunner::OpenLive(cons
                                                                            std::function<bool()> cancelled) {
   RETURN_IF_ERROR(CheckLiveOptions(o));
   ASSIGN_OR_RETURN(auto plan, StageModels(o));
-  plan.pop_back();  // the score stage's encoder: a session's frames are not scored
+  // A session's frames are not scored: without the score stage, last in the plan as upscale
+  // (after it) is refused by CheckLiveOptions.
+  if (!plan.empty() && plan.back() == options_.encoder) plan.pop_back();
   PipelineLiveSession::Parts parts{
       .store = store_,
       .residency = residency_,
