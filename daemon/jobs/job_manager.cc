@@ -41,6 +41,11 @@ class JobManager::RunContext final : public JobRunner::Context {
     running_->alive_ms = NowMs();
     manager_->Yield(*running_);
   }
+  void GiveWay() override {
+    if (running_->cancel || running_->interrupt) return;
+    manager_->GiveWayToLive(kGiveWayMax);
+    running_->alive_ms = NowMs();
+  }
   void StageStarted(const std::string& stage, float progress) override {
     running_->alive_ms = NowMs();
     {

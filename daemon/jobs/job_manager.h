@@ -127,6 +127,12 @@ class JobManager {
     JobManager* manager_ = nullptr;
   };
   LiveClaim ClaimForLive();
+  // Blocks while a LiveClaim is alive, for at most `max_wait` (JobRunner::Context::GiveWay:
+  // batch stages, and a live session's keyframe scans, pause between their units while live
+  // frames run). Any thread; never with a lock of the caller's held.
+  void GiveWayToLive(absl::Duration max_wait);
+  // The bound of one GiveWay: a frame's work is 30-80 ms on 2 cores (PERFORMANCE.md#live-sessions).
+  static constexpr absl::Duration kGiveWayMax = absl::Milliseconds(250);
 
   std::map<uid_t, ClientCounts> CountsByUid();
   // The job loop's health for the service watchdog: DEADLINE_EXCEEDED naming the job and its

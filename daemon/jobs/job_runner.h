@@ -45,6 +45,14 @@ class JobRunner {
     // and at once when the job is cancelled or interrupted (the caller's next Cancelled() check
     // ends it). The job's state is untouched: it computes what an uninterrupted run computes.
     virtual void YieldPoint() {}
+    // Inside a stage, between its units (faces, tiles, detection passes: every Checkpoint),
+    // with the stage's lease held: while live frames run (JobManager::ClaimForLive) it blocks
+    // until none does, for at most JobManager::kGiveWayMax a call, so a frame that arrives during
+    // a long batch stage has the cores after one unit instead of at the stage's end. Bounded
+    // because the lease is held: a live stage waiting for the memory this job holds waits no
+    // longer than that. Returns at once when the job is cancelled or interrupted. May be called
+    // from the stage's worker threads at once.
+    virtual void GiveWay() {}
   };
 
   struct Output {

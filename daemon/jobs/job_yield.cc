@@ -37,6 +37,13 @@ JobManager::LiveClaim JobManager::ClaimForLive() {
   return LiveClaim(this);
 }
 
+void JobManager::GiveWayToLive(absl::Duration max_wait) {
+  const absl::Time deadline = absl::Now() + max_wait;
+  MutexLock lock(&mu_);
+  // changed_ is signalled when a claim ends (LiveClaim::Release).
+  while (live_claims_ > 0 && !shutdown_ && absl::Now() < deadline) changed_.WaitWithDeadline(&mu_, deadline);
+}
+
 const JobManager::Running* JobManager::BestYielded() const {
   const Running* best = nullptr;
   for (const auto& [id, r] : running_) {

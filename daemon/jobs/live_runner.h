@@ -44,10 +44,13 @@ class LiveRunner {
  public:
   virtual ~LiveRunner() = default;
   // `cancelled` is polled while the session waits (memory, stages) and must stay callable for
-  // the session's life: once it returns true, Open and Frame end CANCELLED.
+  // the session's life: once it returns true, Open and Frame end CANCELLED. `give_way` (may be
+  // null; callable for the session's life, from any thread) is what the session's work beside
+  // its frames (the keyframe scans) calls between its units: JobManager::GiveWayToLive.
   virtual absl::StatusOr<std::unique_ptr<LiveSession>> OpenLive(const Owner& owner, const std::string& source_image,
                                                                 const v1::JobOptions& options,
-                                                                std::function<bool()> cancelled) = 0;
+                                                                std::function<bool()> cancelled,
+                                                                std::function<void()> give_way) = 0;
 };
 
 }  // namespace fusion::jobs

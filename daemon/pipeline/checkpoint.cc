@@ -5,6 +5,7 @@
 namespace fusion {
 
 absl::Status Checkpoint::Check(absl::string_view unit, size_t index, size_t count) const {
+  if (give_way_) give_way_();
   if (!cancelled_ || !cancelled_()) return absl::OkStatus();
   return absl::CancelledError(absl::StrCat("job cancelled during stage '", stage_, "' (", where_, unit,
                                            " ", index + 1, " of ", count, ")"));

@@ -8,8 +8,11 @@
 //   "job cancelled during stage 'enhance' (face 3 of 13, tile 5 of 16)"
 // (faces 1-2 and tiles 1-4 of face 3 ran). A stage body returns it unchanged; the OOM ladder
 // passes it through at once (oom_ladder.h), its lease ended.
-// Thread-safety: a value type; Check() calls the predicate, which must be safe to call from the
-// stage's thread (JobRunner::Context::Cancelled() is).
+// Giving way: a checkpoint made with `give_way` calls it first at every Check(), so batch work
+// pauses between its units while live frames run (JobRunner::Context::GiveWay: it blocks for a
+// bounded time, the unit's lease still held).
+// Thread-safety: a value type; Check() calls the predicates, which must be safe to call from the
+// stage's threads at once (JobRunner::Context::Cancelled() and GiveWay() are).
 #pragma once
 
 #include <cstddef>
@@ -26,8 +29,8 @@ class Checkpoint {
   // Never cancelled (direct calls of the stage functions, tests).
   Checkpoint() = default;
   // `cancelled` is polled at every Check(); `stage` names the stage in the message.
-  Checkpoint(std::string stage, std::function<bool()> cancelled)
-      : stage_(std::move(stage)), cancelled_(std::move(cancelled)) {}
+  Checkpoint(std::string stage, std::function<bool()> cancelled, std::function<void()> give_way = nullptr)
+      : stage_(std::move(stage)), cancelled_(std::move(cancelled)), give_way_(std::move(give_way)) {}
 
   // OK when unit `index` (0-based) of `count` may start; CANCELLED naming it otherwise.
   absl::Status Check(absl::string_view unit, size_t index, size_t count) const;
@@ -39,6 +42,7 @@ class Checkpoint {
   std::string stage_;
   std::string where_;  // "face 3 of 13, " of the enclosing units
   std::function<bool()> cancelled_;
+  std::function<void()> give_way_;
 };
 
 }  // namespace fusion

@@ -84,7 +84,7 @@ absl::Status Execution::CancelledBefore(const std::string& name) const {
 }
 
 Checkpoint Execution::StageCheckpoint(const std::string& name) {
-  Checkpoint cp(name, [this] { return ctx_.Cancelled(); });
+  Checkpoint cp(name, [this] { return ctx_.Cancelled(); }, [this] { ctx_.GiveWay(); });
   return per_frame_ && !frame_.empty() ? cp.Within(frame_) : cp;
 }
 

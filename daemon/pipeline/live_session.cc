@@ -11,6 +11,7 @@
 // buffers each frame, from its header, before they exist. A frame of another size restarts the
 // tracking (no track continues across it).
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -36,16 +37,22 @@ namespace {
 
 // The session's Context: no events (a session reports per frame), cancelled when the rpc layer
 // says so (the client went away, the daemon stops).
+// The keyframe scans' context gives way to live frames at its checkpoints (`give_way`).
 class LiveContext final : public jobs::JobRunner::Context {
  public:
-  explicit LiveContext(std::function<bool()> cancelled) : cancelled_(std::move(cancelled)) {}
+  explicit LiveContext(std::function<bool()> cancelled, std::function<void()> give_way = nullptr)
+      : cancelled_(std::move(cancelled)), give_way_(std::move(give_way)) {}
   bool Cancelled() const override { return cancelled_ && cancelled_(); }
+  void GiveWay() override {
+    if (give_way_ && !Cancelled()) give_way_();
+  }
   void StageStarted(const std::string&, float) override {}
   void StageFinished(const v1::StageReport&, float) override {}
   void Degradation(const std::string&) override {}
 
  private:
   const std::function<bool()> cancelled_;
+  const std::function<void()> give_way_;
 };
 
 double MsSince(absl::Time t) { return absl::ToDoubleMilliseconds(absl::Now() - t); }
@@ -85,14 +92,19 @@ class PipelineLiveSession final : public jobs::LiveSession {
     FaceStages stages;
     std::vector<std::string> plan;  // StageModels
   };
-  PipelineLiveSession(Parts parts, const Owner& owner, std::function<bool()> cancelled)
-      : p_(std::move(parts)), context_(std::move(cancelled)),
-        run_(*p_.store, *p_.residency, *p_.ladder, owner, context_, report_, p_.plan) {
+  PipelineLiveSession(Parts parts, const Owner& owner, std::function<bool()> cancelled, std::function<void()> give_way)
+      : p_(std::move(parts)), context_(cancelled),
+        run_(*p_.store, *p_.residency, *p_.ladder, owner, context_, report_, p_.plan),
+        scan_context_([this, cancelled] { return closing_.load() || (cancelled && cancelled()); }, std::move(give_way)),
+        scan_run_(*p_.store, *p_.residency, *p_.ladder, owner, scan_context_, scan_report_,
+                  {p_.options.detector, p_.options.landmarks}) {
     run_.set_per_frame(true);
+    scan_run_.set_per_frame(true);
   }
   ~PipelineLiveSession() override {
+    closing_ = true;   // a keyframe scan running ends at its next checkpoint
     swapper_.reset();  // before the pictures and leases it refers to
-    faces_.reset();
+    faces_.reset();    // waits for the scan
   }
 
   const std::vector<std::string>& models() const override { return models_; }
@@ -123,6 +135,11 @@ class PipelineLiveSession final : public jobs::LiveSession {
   LiveContext context_;
   v1::JobResult report_;  // the stages of the frame running (cleared before each)
   Execution run_;
+  // The keyframe scans beside the frames (VideoFaces::Settings::scan): their own Execution.
+  std::atomic<bool> closing_{false};
+  LiveContext scan_context_;
+  v1::JobResult scan_report_;
+  Execution scan_run_;
   std::vector<Lease> model_leases_;
   std::vector<std::string> models_;
   uint64_t model_bytes_ = 0;
@@ -201,7 +218,8 @@ absl::Status PipelineLiveSession::StartTracking(cv::Size size) {
   const v1::JobOptions& o = p_.job;
   VideoFaces::Settings s{.every_frame = o.video_detect() == v1::VIDEO_DETECT_EVERY_FRAME,
                          .interval = o.keyframe_interval() != 0 ? static_cast<int>(o.keyframe_interval()) : 15,
-                         .live = true};
+                         .live = true,
+                         .scan = &scan_run_};
   faces_ = std::make_unique<VideoFaces>(run_, p_.options.detector, p_.options.landmarks, p_.options.encoder,
                                         p_.detect, s);
   RETURN_IF_ERROR(faces_->Init(size.width, size.height));
@@ -255,7 +273,8 @@ absl::Status PipelineLiveSession::Frame(const v1::LiveFrame& frame, const std::s
 absl::StatusOr<std::unique_ptr<jobs::LiveSession>> PipelineRunner::OpenLive(const Owner& owner,
                                                                            const std::string& source_image,
                                                                            const v1::JobOptions& o,
-                                                                           std::function<bool()> cancelled) {
+                                                                           std::function<bool()> cancelled,
+                                                                           std::function<void()> give_way) {
   RETURN_IF_ERROR(CheckLiveOptions(o));
   ASSIGN_OR_RETURN(auto plan, StageModels(o));
   // A session's frames are not scored: without the score stage, last in the plan as upscale
@@ -272,7 +291,8 @@ absl::StatusOr<std::unique_ptr<jobs::LiveSession>> PipelineRunner::OpenLive(cons
                            o.enhance_scale() != 0 ? EnhancerFor(o, o.enhance_scale()) : "", options_.blender, "",
                            JobThreads()},
       .plan = std::move(plan)};
-  auto session = std::make_unique<PipelineLiveSession>(std::move(parts), owner, std::move(cancelled));
+  auto session = std::make_unique<PipelineLiveSession>(std::move(parts), owner, std::move(cancelled),
+                                                       std::move(give_way));
   RETURN_IF_ERROR(session->LeaseModels(owner));
   RETURN_IF_ERROR(session->PrepareSource(source_image));
   return session;

@@ -121,7 +121,8 @@ class PipelineRunner final : public jobs::JobRunner, public jobs::LiveRunner {
   // session's models leased while it is open.
   absl::StatusOr<std::unique_ptr<jobs::LiveSession>> OpenLive(const Owner& owner, const std::string& source_image,
                                                               const v1::JobOptions& options,
-                                                              std::function<bool()> cancelled) override;
+                                                              std::function<bool()> cancelled,
+                                                              std::function<void()> give_way) override;
 
   // The catalogue model of each stage of a job with `options`, in run order (the plan's);
   // INVALID_ARGUMENT naming a bad option.

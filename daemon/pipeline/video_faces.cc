@@ -2,7 +2,9 @@
 #include "pipeline/video_faces.h"
 
 #include <algorithm>
+#include <chrono>
 #include <tuple>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
@@ -26,6 +28,27 @@ faceapi::Landmarks68 Predicted(const faceapi::Landmarks68& before, const faceapi
   return has_before ? geometry::Extrapolate(before, last) : last;
 }
 
+// Detections to tracks, best overlap first: track_of[d] is the track (index into `tracks`) of
+// detection d, -1 for none; a pair needs IoU >= kMatchIoU.
+std::vector<int> MatchToTracks(const std::vector<faceapi::FaceBox>& tracks, const std::vector<DetectedFace>& dets) {
+  std::vector<std::tuple<float, size_t, size_t>> pairs;  // IoU, track, detection
+  for (size_t t = 0; t < tracks.size(); ++t) {
+    for (size_t d = 0; d < dets.size(); ++d) {
+      const float iou = faceapi::IoU(tracks[t], dets[d].box);
+      if (iou >= kMatchIoU) pairs.emplace_back(iou, t, d);
+    }
+  }
+  std::sort(pairs.begin(), pairs.end(), [](const auto& a, const auto& b) { return std::get<0>(a) > std::get<0>(b); });
+  std::vector<int> track_of(dets.size(), -1);
+  std::vector<bool> matched(tracks.size(), false);
+  for (const auto& [iou, t, d] : pairs) {
+    if (matched[t] || track_of[d] >= 0) continue;
+    matched[t] = true;
+    track_of[d] = static_cast<int>(t);
+  }
+  return track_of;
+}
+
 }  // namespace
 
 absl::Status VideoFaces::Init(int width, int height) {
@@ -35,9 +58,9 @@ absl::Status VideoFaces::Init(int width, int height) {
   return absl::OkStatus();
 }
 
-absl::Status VideoFaces::Landmarks(Picture& pic) {
+absl::Status VideoFaces::Landmarks(Execution& run, Picture& pic) const {
   if (pic.faces.empty()) return absl::OkStatus();
-  return run_.Stage("landmarks", landmarks_, 112 * 112, "112x112", 0.15f,
+  return run.Stage("landmarks", landmarks_, 112 * 112, "112x112", 0.15f,
                     [&](const ModelCopy& c, int, const Checkpoint& cp) { return FindLandmarks(c, pic, cp); });
 }
 
@@ -61,20 +84,36 @@ absl::Status VideoFaces::Push(video::Frame frame, std::deque<AnalysedFrame>* rea
   if (f.cut) {  // the scene before ends: its held frames go as they are, its tracks end
     Emit(ready);
     tracks_.clear();
+    scan_stale_ = scan_.valid();
   }
-  bool keyframe = s_.every_frame || f.cut || chunk_end || since_key_ + 1 >= s_.interval;
+  std::vector<Track> fresh;  // live: faces a finished scan found, for this frame
+  if (scan_.valid() && scan_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    RETURN_IF_ERROR(TakeScan(&fresh));
+  }
+  const bool periodic = since_key_ + 1 >= s_.interval;
+  const bool beside = s_.scan != nullptr && !s_.every_frame;  // periodic keyframes scanned beside
+  bool keyframe = s_.every_frame || f.cut || chunk_end || scan_next_ || (periodic && !beside);
   if (!keyframe) {
     bool held = true;
     RETURN_IF_ERROR(Step(f, tracks_, /*backward=*/false, &held));
     keyframe = !held;  // a track lost: the detector looks at this frame
   }
   if (!keyframe) {
-    ++since_key_;
+    if (!fresh.empty()) RETURN_IF_ERROR(CarryFresh(f, std::move(fresh)));
+    if (periodic && beside && !scan_.valid()) {
+      RETURN_IF_ERROR(StartScan(f));
+      f.keyframe = true;
+      since_key_ = 0;
+    } else {
+      ++since_key_;
+    }
     held_.push_back(std::move(f));
     if (s_.live) Emit(ready);
     return absl::OkStatus();
   }
   RETURN_IF_ERROR(Keyframe(f));
+  scan_stale_ = scan_.valid();  // this frame's detection is newer than the scan's
+  scan_next_ = false;
   since_key_ = 0;
   Emit(ready);
   held_.push_back(std::move(f));
@@ -83,6 +122,87 @@ absl::Status VideoFaces::Push(video::Frame frame, std::deque<AnalysedFrame>* rea
 }
 
 void VideoFaces::Finish(std::deque<AnalysedFrame>* ready) { Emit(ready); }
+
+absl::Status VideoFaces::StartScan(const AnalysedFrame& f) {
+  const cv::Size size = f.frame.bgr.size();
+  ASSIGN_OR_RETURN(Lease copies, run_.HostBuffers(absl::StrCat(f.picture.what, ": the copy its keyframe scan reads"),
+                                                  static_cast<uint64_t>(size.area()) * 6));
+  Picture pic;
+  pic.what = f.picture.what;
+  pic.rgb = f.picture.rgb.clone();
+  std::vector<TrackAt> at;
+  for (const TrackedFace& t : f.faces) at.push_back({t.track, t.face.box, t.face.levelled});
+  scan_ = std::async(std::launch::async, [this, pic = std::move(pic), bgr = f.frame.bgr.clone(), at = std::move(at),
+                                          copies = std::move(copies)]() mutable {
+    return RunScan(std::move(pic), bgr, at);
+  });
+  return absl::OkStatus();
+}
+
+VideoFaces::Scan VideoFaces::RunScan(Picture pic, const cv::Mat& bgr, const std::vector<TrackAt>& at) const {
+  Scan scan;
+  scan.status = Detect(*s_.scan, pic);
+  if (!scan.status.ok()) return scan;
+  std::vector<faceapi::FaceBox> boxes;
+  for (const TrackAt& t : at) boxes.push_back(t.box);
+  const std::vector<int> track_of = MatchToTracks(boxes, pic.faces);
+  for (size_t d = 0; d < pic.faces.size(); ++d) {
+    if (track_of[d] >= 0) pic.faces[d].levelled = at[track_of[d]].levelled;
+  }
+  scan.status = Landmarks(*s_.scan, pic);
+  if (!scan.status.ok()) return scan;
+  for (size_t d = 0; d < pic.faces.size(); ++d) {
+    const DetectedFace& det = pic.faces[d];
+    scan.faces.push_back(ScannedFace{.face = det,
+                                     .track = track_of[d] >= 0 ? at[track_of[d]].id : 0,
+                                     .patch = geometry::FacePatch(bgr, det.landmarks)});
+  }
+  return scan;
+}
+
+absl::Status VideoFaces::TakeScan(std::vector<Track>* fresh) {
+  Scan scan = scan_.get();
+  if (std::exchange(scan_stale_, false)) return absl::OkStatus();
+  RETURN_IF_ERROR(scan.status);
+  for (ScannedFace& sf : scan.faces) {
+    const DetectedFace& det = sf.face;
+    if (sf.track != 0) {  // re-anchored where the detector saw it; ended since: nothing to do
+      for (Track& t : tracks_) {
+        if (t.id != sf.track) continue;
+        t.rel = geometry::RelationOf(det.box, det.landmarks);
+        t.patch = sf.patch;
+        t.upside_down_logit = det.upside_down_logit;
+        t.upside_down = det.upside_down;
+      }
+      continue;
+    }
+    Track t;
+    t.id = next_id_++;
+    t.last = det.landmarks;
+    t.rel = geometry::RelationOf(det.box, det.landmarks);
+    t.box = det.box;
+    t.patch = sf.patch;
+    t.upside_down_logit = det.upside_down_logit;
+    t.upside_down = det.upside_down;
+    t.levelled = det.levelled;
+    fresh->push_back(std::move(t));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status VideoFaces::CarryFresh(AnalysedFrame& f, std::vector<Track> fresh) {
+  const size_t found = fresh.size();
+  bool held = true;
+  RETURN_IF_ERROR(Step(f, fresh, /*backward=*/true, &held));  // the lost end quietly
+  if (fresh.size() < found) {
+    spdlog::debug("{}: {} of {} faces a keyframe scan found not carried here: the next frame is a keyframe",
+                  f.picture.what, found - fresh.size(), found);
+    scan_next_ = true;
+  }
+  for (Track& t : fresh) t.has_before = false;  // its step spanned the frames of the scan
+  tracks_.insert(tracks_.end(), fresh.begin(), fresh.end());
+  return absl::OkStatus();
+}
 
 void VideoFaces::Emit(std::deque<AnalysedFrame>* ready) {
   for (AnalysedFrame& f : held_) ready->push_back(std::move(f));
@@ -146,34 +266,26 @@ absl::Status VideoFaces::Step(AnalysedFrame& f, std::vector<Track>& tracks, bool
   return absl::OkStatus();
 }
 
+absl::Status VideoFaces::Detect(Execution& run, Picture& pic) const {
+  return run.Stage("detect", detector_, detect_px_, bucket_, 0.05f, [&](const ModelCopy& m, int tile, const Checkpoint& cp) {
+    return DetectFaces(m, tile, detect_, pic, cp);  // cp names the frame
+  });
+}
+
 absl::Status VideoFaces::Keyframe(AnalysedFrame& f) {
   f.keyframe = true;
   Picture& pic = f.picture;
-  RETURN_IF_ERROR(run_.Stage("detect", detector_, detect_px_, bucket_, 0.05f,
-                             [&](const ModelCopy& m, int tile, const Checkpoint& cp) {
-                               return DetectFaces(m, tile, detect_, pic, cp);  // cp names the frame
-                             }));
-  // Detections to tracks, best overlap first (by the detector's boxes: before the landmarks, so a
-  // track looked at level is looked at so again).
-  std::vector<std::tuple<float, size_t, size_t>> pairs;  // IoU, track, detection
-  for (size_t t = 0; t < tracks_.size(); ++t) {
-    const Track& tr = tracks_[t];
-    const faceapi::FaceBox predicted = geometry::BoxFrom(tr.rel, Predicted(tr.before, tr.last, tr.has_before));
-    for (size_t d = 0; d < pic.faces.size(); ++d) {
-      const float iou = faceapi::IoU(predicted, pic.faces[d].box);
-      if (iou >= kMatchIoU) pairs.emplace_back(iou, t, d);
-    }
-  }
-  std::sort(pairs.begin(), pairs.end(), [](const auto& a, const auto& b) { return std::get<0>(a) > std::get<0>(b); });
-  std::vector<int> track_of(pic.faces.size(), -1);
+  RETURN_IF_ERROR(Detect(run_, pic));
+  // Detections to tracks by the tracks' predicted boxes (and the detector's boxes: before the
+  // landmarks, so a track looked at level is looked at so again).
+  std::vector<faceapi::FaceBox> predicted;
+  for (const Track& tr : tracks_) predicted.push_back(geometry::BoxFrom(tr.rel, Predicted(tr.before, tr.last, tr.has_before)));
+  const std::vector<int> track_of = MatchToTracks(predicted, pic.faces);
   std::vector<bool> matched(tracks_.size(), false);
-  for (const auto& [iou, t, d] : pairs) {
-    if (matched[t] || track_of[d] >= 0) continue;
-    matched[t] = true;
-    track_of[d] = static_cast<int>(t);
-  }
   for (size_t d = 0; d < pic.faces.size(); ++d) {
-    if (track_of[d] >= 0) pic.faces[d].levelled = tracks_[track_of[d]].levelled;
+    if (track_of[d] < 0) continue;
+    matched[track_of[d]] = true;
+    pic.faces[d].levelled = tracks_[track_of[d]].levelled;
   }
   RETURN_IF_ERROR(Landmarks(pic));
   // New tracks: described first when selecting by reference.

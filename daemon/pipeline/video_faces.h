@@ -23,15 +23,28 @@
 // Detections are matched to tracks by IoU with the tracks' predicted boxes (>= kMatchIoU);
 // a track no detection matches at a keyframe is carried into it as between keyframes and ends
 // only where it does not hold (the detector misses some rolled faces in some frames).
+// Live keyframe scans (Settings::scan): a live session's periodic keyframe is not scanned in its
+// frame's path (the detector's pyramid costs 3-4 frame intervals at 15 frames/s) but on a thread
+// of its own, beside the frames after it, which go on tracked. When the scan of frame k is done
+// (at frame j > k) its detections are matched to the tracks as they were at k: a matched track
+// is re-anchored (its box relation, patch and orientation from the detection); a face with no
+// track starts one, carried into frame j by one tracking step from k (the frames between are
+// not held); when that step loses it, frame j + 1 is scanned in the frame's path, so a face that
+// moved too far is found a frame later. A scene cut, a lost track and the first frame are
+// keyframes in the frame's path as before; one of those while a scan runs makes its result stale
+// (dropped). One scan at a time: a periodic keyframe due while one runs waits for it.
 // Memory: the held frames (at most min(interval, chunk) + 1, BGR and RGB) are the caller's to admit:
-// HeldFrames().
-// Errors: the stages' (RESOURCE_EXHAUSTED naming the stage, CANCELLED, INTERNAL).
-// Thread-safety: one thread (the video job's).
+// HeldFrames(). A live scan's copy of its frame (BGR and RGB) is admitted here, on the host tier.
+// Errors: the stages' (RESOURCE_EXHAUSTED naming the stage, CANCELLED, INTERNAL); a live scan's
+// errors come from the Push that takes its result.
+// Thread-safety: one thread (the video job's, the session's); a live scan's thread reads only
+// what is fixed after Init and the copies it was given.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -83,11 +96,20 @@ class VideoFaces {
     // face entering between keyframes is swapped from the keyframe that finds it), no chunk
     // or job end, pictures named "live frame N". chunk and total are not read.
     bool live = false;
+    // Live: periodic keyframes are scanned with this Execution on a thread of their own, beside
+    // the frames after them (see above); its context's checkpoints should give way to live
+    // frames. Null: in the frame's path.
+    Execution* scan = nullptr;
   };
   VideoFaces(Execution& run, std::string detector, std::string landmarks, std::string encoder, DetectSettings detect,
              Settings settings)
       : run_(run), detector_(std::move(detector)), landmarks_(std::move(landmarks)), encoder_(std::move(encoder)),
         detect_(detect), s_(settings) {}
+  ~VideoFaces() {
+    if (scan_.valid()) scan_.wait();
+  }
+  VideoFaces(const VideoFaces&) = delete;
+  VideoFaces& operator=(const VideoFaces&) = delete;
   // The detect stage's admission for w x h frames.
   absl::Status Init(int width, int height);
   // Frames held at most at once (the caller admits their BGR and RGB copies).
@@ -132,7 +154,30 @@ class VideoFaces {
   // that land on a face `f` has already end quietly. Tracks whose face left the frame
   // end quietly either way.
   absl::Status Step(AnalysedFrame& f, std::vector<Track>& tracks, bool backward, bool* held);
-  absl::Status Landmarks(Picture& pic);
+  // A track where a live scan's frame has it (matching its detections).
+  struct TrackAt {
+    uint64_t id = 0;
+    faceapi::FaceBox box;
+    bool levelled = false;
+  };
+  struct ScannedFace {
+    DetectedFace face;   // box, points, orientation in the scanned frame
+    uint64_t track = 0;  // the track it matched there, 0 for none
+    cv::Mat patch;
+  };
+  struct Scan {
+    absl::Status status;
+    std::vector<ScannedFace> faces;
+  };
+  // Live scans: the frame's copy to a scan's thread; the scan (that thread); its result into
+  // the tracks (re-anchored, *fresh for the new faces); the new faces into `f`.
+  absl::Status StartScan(const AnalysedFrame& f);
+  Scan RunScan(Picture pic, const cv::Mat& bgr, const std::vector<TrackAt>& at) const;
+  absl::Status TakeScan(std::vector<Track>* fresh);
+  absl::Status CarryFresh(AnalysedFrame& f, std::vector<Track> fresh);
+  absl::Status Detect(Execution& run, Picture& pic) const;
+  absl::Status Landmarks(Picture& pic) { return Landmarks(run_, pic); }
+  absl::Status Landmarks(Execution& run, Picture& pic) const;
   absl::Status DescribeNew(Picture& pic, const std::vector<size_t>& which);
   absl::Status TraceBack(std::vector<Track> fresh);
   void Emit(std::deque<AnalysedFrame>* ready);
@@ -149,6 +194,9 @@ class VideoFaces {
   bool started_ = false;  // a frame was pushed, or a state restored
   int since_key_ = 0;
   uint64_t next_id_ = 1;
+  std::future<Scan> scan_;    // a live scan running (or done, not yet taken)
+  bool scan_stale_ = false;   // a keyframe in the frames' path since the scan's frame
+  bool scan_next_ = false;    // live: the next frame is a keyframe in its path
 };
 
 }  // namespace fusion

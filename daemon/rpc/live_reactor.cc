@@ -171,7 +171,9 @@ absl::Status LiveReactor::Serve() {
   RETURN_IF_ERROR(AwaitOpen(&open));
   auto source = Bytes(open.mutable_source(), "source image");
   if (!source.ok()) return source.status();
-  auto session = runner_->OpenLive(owner_, *source, open.options(), [this] { return Stopped(); });
+  std::function<void()> give_way;  // the session's keyframe scans pause while live frames run
+  if (jobs_ != nullptr) give_way = [jobs = jobs_] { jobs->GiveWayToLive(jobs::JobManager::kGiveWayMax); };
+  auto session = runner_->OpenLive(owner_, *source, open.options(), [this] { return Stopped(); }, std::move(give_way));
   if (!session.ok()) return Stopped() ? absl::CancelledError("Live: the client went away") : session.status();
   source->clear();
   spdlog::info("live session {} of uid {} open: {} models, {} bytes leased", owner_.job_id, owner_.uid,

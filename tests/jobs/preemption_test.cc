@@ -236,6 +236,33 @@ TEST_F(PreemptionTest, ALiveClaimHoldsEveryJobAtItsNextYieldPointAndStartsNone) 
   EXPECT_LT(runner_.At("high:end"), runner_.At("queued:0"));
 }
 
+// GiveWay (a stage's checkpoints, a session's keyframe scans): waits while a claim is alive,
+// for at most the bound it is given, and goes on as the claim ends.
+TEST_F(PreemptionTest, GivingWayWaitsForTheLiveClaimsForAtMostItsBound) {
+  Start(1);
+  absl::Time t = absl::Now();
+  manager_->GiveWayToLive(absl::Seconds(5));
+  EXPECT_LT(absl::Now() - t, absl::Milliseconds(100)) << "no claim: at once";
+
+  JobManager::LiveClaim claim = manager_->ClaimForLive();
+  t = absl::Now();
+  manager_->GiveWayToLive(absl::Milliseconds(300));
+  const absl::Duration bounded = absl::Now() - t;
+  EXPECT_GE(bounded, absl::Milliseconds(300));
+  EXPECT_LT(bounded, absl::Seconds(2));
+
+  std::thread frame_ends([&claim] {
+    absl::SleepFor(absl::Milliseconds(150));
+    claim.Release();
+  });
+  t = absl::Now();
+  manager_->GiveWayToLive(absl::Seconds(10));
+  const absl::Duration released = absl::Now() - t;
+  frame_ends.join();
+  EXPECT_GE(released, absl::Milliseconds(100));
+  EXPECT_LT(released, absl::Seconds(2)) << "woken by the claim's end, not by the bound";
+}
+
 TEST_F(PreemptionTest, ACancelEndsAYieldedJob) {
   Start(1);
   const std::string low = Submit(1000, Priority::kLow, "low", 40);
