@@ -173,6 +173,7 @@ absl::Status Daemon::OpenJobs(jobs::JobRunner* runner) {
   jobs::QueueFutureReferences* refs = future_refs_.get();
   metrics_ = std::make_unique<Metrics>();
   jobs::JobManager::Options options{.concurrency = config_.max_concurrent_jobs,
+                                    .worker_nice = static_cast<int>(config_.job_nice),
                                     .on_change =
                                         [refs, residency] {
                                           refs->Refresh();

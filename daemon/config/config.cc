@@ -68,7 +68,7 @@ std::string Bound(const ConfigKey& k, double v) {
 // "[1, 64]", "(0, 1]": the bounds a TOML value must be within (kInteger, kNumber). A flag's
 // range (`for_flag`) leaves out 0, which on the command line means "not given".
 std::string RangeText(const ConfigKey& k, bool for_flag = false) {
-  const bool lo_open = k.range.lo_open || (for_flag && k.range.lo == 0);
+  const bool lo_open = k.range.lo_open || (for_flag && k.range.lo == 0 && k.type != KeyType::kInteger);
   return absl::StrCat(lo_open ? "(" : "[", Bound(k, k.range.lo), ", ", Bound(k, k.range.hi),
                       k.range.hi_open ? ")" : "]");
 }
@@ -271,7 +271,8 @@ struct FlagSlot {
   const ConfigKey* key = nullptr;
   std::string text;                // kString, kBytes, kDuration
   std::vector<std::string> texts;  // kStrings
-  uint64_t integer = 0;            // kInteger
+  uint64_t integer = 0;            // kInteger (given: option->count() > 0; 0 may mean something)
+  const CLI::Option* option = nullptr;
   double number = 0;               // kNumber
 };
 
@@ -292,14 +293,15 @@ void AddFlag(CLI::App& app, FlagSlot& slot) {
     case KeyType::kStrings: app.add_option(name, slot.texts, help); break;
     case KeyType::kNumber: app.add_option(name, slot.number, help); break;
     case KeyType::kInteger:
-      app.add_option(name, slot.integer, help)
-          ->check(CLI::Range(static_cast<uint64_t>(std::max(k.range.lo, 1.0)), static_cast<uint64_t>(k.range.hi)));
+      slot.option = app.add_option(name, slot.integer, help)
+                        ->check(CLI::Range(static_cast<uint64_t>(k.range.lo), static_cast<uint64_t>(k.range.hi)));
       break;
     default: app.add_option(name, slot.text, help); break;
   }
 }
 
-// Copies a given flag into `config`: a flag left empty or 0 is not given and changes nothing.
+// Copies a given flag into `config`: a flag left empty (or a number 0, but an integer's: given
+// or not by its count) is not given and changes nothing.
 absl::Status ApplyFlag(const FlagSlot& slot, DaemonConfig& config) {
   using C = DaemonConfig;
   const ConfigKey& k = *slot.key;
@@ -320,7 +322,7 @@ absl::Status ApplyFlag(const FlagSlot& slot, DaemonConfig& config) {
       }
       break;
     case KeyType::kInteger:
-      if (slot.integer != 0) StoreInteger(k, slot.integer, config);  // CLI11 checked the range
+      if (slot.option != nullptr && slot.option->count() > 0) StoreInteger(k, slot.integer, config);  // CLI11 checked the range
       break;
     case KeyType::kDuration:  // "0" is a duration here, not "not given"
       if (!slot.text.empty() &&

@@ -66,6 +66,9 @@ struct DaemonConfig {
   std::string eviction_policy = "default";
   // Jobs running at once (the global concurrency limit); TOML max_concurrent_jobs.
   uint32_t max_concurrent_jobs = 2;
+  // The nice value jobs' threads run at (JobManager::Options::worker_nice); live sessions'
+  // threads keep the daemon's. TOML job_nice, flag --job-nice. 0 = the daemon's.
+  uint32_t job_nice = 10;
   // CPU threads one job splits its independent work over (detection passes, faces of the
   // per-face stages; daemon/pipeline/parallel.h); TOML job_threads. 0 = the hardware threads.
   uint32_t job_threads = 0;

@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "spdlog/spdlog.h"
 #include "base/status_macros.h"
+#include "common/thread_priority.h"
 #include "fusion_status.h"
 #include "jobs/running_job.h"
 
@@ -445,6 +446,12 @@ absl::Status JobManager::CheckProgress(absl::Duration stall) {
 }
 
 void JobManager::WorkerLoop() {
+  if (options_.worker_nice > 0) {
+    if (const int err = SetThisThreadsNice(options_.worker_nice); err != 0) {
+      spdlog::warn("job worker: cannot lower its priority to nice {} (errno {}): batch work competes with live frames",
+                   options_.worker_nice, err);
+    }
+  }
   for (;;) {
     std::optional<FairQueue::Entry> entry;
     {

@@ -57,6 +57,11 @@ class JobManager {
  public:
   struct Options {
     size_t concurrency = 2;        // jobs running at once
+    // The workers' threads (and so the threads they create: OpenMP teams, FFmpeg's decoders) run
+    // at this nice value: wherever live frames (the sessions' threads, nice 0) or other programs
+    // want the cores, batch stages get what is left, inside a unit of work as well as between
+    // units (GiveWay). 0: the daemon's own. Set once, as each worker starts.
+    int worker_nice = 0;
     FairQueue::Options queue;      // per-uid limit, bypass bound
     // Called with no lock held whenever queued or running jobs (or their progress through
     // their stages) change, e.g. to refresh QueueFutureReferences.

@@ -88,7 +88,7 @@ absl::Status VideoFaces::Push(video::Frame frame, std::deque<AnalysedFrame>* rea
   }
   std::vector<Track> fresh;  // live: faces a finished scan found, for this frame
   if (scan_.valid() && scan_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-    RETURN_IF_ERROR(TakeScan(&fresh));
+    RETURN_IF_ERROR(TakeScan(f, &fresh));
   }
   const bool periodic = since_key_ + 1 >= s_.interval;
   const bool beside = s_.scan != nullptr && !s_.every_frame;  // periodic keyframes scanned beside
@@ -132,15 +132,16 @@ absl::Status VideoFaces::StartScan(const AnalysedFrame& f) {
   pic.rgb = f.picture.rgb.clone();
   std::vector<TrackAt> at;
   for (const TrackedFace& t : f.faces) at.push_back({t.track, t.face.box, t.face.levelled});
-  scan_ = std::async(std::launch::async, [this, pic = std::move(pic), bgr = f.frame.bgr.clone(), at = std::move(at),
-                                          copies = std::move(copies)]() mutable {
-    return RunScan(std::move(pic), bgr, at);
+  scan_ = std::async(std::launch::async, [this, index = f.frame.index, pic = std::move(pic), bgr = f.frame.bgr.clone(),
+                                          at = std::move(at), copies = std::move(copies)]() mutable {
+    return RunScan(index, std::move(pic), bgr, at);
   });
   return absl::OkStatus();
 }
 
-VideoFaces::Scan VideoFaces::RunScan(Picture pic, const cv::Mat& bgr, const std::vector<TrackAt>& at) const {
+VideoFaces::Scan VideoFaces::RunScan(int64_t index, Picture pic, const cv::Mat& bgr, const std::vector<TrackAt>& at) const {
   Scan scan;
+  scan.index = index;
   scan.status = Detect(*s_.scan, pic);
   if (!scan.status.ok()) return scan;
   std::vector<faceapi::FaceBox> boxes;
@@ -160,10 +161,12 @@ VideoFaces::Scan VideoFaces::RunScan(Picture pic, const cv::Mat& bgr, const std:
   return scan;
 }
 
-absl::Status VideoFaces::TakeScan(std::vector<Track>* fresh) {
+absl::Status VideoFaces::TakeScan(const AnalysedFrame& f, std::vector<Track>* fresh) {
   Scan scan = scan_.get();
   if (std::exchange(scan_stale_, false)) return absl::OkStatus();
   RETURN_IF_ERROR(scan.status);
+  spdlog::debug("{}: the keyframe scan of frame {} taken, {} frames later: {} faces", f.picture.what, scan.index + 1,
+                f.frame.index - scan.index, scan.faces.size());
   for (ScannedFace& sf : scan.faces) {
     const DetectedFace& det = sf.face;
     if (sf.track != 0) {  // re-anchored where the detector saw it; ended since: nothing to do

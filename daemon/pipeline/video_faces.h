@@ -166,14 +166,15 @@ class VideoFaces {
     cv::Mat patch;
   };
   struct Scan {
+    int64_t index = 0;  // the scanned frame's
     absl::Status status;
     std::vector<ScannedFace> faces;
   };
   // Live scans: the frame's copy to a scan's thread; the scan (that thread); its result into
   // the tracks (re-anchored, *fresh for the new faces); the new faces into `f`.
   absl::Status StartScan(const AnalysedFrame& f);
-  Scan RunScan(Picture pic, const cv::Mat& bgr, const std::vector<TrackAt>& at) const;
-  absl::Status TakeScan(std::vector<Track>* fresh);
+  Scan RunScan(int64_t index, Picture pic, const cv::Mat& bgr, const std::vector<TrackAt>& at) const;
+  absl::Status TakeScan(const AnalysedFrame& f, std::vector<Track>* fresh);
   absl::Status CarryFresh(AnalysedFrame& f, std::vector<Track> fresh);
   absl::Status Detect(Execution& run, Picture& pic) const;
   absl::Status Landmarks(Picture& pic) { return Landmarks(run_, pic); }

@@ -52,6 +52,7 @@
 #include "spdlog/spdlog.h"
 #include "common/bounded_queue.h"
 #include "common/mutex.h"
+#include "common/thread_priority.h"
 #include "pipeline/execution.h"
 #include "pipeline/face_swap.h"
 #include "pipeline/frame_swapper.h"
@@ -202,15 +203,15 @@ class ChunkEncoder {
   SegmentCounts counts_;
 };
 
-// The calling thread at nice 19 (Linux: per thread; threads it creates later inherit it). The
-// encode thread runs so: x264's worker threads, made when each chunk's encoder opens, are the
-// job's own (unlike LibTorch's and oneDNN's pools, shared by every job and session), and
-// encoding is the one part of a video that need not keep pace with the device: while a live
-// frame or another job's stage runs, the scheduler gives them the cores first (what it costs
-// a video alone: docs/PERFORMANCE.md#live-sessions). Failing (a seccomp'd or RLIMIT_NICE-limited service) only leaves the priority as it was.
+// The calling thread at nice 19. The encode thread runs so: x264's worker threads, made when
+// each chunk's encoder opens, are the job's own, and encoding is the one part of a video that
+// need not keep pace with the device: while a live frame or another job's stage runs, the
+// scheduler gives them the cores first (what it costs a video alone:
+// docs/PERFORMANCE.md#live-sessions). The job's own thread runs at the job workers' nice
+// (JobManager::Options::worker_nice).
 void LowerThisThreadsPriority() {
-  if (setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19) != 0) {
-    spdlog::debug("video encode thread: cannot lower its priority (errno {})", errno);
+  if (const int err = SetThisThreadsNice(19); err != 0) {
+    spdlog::debug("video encode thread: cannot lower its priority (errno {})", err);
   }
 }
 

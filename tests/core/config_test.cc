@@ -288,8 +288,19 @@ TEST_F(ConfigTest, JobThreadsFromFileAndFlagWithinRange) {
   DaemonConfig c;
   EXPECT_NE(ApplyToml("job_threads = 65\n", "f.toml", c).message().find("'job_threads'"), std::string::npos);
   EXPECT_NE(ApplyToml("job_threads = -1\n", "f.toml", c).message().find("'job_threads'"), std::string::npos);
-  EXPECT_FALSE(Parse({"--job-threads", "0"}).ok());
+  // 0 means something (the hardware threads): a flag of 0 is given, and overrides the file.
+  EXPECT_EQ(Parse({"--config", path, "--job-threads", "0"})->job_threads, 0u);
   EXPECT_FALSE(Parse({"--job-threads", "65"}).ok());
+}
+
+TEST_F(ConfigTest, JobNiceFromFileAndFlagWithinRange) {
+  EXPECT_EQ(Parse({})->job_nice, 10u);
+  const std::string path = WriteToml("job_nice = 19\n");
+  EXPECT_EQ(Parse({"--config", path})->job_nice, 19u);
+  EXPECT_EQ(Parse({"--config", path, "--job-nice", "0"})->job_nice, 0u);  // the daemon's own
+  EXPECT_FALSE(Parse({"--job-nice", "20"}).ok());
+  DaemonConfig c;
+  EXPECT_NE(ApplyToml("job_nice = 20\n", "f.toml", c).message().find("'job_nice'"), std::string::npos);
 }
 
 TEST_F(ConfigTest, VideoChunkFramesFromFileAndFlagWithinRange) {
@@ -516,6 +527,7 @@ manifest = "/m.json"
 generator = "synthetic-inswapper_128"
 pin_models = ["face_recognition"]
 max_concurrent_jobs = 3
+job_nice = 0
 job_threads = 1
 max_pixels = 1000
 video_chunk_frames = 7
