@@ -118,8 +118,11 @@ absl::Status SendAll(const NextFrame& next, LiveSession& live, double fps, SentL
 
 // The frames of a file (read whole, as before) or of a V4L2 device, with the size and rate the
 // output is made for; *reader keeps a file's reader alive (its MP4 output takes its stream).
+// A file's other streams' packets (audio, subtitles) go to `packets` as the sender reads past
+// them (null: dropped).
 struct Input {
   NextFrame next;
+  std::function<absl::Status(video::Packet&)> packets;
   int width = 0, height = 0;
   double fps = 0;  // the rate to send at; 0: as the device gives them
   std::unique_ptr<video::VideoReader> reader;
@@ -200,7 +203,7 @@ void AddLiveOptions(CLI::App* cmd, LiveArgs& args) {
                   "video file whose frames are sent (MP4, MKV, WebM, ...), or a V4L2 camera (/dev/videoN)")
       ->required();
   cmd->add_option("--output,-o", args.output,
-                  "MP4 file for the swapped frames, or a v4l2loopback device (/dev/videoN)")
+                  "MP4 file for the swapped frames (and the input file's audio), or a v4l2loopback device (/dev/videoN)")
       ->required();
   cmd->add_option("--pace", args.pace, "frames per second to send (default: the file's frame rate; not for a device)")
       ->check(CLI::Range(0.1, 10000.0));
@@ -233,12 +236,15 @@ int RunLive(Client& client, const LiveArgs& args) {
     input->width = input->reader->width();
     input->height = input->reader->height();
     video::VideoReader* r = input->reader.get();
-    input->next = [r](InFrame* f) -> absl::StatusOr<bool> {
+    input->next = [r, in = &*input](InFrame* f) -> absl::StatusOr<bool> {
       video::Item item;
       for (;;) {
         ASSIGN_OR_RETURN(bool more, r->Next(&item));
         if (!more) return false;
-        if (item.kind != video::Item::Kind::kFrame) continue;
+        if (item.kind != video::Item::Kind::kFrame) {
+          if (in->packets) RETURN_IF_ERROR(in->packets(item.packet));
+          continue;
+        }
         *f = {item.frame.bgr, item.frame.pts, item.frame.duration};
         return true;
       }
@@ -251,6 +257,7 @@ int RunLive(Client& client, const LiveArgs& args) {
     return 2;
   }
   Sink sink;
+  std::mutex mp4_mu;
   std::unique_ptr<video::Mp4Writer> mp4;
 #ifdef FUSIONCTL_V4L2
   std::unique_ptr<V4l2Output> loopback;
@@ -273,8 +280,9 @@ int RunLive(Client& client, const LiveArgs& args) {
   } else {
     const video::EncodeOptions encode{.crf = 20, .preset = "ultrafast"};
     const double device_fps = input->device_fps;
+    std::vector<std::string> dropped_streams;  // streams MP4 cannot carry as they are
     auto writer = input->reader != nullptr
-                      ? video::Mp4Writer::CreateVideoOnly(*input->reader, args.output, encode)
+                      ? video::Mp4Writer::Create(*input->reader, args.output, encode, &dropped_streams)
                       : video::Mp4Writer::CreateVideoOnly(
                             video::VideoShape{.width = input->width, .height = input->height, .time_base_num = 1,
                                               .time_base_den = 1000000,
@@ -283,10 +291,21 @@ int RunLive(Client& client, const LiveArgs& args) {
                             args.output, encode);
     if (!writer.ok()) return Fail(writer.status());
     mp4 = *std::move(writer);
-    sink = {[w = mp4.get()](const cv::Mat& bgr, const Sent& s, int64_t index) {
+    for (const std::string& d : dropped_streams) std::fprintf(stderr, "fusionctl: live: %s\n", d.c_str());
+    // The sender's thread copies the other streams' packets, the receiver's writes the frames:
+    // one writer, one at a time (the muxer interleaves them by time).
+    sink = {[w = mp4.get(), &mp4_mu](const cv::Mat& bgr, const Sent& s, int64_t index) {
+              std::lock_guard<std::mutex> lock(mp4_mu);
               return w->WriteFrame({.bgr = bgr, .pts = s.pts, .duration = s.duration, .index = index});
             },
-            [w = mp4.get()] { return w->Finish(); }};
+            [w = mp4.get(), &mp4_mu] {
+              std::lock_guard<std::mutex> lock(mp4_mu);
+              return w->Finish();
+            }};
+    input->packets = [w = mp4.get(), &mp4_mu](video::Packet& p) {
+      std::lock_guard<std::mutex> lock(mp4_mu);
+      return w->WritePacket(p);
+    };
   }
   SwapOptions options;
   options.simple = args.simple;

@@ -63,6 +63,25 @@ std::map<int64_t, cv::Mat> FramesOf(const std::string& path) {
   return out;
 }
 
+// The audio packets of a video, in order.
+std::vector<std::string> AudioOf(const std::string& path) {
+  std::vector<std::string> out;
+  const std::string bytes = ReadFile(path);
+  auto reader = video::VideoReader::Open(bytes, "video", {});
+  EXPECT_TRUE(reader.ok()) << reader.status();
+  if (!reader.ok()) return out;
+  video::Item item;
+  for (;;) {
+    auto more = (*reader)->Next(&item);
+    EXPECT_TRUE(more.ok()) << more.status();
+    if (!more.ok() || !*more) break;
+    if (item.kind == video::Item::Kind::kPacket && (*reader)->StreamType(item.packet.stream_index()) == "audio") {
+      out.emplace_back(item.packet.data());
+    }
+  }
+  return out;
+}
+
 // The largest mean gray change of a 16x16 window between two frames (a face swapped: tens;
 // the encoder's noise: a few).
 double LargestLocalChange(const cv::Mat& a, const cv::Mat& b) {
@@ -214,6 +233,10 @@ TEST_F(LiveProcessTest, SessionReturnsEveryFrameInOrderWithTheFaceChanged) {
     ASSERT_EQ(in.count(ms), 1u) << "an output frame at " << ms << " ms has no input frame there";
     EXPECT_GT(LargestLocalChange(in.at(ms), frame), 30) << "the face at " << ms << " ms is not swapped";
   }
+  // The clip's AAC track, copied bit for bit (frames the daemon dropped are gaps in the video).
+  const std::vector<std::string> audio = AudioOf(clip_);
+  EXPECT_GT(audio.size(), 20u);
+  EXPECT_EQ(AudioOf(dir_.File("out.mp4")), audio);
   EXPECT_TRUE(NoLeases()) << "the session's leases outlived it";
 }
 
