@@ -1,12 +1,15 @@
 #include "live.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -18,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "swap.h"
@@ -28,6 +32,8 @@
 #include "video/mp4_writer.h"
 #include "video/video_probe.h"
 #include "video/video_reader.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
+#include "spdlog/spdlog.h"
 
 namespace fusion::ctl {
 namespace {
@@ -175,7 +181,9 @@ struct Figures {
   std::vector<double> latency_ms;
 };
 
-void Print(const Figures& f, const LiveArgs& args) {
+// The figures; with --json one object on stdout, with "error" (code, message, stage) when the
+// session failed (the figures then are those until it did).
+void Print(const Figures& f, const LiveArgs& args, const absl::Status& error = absl::OkStatus()) {
   std::vector<double> l = f.latency_ms;
   std::sort(l.begin(), l.end());
   if (args.json) {
@@ -184,15 +192,39 @@ void Print(const Figures& f, const LiveArgs& args) {
                         {"frames_dropped", f.dropped},
                         {"in_order", f.in_order},
                         {"latency_ms", {{"p50", Percentile(l, 50)}, {"p95", Percentile(l, 95)}, {"p99", Percentile(l, 99)}}}};
+    if (!error.ok()) {
+      j["error"] = {{"code", absl::StatusCodeToString(error.code())},
+                    {"message", std::string(error.message())},
+                    {"stage", ErrorStage(error)}};
+    }
     std::cout << j.dump() << "\n";
     return;
   }
+  if (!error.ok()) return;  // Fail's line on stderr says it
   std::printf("frames in %llu, out %llu, dropped by fusiond %llu; in order: %s\n",
               static_cast<unsigned long long>(f.in), static_cast<unsigned long long>(f.out),
               static_cast<unsigned long long>(f.dropped), f.in_order ? "yes" : "no");
   std::printf("latency ms (send -> result): p50 %.1f, p95 %.1f, p99 %.1f\n", Percentile(l, 50), Percentile(l, 95),
               Percentile(l, 99));
   std::printf("result written to %s\n", args.output.c_str());
+}
+
+// The file the MP4 is written to until it is complete: beside `output` (the same filesystem,
+// so the rename is atomic), hidden, named for this process. An existing `output` is untouched
+// until then.
+std::string PartPath(const std::string& output) {
+  const std::filesystem::path out(output);
+  const std::string dir = out.has_parent_path() ? out.parent_path().string() : ".";
+  return absl::StrCat(dir, "/.", out.filename().string(), ".fusionctl-", getpid(), ".part");
+}
+
+// OK when files can be made in the output's directory; FAILED_PRECONDITION naming it otherwise.
+absl::Status CheckOutputDir(const std::string& output) {
+  const std::filesystem::path out(output);
+  const std::string dir = out.has_parent_path() ? out.parent_path().string() : ".";
+  if (access(dir.c_str(), W_OK | X_OK) == 0) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("output ", output, ": cannot write in ", dir, " (", std::strerror(errno), ")"));
 }
 
 }  // namespace
@@ -213,6 +245,10 @@ void AddLiveOptions(CLI::App* cmd, LiveArgs& args) {
 }
 
 int RunLive(Client& client, const LiveArgs& args) {
+  // The video library's log (FFmpeg's words at info) is the daemon's business; here warnings go
+  // to stderr, never to stdout (--json's).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("fusionctl"));
+  spdlog::set_level(spdlog::level::warn);
   auto source = ReadWhole(args.source);
   if (!source.ok()) {
     std::fprintf(stderr, "fusionctl: live: %s\n", std::string(source.status().message()).c_str());
@@ -258,7 +294,14 @@ int RunLive(Client& client, const LiveArgs& args) {
   }
   Sink sink;
   std::mutex mp4_mu;
+  std::string part;  // an MP4 output's file until it is complete
+  // Until it is renamed into place: closed and removed (no frame came back, or an error).
   std::unique_ptr<video::Mp4Writer> mp4;
+  absl::Cleanup remove_part = [&] {
+    if (part.empty()) return;
+    mp4.reset();
+    std::remove(part.c_str());
+  };
 #ifdef FUSIONCTL_V4L2
   std::unique_ptr<V4l2Output> loopback;
 #endif
@@ -278,17 +321,22 @@ int RunLive(Client& client, const LiveArgs& args) {
             [o = loopback.get()] { return o->Finish(); }};
 #endif
   } else {
+    if (absl::Status dir = CheckOutputDir(args.output); !dir.ok()) {
+      std::fprintf(stderr, "fusionctl: live: %s\n", std::string(dir.message()).c_str());
+      return 2;
+    }
+    part = PartPath(args.output);
     const video::EncodeOptions encode{.crf = 20, .preset = "ultrafast"};
     const double device_fps = input->device_fps;
     std::vector<std::string> dropped_streams;  // streams MP4 cannot carry as they are
     auto writer = input->reader != nullptr
-                      ? video::Mp4Writer::Create(*input->reader, args.output, encode, &dropped_streams)
+                      ? video::Mp4Writer::Create(*input->reader, part, encode, &dropped_streams)
                       : video::Mp4Writer::CreateVideoOnly(
                             video::VideoShape{.width = input->width, .height = input->height, .time_base_num = 1,
                                               .time_base_den = 1000000,
                                               .fps_num = static_cast<int>(std::lround(device_fps * 1000)),
                                               .fps_den = 1000},
-                            args.output, encode);
+                            part, encode);
     if (!writer.ok()) return Fail(writer.status());
     mp4 = *std::move(writer);
     for (const std::string& d : dropped_streams) std::fprintf(stderr, "fusionctl: live: %s\n", d.c_str());
@@ -310,8 +358,12 @@ int RunLive(Client& client, const LiveArgs& args) {
   SwapOptions options;
   options.simple = args.simple;
   options.keyframe_interval = args.keyframe_interval;
+  Figures fig;
   auto live = client.OpenLive(*source, options);
-  if (!live.ok()) return Fail(live.status());
+  if (!live.ok()) {
+    Print(fig, args, live.status());
+    return Fail(live.status());
+  }
 
   // A camera runs until it is stopped: Ctrl-C (or SIGTERM) ends the session and closes the output.
   struct sigaction previous_int {}, previous_term {};
@@ -323,7 +375,6 @@ int RunLive(Client& client, const LiveArgs& args) {
     sigaction(SIGTERM, &stop, &previous_term);
   }
   SentLog log;
-  Figures fig;
   absl::Status sent;
   std::thread sender([&] { sent = SendAll(input->next, **live, fps, log, &fig.in); });
   absl::Status received;
@@ -355,9 +406,25 @@ int RunLive(Client& client, const LiveArgs& args) {
     sigaction(SIGTERM, &previous_term, nullptr);
   }
   if (received.ok()) fig.dropped = (*live)->summary().frames_dropped;
-  if (!received.ok()) return Fail(received);
-  if (!sent.ok()) return Fail(sent);
-  if (absl::Status st = sink.finish(); !st.ok()) return Fail(st);
+  absl::Status error = !received.ok() ? received : sent;
+  // The frames that came back are kept, an error or not: the output is closed (a playable file)
+  // and put in place; with none, an existing output is left as it was.
+  if (error.ok() || fig.out > 0) {
+    if (absl::Status st = sink.finish(); !st.ok() && error.ok()) error = st;
+    if (!part.empty() && std::rename(part.c_str(), args.output.c_str()) == 0) {
+      part.clear();
+    } else if (!part.empty() && error.ok()) {
+      error = absl::InternalError(absl::StrCat("cannot rename ", part, " to ", args.output, ": ", std::strerror(errno)));
+    }
+  }
+  if (!error.ok()) {
+    Print(fig, args, error);
+    if (fig.out > 0 && part.empty() && !args.json) {
+      std::fprintf(stderr, "fusionctl: live: the %llu frames swapped before it are in %s\n",
+                   static_cast<unsigned long long>(fig.out), args.output.c_str());
+    }
+    return Fail(error);
+  }
   Print(fig, args);
   return 0;
 }

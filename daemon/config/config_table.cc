@@ -126,7 +126,7 @@ const std::vector<ConfigKey>& Keys() {
     Strings("pin_models", &C::pin_models, "catalogue models kept resident (hot)").Flag("pin-model"),
     // Jobs.
     Integer("max_concurrent_jobs", &C::max_concurrent_jobs, 1, 64, kNoUnit, "jobs running at once").Flag(),
-    Integer("job_nice", &C::job_nice, 0, 19, kNoUnit, "nice value of the jobs' threads (live sessions keep the daemon's)")
+    Integer("job_nice", &C::job_nice, 0, 19, kNoUnit, "nice value of the jobs' threads (a video's encode thread: 19; live sessions keep the daemon's)")
         .Zero("the daemon's").Flag(),
     Integer("job_threads", &C::job_threads, 0, 64, kNoUnit, "CPU threads one job splits detection passes and faces over")
         .Zero("the hardware threads").Flag(),

@@ -113,6 +113,14 @@ class PipelineLiveSession final : public jobs::LiveSession {
 
   // Leases every model of the session (no working set); RESOURCE_EXHAUSTED naming the bytes.
   absl::Status LeaseModels(const Owner& owner);
+  // The device bytes of the session's models as the residency manager has them now.
+  uint64_t LeasedBytes() const {
+    uint64_t bytes = 0;
+    for (const ModelSnapshot& m : p_.residency->Snapshot().models) {
+      if (std::find(models_.begin(), models_.end(), m.name) != models_.end()) bytes += m.bytes;
+    }
+    return bytes;
+  }
   // The source face, once.
   absl::Status PrepareSource(const std::string& source_image) {
     absl::Status st = fusion::PrepareSource(run_, p_.options, p_.job, p_.detect, source_image, &source_);
@@ -155,14 +163,13 @@ absl::Status PipelineLiveSession::LeaseModels(const Owner& owner) {
   for (const std::string& m : p_.plan) {
     if (std::find(models_.begin(), models_.end(), m) == models_.end()) models_.push_back(m);
   }
-  for (const ModelSnapshot& m : p_.residency->Snapshot().models) {
-    if (std::find(models_.begin(), models_.end(), m.name) != models_.end()) model_bytes_ += m.bytes;
-  }
+  model_bytes_ = LeasedBytes();  // before they load, the catalogue's figures
   const absl::Time deadline = absl::Now() + p_.ladder->admission_timeout();
   for (const std::string& m : models_) {
     auto lease = p_.residency->Acquire(owner, m, 0, deadline, [this] { return context_.Cancelled(); });
     if (lease.ok()) {
       model_leases_.push_back(*std::move(lease));
+      if (model_leases_.size() == models_.size()) model_bytes_ = LeasedBytes();  // as loaded (e.g. bf16)
       continue;
     }
     model_leases_.clear();

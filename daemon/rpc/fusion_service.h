@@ -47,6 +47,9 @@ class FusionService final : public v1::Fusion::CallbackService {
     int max_live_sessions_per_uid = 2;
     // Results up to this size come back inline; larger ones (or on request) as a memfd.
     uint64_t inline_result_max_bytes = 4ull << 20;
+    // The largest message the server sends (max_message_bytes): a live frame's result, always
+    // inline, is refused before it is swapped when it could not go out.
+    uint64_t max_message_bytes = 32ull << 20;
   };
   // All pointers must outlive the service. `jobs` may be null: the job methods then answer
   // UNIMPLEMENTED (no pipeline is built into this daemon).

@@ -17,7 +17,8 @@ grpc::ServerBidiReactor<v1::LiveRequest, v1::LiveResponse>* FusionService::Live(
   auto slot = live_slots_.Acquire(cred->uid, "Live");
   if (!slot.ok()) return new Finished(ToGrpcStatus(slot.status()));
   const Owner owner{absl::StrCat("live-", ++live_sessions_), cred->uid};
-  return LiveReactor::Start(live_, jobs_, memfds_, live_sessions_list_, owner, *std::move(slot), &stopping_);
+  return LiveReactor::Start(live_, jobs_, memfds_, live_sessions_list_, owner, *std::move(slot), &stopping_,
+                            options_.max_message_bytes);
 }
 
 grpc::ServerUnaryReactor* FusionService::ListLiveSessions(grpc::CallbackServerContext* ctx,

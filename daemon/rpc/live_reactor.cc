@@ -20,8 +20,9 @@ double MsBetween(absl::Time a, absl::Time b) { return absl::ToDoubleMilliseconds
 
 LiveReactor* LiveReactor::Start(jobs::LiveRunner* runner, jobs::JobManager* jobs, MemfdRegistry* memfds,
                                 LiveSessionRegistry* registry, Owner owner, std::unique_ptr<UidSlots::Slot> slot,
-                                const std::atomic<bool>* stopping) {
-  auto* reactor = new LiveReactor(runner, jobs, memfds, std::move(owner), std::move(slot), stopping);
+                                const std::atomic<bool>* stopping, uint64_t max_message_bytes) {
+  auto* reactor =
+      new LiveReactor(runner, jobs, memfds, std::move(owner), std::move(slot), stopping, max_message_bytes);
   {
     MutexLock lock(&reactor->mu_);
     reactor->entry_ = registry->Open(reactor->owner_, absl::Now());
@@ -29,6 +30,18 @@ LiveReactor* LiveReactor::Start(jobs::LiveRunner* runner, jobs::JobManager* jobs
   reactor->StartRead(&reactor->in_);
   reactor->thread_ = std::thread([reactor] { reactor->Loop(); });
   return reactor;
+}
+
+absl::Status LiveReactor::CheckResultFits(const v1::LiveFrame& frame, uint64_t bytes, const char* how,
+                                          const char* stage) const {
+  // The rest of a result message (sequence, sizes, timings, stages) is well under this.
+  constexpr uint64_t kResultFields = 64 << 10;
+  if (bytes + kResultFields <= max_message_bytes_) return absl::OkStatus();
+  return WithStage(absl::InvalidArgumentError(absl::StrCat(
+                       "live frame (sequence ", frame.sequence(), "): its result, ", bytes, " bytes ", how,
+                       ", is more than one message carries (max_message_bytes ", max_message_bytes_,
+                       "): send smaller frames, or JPEG ones")),
+                   stage);
 }
 
 void LiveReactor::OnReadDone(bool ok) {
@@ -88,8 +101,12 @@ void LiveReactor::OnDone() {
 
 void LiveReactor::Loop() {
   absl::Status st = Serve();  // the session, its leases with it, is gone when Serve returns
-  if (!st.ok() && st.code() != absl::StatusCode::kCancelled) {
-    spdlog::info("live session {} of uid {} ended: {}", owner_.job_id, owner_.uid, st.ToString());
+  {
+    MutexLock lock(&mu_);
+    // The code and our words (not the payloads: the stage is in the message's context).
+    spdlog::info("live session {} of uid {} ended: {}{}{} ({} frames received, {} dropped)", owner_.job_id, owner_.uid,
+                 st.ok() ? "OK" : absl::StatusCodeToString(st.code()), st.ok() ? "" : ": ", std::string(st.message()), received_,
+                 dropped_);
   }
   {
     MutexLock lock(&mu_);
@@ -174,7 +191,7 @@ absl::Status LiveReactor::Serve() {
   std::function<void()> give_way;  // the session's keyframe scans pause while live frames run
   if (jobs_ != nullptr) give_way = [jobs = jobs_] { jobs->GiveWayToLive(jobs::JobManager::kGiveWayMax); };
   auto session = runner_->OpenLive(owner_, *source, open.options(), [this] { return Stopped(); }, std::move(give_way));
-  if (!session.ok()) return Stopped() ? absl::CancelledError("Live: the client went away") : session.status();
+  if (!session.ok()) return Stopped() ? StoppedStatus() : session.status();
   source->clear();
   spdlog::info("live session {} of uid {} open: {} models, {} bytes leased", owner_.job_id, owner_.uid,
                (*session)->models().size(), (*session)->model_bytes());
@@ -196,11 +213,16 @@ absl::Status LiveReactor::Serve() {
     v1::LiveFrameResult* r = response.mutable_frame();
     auto bytes = Bytes(next->frame.mutable_image(), absl::StrCat("live frame (sequence ", next->frame.sequence(), ")"));
     if (!bytes.ok()) return bytes.status();
+    if (next->frame.has_raw()) {
+      const uint64_t raw = uint64_t{next->frame.raw().width()} * next->frame.raw().height() * 3;
+      RETURN_IF_ERROR(CheckResultFits(next->frame, raw, "raw BGR", "decode"));
+    }
     jobs::JobManager::LiveClaim claim;  // batch jobs yield while the frame runs
     if (jobs_ != nullptr) claim = jobs_->ClaimForLive();
     absl::Status st = (*session)->Frame(next->frame, *bytes, r);  // the one place a live frame runs
     claim.Release();
-    if (!st.ok()) return Stopped() ? absl::CancelledError("Live: the client went away") : st;
+    if (!st.ok()) return Stopped() ? StoppedStatus() : st;
+    RETURN_IF_ERROR(CheckResultFits(next->frame, r->image().size(), "encoded", "encode"));
     r->mutable_timings()->set_wait_ms(MsBetween(next->received, began));
     {
       MutexLock lock(&mu_);

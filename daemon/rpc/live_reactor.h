@@ -50,7 +50,7 @@ class LiveReactor final : public grpc::ServerBidiReactor<v1::LiveRequest, v1::Li
   // priority; the claim ends with the frame, and batch work goes on in the time between frames.
   static LiveReactor* Start(jobs::LiveRunner* runner, jobs::JobManager* jobs, MemfdRegistry* memfds,
                             LiveSessionRegistry* registry, Owner owner, std::unique_ptr<UidSlots::Slot> slot,
-                            const std::atomic<bool>* stopping);
+                            const std::atomic<bool>* stopping, uint64_t max_message_bytes);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -63,9 +63,13 @@ class LiveReactor final : public grpc::ServerBidiReactor<v1::LiveRequest, v1::Li
     absl::Time received;
   };
   LiveReactor(jobs::LiveRunner* runner, jobs::JobManager* jobs, MemfdRegistry* memfds, Owner owner,
-              std::unique_ptr<UidSlots::Slot> slot, const std::atomic<bool>* stopping)
+              std::unique_ptr<UidSlots::Slot> slot, const std::atomic<bool>* stopping, uint64_t max_message_bytes)
       : runner_(runner), jobs_(jobs), memfds_(memfds), owner_(std::move(owner)), slot_(std::move(slot)),
-        stopping_(stopping) {}
+        stopping_(stopping), max_message_bytes_(max_message_bytes) {}
+  // INVALID_ARGUMENT naming the frame when its result (`bytes`, `how`) could not go out in one
+  // message (max_message_bytes): stage "decode" before the swap (a raw frame's size is known),
+  // "encode" after it (an encoded result).
+  absl::Status CheckResultFits(const v1::LiveFrame& frame, uint64_t bytes, const char* how, const char* stage) const;
   void Loop();
   // The session from open to the end; its status is the stream's.
   absl::Status Serve();
@@ -81,6 +85,12 @@ class LiveReactor final : public grpc::ServerBidiReactor<v1::LiveRequest, v1::Li
   // Removes a dropped frame's memfd token.
   void Discard(const v1::LiveFrame& frame);
   bool Stopped() const { return cancelled_flag_.load() || stopping_->load(); }
+  // Why a stopped session ends: the client went away (CANCELLED), else the daemon is stopping
+  // (UNAVAILABLE, as every call then).
+  absl::Status StoppedStatus() const {
+    return cancelled_flag_.load() ? absl::CancelledError("Live: the client went away")
+                                  : absl::UnavailableError("fusiond is stopping");
+  }
 
   jobs::LiveRunner* const runner_;
   jobs::JobManager* const jobs_;
@@ -88,6 +98,7 @@ class LiveReactor final : public grpc::ServerBidiReactor<v1::LiveRequest, v1::Li
   const Owner owner_;
   std::unique_ptr<UidSlots::Slot> slot_;
   const std::atomic<bool>* const stopping_;
+  const uint64_t max_message_bytes_;
   std::atomic<bool> cancelled_flag_{false};  // OnCancel: read by the session's cancel checks
 
   Mutex mu_;

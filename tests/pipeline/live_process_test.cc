@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <map>
@@ -336,6 +337,34 @@ TEST_F(LiveProcessTest, ASessionDoesNotWaitForTheJobWorkers) {
   EXPECT_EQ(state(), "RUNNING") << "the session waited for the video job";
 }
 
+// fusionctl live writes its MP4 beside OUT and renames it at the end: a session refused before
+// any frame came back leaves an existing OUT as it was (and no file of its own); with --json the
+// error is in the one object on stdout.
+TEST_F(LiveProcessTest, ARefusedSessionLeavesAnExistingOutputAsItWasAndSaysWhyInItsJson) {
+  StartDaemon();
+  cv::imwrite(dir_.File("grey.png"), cv::Mat(200, 200, CV_8UC3, cv::Scalar(128, 128, 128)));
+  {
+    std::ofstream keep(dir_.File("out.mp4"), std::ios::binary);
+    keep << "an earlier result";
+  }
+  std::vector<std::string> argv = LiveArgv("out.mp4", "30");
+  argv[std::find(argv.begin(), argv.end(), kSource) - argv.begin()] = dir_.File("grey.png");
+  const RunResult r = testing::RunProcess(argv, dir_.path(), absl::Seconds(60));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["error"]["code"], "FAILED_PRECONDITION") << j;
+  EXPECT_EQ(j["error"]["stage"], "detect") << j;
+  EXPECT_EQ(j["frames_out"], 0) << j;
+  EXPECT_EQ(ReadFile(dir_.File("out.mp4")), "an earlier result");
+  for (const auto& e : std::filesystem::directory_iterator(dir_.path())) {
+    EXPECT_FALSE(absl::StrContains(e.path().filename().string(), ".part")) << e.path();
+  }
+  // An output directory that does not exist: exit 2 before any session, naming it.
+  const RunResult nodir = Live("no/such/dir/out.mp4", "30");
+  EXPECT_EQ(nodir.exit_code, 2) << nodir.err;
+  EXPECT_TRUE(absl::StrContains(nodir.err, "cannot write in")) << nodir.err;
+}
+
 // Inputs fusionctl never sends, through the SDK: each ends its session with a status naming the
 // stage and the object, and the daemon serves the next session.
 TEST_F(LiveProcessTest, BadInputEndsTheSessionNamingTheStage) {
@@ -362,6 +391,18 @@ TEST_F(LiveProcessTest, BadInputEndsTheSessionNamingTheStage) {
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
     EXPECT_EQ(ErrorStage(r.status()), "decode");
     EXPECT_TRUE(absl::StrContains(r.status().message(), "64x64 has 12288 bytes, this one 1000")) << r.status();
+  }
+  {  // a raw frame whose result would not fit in one message (max_message_bytes, 32 MiB)
+    auto live = (*client)->OpenLive(source);
+    ASSERT_TRUE(live.ok()) << live.status();
+    ASSERT_TRUE((*live)->SendRaw(3, std::string(4000u * 3000u * 3u, '\0'), 4000, 3000).ok());
+    auto r = (*live)->Receive();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    EXPECT_EQ(ErrorStage(r.status()), "decode");
+    EXPECT_TRUE(absl::StrContains(r.status().message(), "live frame (sequence 3): its result, 36000000 bytes raw BGR"))
+        << r.status();
+    EXPECT_TRUE(absl::StrContains(r.status().message(), "max_message_bytes 33554432")) << r.status();
   }
   {  // a source without a face
     std::vector<uchar> grey;

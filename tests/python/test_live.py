@@ -237,6 +237,27 @@ def test_leases_are_gone_shortly_after_the_session_ends(daemon: Daemon, client: 
     assert all(m["leases"] == 0 for m in json.loads(r.stdout)["models"]), r.stdout
 
 
+def test_a_session_dropped_without_close_is_released(client: fusiond.Client) -> None:
+    import gc
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        a, b = client.live(ASTRONAUT), client.live(ASTRONAUT)  # the uid's limit: 2
+        a.send(hopper())
+        assert next(a).faces_swapped == 1
+        del a, b
+        gc.collect()
+    assert sum(issubclass(w.category, ResourceWarning) for w in caught) == 2, [str(w.message) for w in caught]
+    assert wait_no_leases(client) < 1.5
+    deadline = time.monotonic() + 2
+    while client.live_sessions():
+        assert time.monotonic() < deadline, client.live_sessions()
+        time.sleep(0.05)
+    with client.live(ASTRONAUT) as session:  # a slot is free again
+        session.send(hopper())
+        assert next(session).faces_swapped == 1
+
+
 def test_the_error_stage_of_a_submit_that_does_not_decode(client: fusiond.Client) -> None:
     with pytest.raises(fusiond.InvalidArgument) as e:
         client.submit(ASTRONAUT, b"neither an image nor a video")

@@ -55,6 +55,7 @@ import asyncio
 import collections
 import threading
 import time
+import warnings
 from typing import (TYPE_CHECKING, Any, AsyncIterable, AsyncIterator, Callable, Deque, Iterable, Iterator,
                     Optional, Tuple, Union)
 
@@ -279,8 +280,9 @@ class LiveSession(_Base):
         self._t.check_pid()
         request = pb.LiveRequest(open=pb.LiveOpen(options=options))
         self._t.set_image(read_image(source, "source image"), request.open.source, request)
-        self._open_request: Optional[pb.LiveRequest] = request
-        self._call = client._stub.Live(self._requests())
+        # The request iterator holds the slot, not the session: a session dropped unclosed can
+        # be collected, and __del__ ends its stream.
+        self._call = client._stub.Live(_requests(request, self._slot))
         try:
             self._opened = opened(next(self._call))
         except grpc.RpcError as e:
@@ -293,14 +295,6 @@ class LiveSession(_Base):
             self._call.cancel()
             self._end(e)
             raise
-
-    def _requests(self) -> Iterator[pb.LiveRequest]:
-        """gRPC's request iterator (its own thread): the open, then each frame send() puts."""
-        request, self._open_request = self._open_request, None
-        assert request is not None
-        yield request
-        while (request := self._slot.take()) is not None:
-            yield request
 
     def _end(self, error: Optional[BaseException]) -> None:
         if not self._ended:
@@ -419,6 +413,23 @@ class LiveSession(_Base):
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+    def __del__(self) -> None:
+        # Dropped unclosed (no ``with``, no close()): the stream is cancelled here, so the daemon
+        # releases the session and its leases instead of keeping them until the Client closes.
+        if getattr(self, "_ended", True) or getattr(self, "_call", None) is None:
+            return
+        warnings.warn("fusiond: a live session was dropped without close(); it is cancelled now",
+                      ResourceWarning, stacklevel=2)
+        self.cancel()
+
+
+def _requests(first: pb.LiveRequest, slot: _Slot) -> Iterator[pb.LiveRequest]:
+    """gRPC's request iterator for a LiveSession (on a thread of gRPC's): the open, then each
+    frame send() puts in the slot, until it is finished or aborted."""
+    yield first
+    while (request := slot.take()) is not None:
+        yield request
 
 
 # ---- asynchronous ---------------------------------------------------------------------------
