@@ -12,7 +12,10 @@
 // running frame ends at its next checkpoint (the session's cancel flag) and the session —
 // every lease and host buffer — is destroyed before Finish, well within a second on the CPU.
 // Errors end the stream with the session's status (INVALID_ARGUMENT with stage 'decode' for a
-// bad frame; a request that breaks the protocol: INVALID_ARGUMENT naming it).
+// bad frame, and for a raw frame whose result would not fit in one message of max_message_bytes,
+// before it is swapped; a request that breaks the protocol: INVALID_ARGUMENT naming it). A
+// session the daemon's stop ends is UNAVAILABLE, one whose client went away CANCELLED. The end is
+// logged with the code, our message and the frame counts.
 // Visibility: the session is in `registry` (ListLiveSessions, MemoryState.live_sessions, metrics)
 // from the stream's start until its leases end; its counts and latency go there as they happen.
 // Invariant: at most one write in flight; Finish() once, after the last write completed; the
