@@ -88,11 +88,11 @@ class LiveReactor final : public grpc::ServerBidiReactor<v1::LiveRequest, v1::Li
   // Removes a dropped frame's memfd token.
   void Discard(const v1::LiveFrame& frame);
   bool Stopped() const { return cancelled_flag_.load() || stopping_->load(); }
-  // Why a stopped session ends: the client went away (CANCELLED), else the daemon is stopping
-  // (UNAVAILABLE, as every call then).
+  // Why a stopped session ends: the daemon is stopping (UNAVAILABLE, as every call then; its
+  // stop may cancel the call as well), else the client went away (CANCELLED).
   absl::Status StoppedStatus() const {
-    return cancelled_flag_.load() ? absl::CancelledError("Live: the client went away")
-                                  : absl::UnavailableError("fusiond is stopping");
+    return stopping_->load() ? absl::UnavailableError("fusiond is stopping")
+                             : absl::CancelledError("Live: the client went away");
   }
 
   jobs::LiveRunner* const runner_;
