@@ -89,6 +89,7 @@ absl::Status VideoFaces::Push(video::Frame frame, std::deque<AnalysedFrame>* rea
   std::vector<Track> fresh;  // live: faces a finished scan found, for this frame
   if (scan_.valid() && scan_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
     RETURN_IF_ERROR(TakeScan(f, &fresh));
+    if (fresh.empty()) gap_.clear();  // else CarryFresh goes through it
   }
   const bool periodic = since_key_ + 1 >= s_.interval;
   const bool beside = s_.scan != nullptr && !s_.every_frame;  // periodic keyframes scanned beside
@@ -106,6 +107,7 @@ absl::Status VideoFaces::Push(video::Frame frame, std::deque<AnalysedFrame>* rea
       since_key_ = 0;
     } else {
       ++since_key_;
+      if (scan_.valid()) RETURN_IF_ERROR(KeepForScan(f));
     }
     held_.push_back(std::move(f));
     if (s_.live) Emit(ready);
@@ -113,6 +115,7 @@ absl::Status VideoFaces::Push(video::Frame frame, std::deque<AnalysedFrame>* rea
   }
   RETURN_IF_ERROR(Keyframe(f));
   scan_stale_ = scan_.valid();  // this frame's detection is newer than the scan's
+  gap_.clear();
   scan_next_ = false;
   since_key_ = 0;
   Emit(ready);
@@ -132,6 +135,8 @@ absl::Status VideoFaces::StartScan(const AnalysedFrame& f) {
   pic.rgb = f.picture.rgb.clone();
   std::vector<TrackAt> at;
   for (const TrackedFace& t : f.faces) at.push_back({t.track, t.face.box, t.face.levelled});
+  gap_.clear();
+  gap_full_ = false;
   scan_ = std::async(std::launch::async, [this, index = f.frame.index, pic = std::move(pic), bgr = f.frame.bgr.clone(),
                                           at = std::move(at), copies = std::move(copies)]() mutable {
     return RunScan(index, std::move(pic), bgr, at);
@@ -159,6 +164,26 @@ VideoFaces::Scan VideoFaces::RunScan(int64_t index, Picture pic, const cv::Mat& 
                                      .patch = geometry::FacePatch(bgr, det.landmarks)});
   }
   return scan;
+}
+
+absl::Status VideoFaces::KeepForScan(const AnalysedFrame& f) {
+  if (gap_full_) return absl::OkStatus();
+  const uint64_t bytes = static_cast<uint64_t>(f.frame.bgr.total()) * 6;
+  if ((gap_.size() + 1) * bytes > kMaxScanGapBytes) {
+    gap_.clear();
+    gap_full_ = true;
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(Lease copies, run_.HostBuffers(absl::StrCat(f.picture.what, ": its copy for a keyframe scan's new faces"),
+                                                  bytes));
+  AnalysedFrame c;
+  c.frame.bgr = f.frame.bgr.clone();
+  c.frame.index = f.frame.index;
+  c.picture.what = f.picture.what;
+  c.picture.rgb = f.picture.rgb.clone();
+  c.faces = f.faces;
+  gap_.push_back(GapFrame{std::move(c), std::move(copies)});
+  return absl::OkStatus();
 }
 
 absl::Status VideoFaces::TakeScan(const AnalysedFrame& f, std::vector<Track>* fresh) {
@@ -195,14 +220,23 @@ absl::Status VideoFaces::TakeScan(const AnalysedFrame& f, std::vector<Track>* fr
 
 absl::Status VideoFaces::CarryFresh(AnalysedFrame& f, std::vector<Track> fresh) {
   const size_t found = fresh.size();
+  // Frame by frame through the copies since the scan's frame, then into `f`; the lost end quietly.
   bool held = true;
-  RETURN_IF_ERROR(Step(f, fresh, /*backward=*/true, &held));  // the lost end quietly
+  for (GapFrame& g : gap_) {
+    if (fresh.empty()) break;
+    RETURN_IF_ERROR(Step(g.frame, fresh, /*backward=*/true, &held));
+  }
+  const bool one_step = gap_full_ || gap_.empty();
+  gap_.clear();
+  RETURN_IF_ERROR(Step(f, fresh, /*backward=*/true, &held));
   if (fresh.size() < found) {
     spdlog::debug("{}: {} of {} faces a keyframe scan found not carried here: the next frame is a keyframe",
                   f.picture.what, found - fresh.size(), found);
     scan_next_ = true;
   }
-  for (Track& t : fresh) t.has_before = false;  // its step spanned the frames of the scan
+  if (one_step) {
+    for (Track& t : fresh) t.has_before = false;  // its step spanned the frames of the scan
+  }
   tracks_.insert(tracks_.end(), fresh.begin(), fresh.end());
   return absl::OkStatus();
 }

@@ -28,13 +28,14 @@
 // of its own, beside the frames after it, which go on tracked. When the scan of frame k is done
 // (at frame j > k) its detections are matched to the tracks as they were at k: a matched track
 // is re-anchored (its box relation, patch and orientation from the detection); a face with no
-// track starts one, carried into frame j by one tracking step from k (the frames between are
-// not held); when that step loses it, frame j + 1 is scanned in the frame's path, so a face that
-// moved too far is found a frame later. A scene cut, a lost track and the first frame are
+// track starts one, carried into frame j frame by frame through copies of the frames k+1..j-1
+// kept while the scan runs (at most kMaxScanGapBytes; past that, in one step from k); when the
+// tracking loses it on the way, frame j + 1 is scanned in the frame's path. A scene cut, a lost track and the first frame are
 // keyframes in the frame's path as before; one of those while a scan runs makes its result stale
 // (dropped). One scan at a time: a periodic keyframe due while one runs waits for it.
 // Memory: the held frames (at most min(interval, chunk) + 1, BGR and RGB) are the caller's to admit:
-// HeldFrames(). A live scan's copy of its frame (BGR and RGB) is admitted here, on the host tier.
+// HeldFrames(). A live scan's copy of its frame and of the frames after it (BGR and RGB, 6 B/px
+// each: one, and at most kMaxScanGapBytes for the frames after it) are admitted here, on the host tier.
 // Errors: the stages' (RESOURCE_EXHAUSTED naming the stage, CANCELLED, INTERNAL); a live scan's
 // errors come from the Push that takes its result.
 // Thread-safety: one thread (the video job's, the session's); a live scan's thread reads only
@@ -62,6 +63,10 @@ class VideoTrackerState;  // video_checkpoint.proto
 }  // namespace internal
 
 inline constexpr float kMatchIoU = 0.3f;
+// Bytes of frame copies kept for carrying a live scan's new faces (6 B/px a frame): a scan takes
+// 4-8 frames of a paced stream on 2 CPU cores (docs/PERFORMANCE.md#live-sessions), 12-15 of one
+// sent back to back; 64 MiB keeps 48 frames of 640x360, 12 of 1280x720, 5 of 1920x1080.
+inline constexpr uint64_t kMaxScanGapBytes = 64ull << 20;
 // A tracked face whose predicted box overlaps the box the net saw in the frame before this much
 // is looked at in that same box again: the same crop of a still face gives the same points, where
 // a box re-made from the points each frame wanders by a pixel or two and the swap with it.
@@ -176,6 +181,8 @@ class VideoFaces {
   Scan RunScan(int64_t index, Picture pic, const cv::Mat& bgr, const std::vector<TrackAt>& at) const;
   absl::Status TakeScan(const AnalysedFrame& f, std::vector<Track>* fresh);
   absl::Status CarryFresh(AnalysedFrame& f, std::vector<Track> fresh);
+  // A copy of `f` (tracked) for the scan running; none past kMaxScanGapBytes.
+  absl::Status KeepForScan(const AnalysedFrame& f);
   absl::Status Detect(Execution& run, Picture& pic) const;
   absl::Status Landmarks(Picture& pic) { return Landmarks(run_, pic); }
   absl::Status Landmarks(Execution& run, Picture& pic) const;
@@ -198,6 +205,12 @@ class VideoFaces {
   std::future<Scan> scan_;    // a live scan running (or done, not yet taken)
   bool scan_stale_ = false;   // a keyframe in the frames' path since the scan's frame
   bool scan_next_ = false;    // live: the next frame is a keyframe in its path
+  struct GapFrame {
+    AnalysedFrame frame;  // copies of the BGR and RGB, the tracked faces
+    Lease copies;
+  };
+  std::deque<GapFrame> gap_;  // the frames after the running scan's, in order
+  bool gap_full_ = false;     // more than kMaxScanGapBytes of them: the carry is one step
 };
 
 }  // namespace fusion
