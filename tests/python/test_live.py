@@ -304,6 +304,32 @@ def test_async_live_session(daemon: Daemon) -> None:
         wait_no_leases(client)
 
 
+def test_an_async_session_dropped_without_close_is_released(daemon: Daemon) -> None:
+    import gc
+    import warnings
+
+    async def main() -> None:
+        async with fusiond.AsyncClient(daemon.socket, timeout=10) as client:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                a = await client.live(ASTRONAUT).open()
+                b = await client.live(ASTRONAUT).open()  # the uid's limit: 2
+                del a, b
+                gc.collect()
+            assert sum(issubclass(w.category, ResourceWarning) for w in caught) == 2, [str(w.message) for w in caught]
+            deadline = time.monotonic() + 2
+            while await client.live_sessions():
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.05)
+            async with client.live(ASTRONAUT) as session:  # a slot is free again
+                await session.send(hopper())
+                assert (await session.__anext__()).faces_swapped == 1
+
+    asyncio.run(main())
+    with fusiond.Client(daemon.socket, timeout=10) as client:
+        wait_no_leases(client)
+
+
 def nearest_rank(values: List[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(max(math.ceil(p * len(ordered)), 1), len(ordered)) - 1]

@@ -628,3 +628,15 @@ class AsyncLiveSession(_Base):
         """Cancels the stream unless it has ended. Idempotent."""
         if not self._ended:
             self.cancel()
+
+    def __del__(self) -> None:
+        # As LiveSession's: an opened session dropped unclosed is cancelled (on the loop's thread,
+        # where its last reference goes), so the daemon releases it.
+        if getattr(self, "_ended", True) or getattr(self, "_call", None) is None:
+            return
+        warnings.warn("fusiond: an async live session was dropped without close(); it is cancelled now",
+                      ResourceWarning, stacklevel=2)
+        try:
+            self.cancel()
+        except Exception:  # noqa: BLE001 - a closed loop: the channel's close ends the call
+            pass
