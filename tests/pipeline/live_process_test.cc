@@ -46,9 +46,13 @@ const std::string kPhoto = FUSION_TEST_DATA_DIR "/faces/grace_hopper_512x600.jpg
 const std::vector<std::string> kSessionModels = {"ssd_mobilenetv1", "face_landmark_68", "face_recognition",
                                                  "classical-fusion"};
 
-// A video's frames by presentation time (ms).
-std::map<int64_t, cv::Mat> FramesOf(const std::string& path) {
-  std::map<int64_t, cv::Mat> out;
+// A video's frames by presentation time (ms), and its audio packets in order.
+struct Streams {
+  std::map<int64_t, cv::Mat> frames;
+  std::vector<std::string> audio;
+};
+Streams StreamsOf(const std::string& path) {
+  Streams out;
   const std::string bytes = ReadFile(path);
   auto reader = video::VideoReader::Open(bytes, "video", {});
   EXPECT_TRUE(reader.ok()) << reader.status();
@@ -58,30 +62,15 @@ std::map<int64_t, cv::Mat> FramesOf(const std::string& path) {
     auto more = (*reader)->Next(&item);
     EXPECT_TRUE(more.ok()) << more.status();
     if (!more.ok() || !*more) break;
-    if (item.kind != video::Item::Kind::kFrame) continue;
-    out[static_cast<int64_t>((*reader)->PtsSeconds(item.frame.pts) * 1000 + 0.5)] = item.frame.bgr.clone();
-  }
-  return out;
-}
-
-// The audio packets of a video, in order.
-std::vector<std::string> AudioOf(const std::string& path) {
-  std::vector<std::string> out;
-  const std::string bytes = ReadFile(path);
-  auto reader = video::VideoReader::Open(bytes, "video", {});
-  EXPECT_TRUE(reader.ok()) << reader.status();
-  if (!reader.ok()) return out;
-  video::Item item;
-  for (;;) {
-    auto more = (*reader)->Next(&item);
-    EXPECT_TRUE(more.ok()) << more.status();
-    if (!more.ok() || !*more) break;
-    if (item.kind == video::Item::Kind::kPacket && (*reader)->StreamType(item.packet.stream_index()) == "audio") {
-      out.emplace_back(item.packet.data());
+    if (item.kind == video::Item::Kind::kFrame) {
+      out.frames[static_cast<int64_t>((*reader)->PtsSeconds(item.frame.pts) * 1000 + 0.5)] = item.frame.bgr.clone();
+    } else if ((*reader)->StreamType(item.packet.stream_index()) == "audio") {
+      out.audio.emplace_back(item.packet.data());
     }
   }
   return out;
 }
+std::map<int64_t, cv::Mat> FramesOf(const std::string& path) { return StreamsOf(path).frames; }
 
 // The largest mean gray change of a 16x16 window between two frames (a face swapped: tens;
 // the encoder's noise: a few).
@@ -228,16 +217,17 @@ TEST_F(LiveProcessTest, SessionReturnsEveryFrameInOrderWithTheFaceChanged) {
   EXPECT_LE(p50, p95);
   EXPECT_LE(p95, p99);
 
-  const auto in = FramesOf(clip_), out = FramesOf(dir_.File("out.mp4"));
+  const Streams in_streams = StreamsOf(clip_), out_streams = StreamsOf(dir_.File("out.mp4"));
+  const auto& in = in_streams.frames;
+  const auto& out = out_streams.frames;
   ASSERT_EQ(static_cast<int>(out.size()), j["frames_out"].get<int>());
   for (const auto& [ms, frame] : out) {
     ASSERT_EQ(in.count(ms), 1u) << "an output frame at " << ms << " ms has no input frame there";
     EXPECT_GT(LargestLocalChange(in.at(ms), frame), 30) << "the face at " << ms << " ms is not swapped";
   }
   // The clip's AAC track, copied bit for bit (frames the daemon dropped are gaps in the video).
-  const std::vector<std::string> audio = AudioOf(clip_);
-  EXPECT_GT(audio.size(), 20u);
-  EXPECT_EQ(AudioOf(dir_.File("out.mp4")), audio);
+  EXPECT_GT(in_streams.audio.size(), 20u);
+  EXPECT_EQ(out_streams.audio, in_streams.audio);
   EXPECT_TRUE(NoLeases()) << "the session's leases outlived it";
 }
 
